@@ -1,0 +1,38 @@
+# Keyward's front door: a newcomer and CI use the same words.
+SHELL := /bin/bash
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/keyward/target
+export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
+
+.PHONY: help test generate generate-check cluster-up cluster-down demo bench controlplane
+
+help:
+	@echo "make demo          run the local demo against a local control plane"
+	@echo "make test          the whole suite (fmt, clippy, unit, integration, e2e, drift)"
+	@echo "make generate      regenerate the CRD YAML"
+	@echo "make cluster-up    start kube-apiserver + etcd on loopback (prints export KUBECONFIG=...)"
+	@echo "make cluster-down  stop it and remove its data"
+	@echo "make bench         run the benchmarks and print their figures"
+
+test:
+	bash scripts/test.sh
+
+generate:
+	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- crds/yaml charts/keyward/crds
+
+generate-check:
+	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- --check crds/yaml charts/keyward/crds
+
+controlplane:
+	bash e2e/scripts/build-controlplane.sh
+
+cluster-up:
+	@bash e2e/scripts/cluster.sh up
+
+cluster-down:
+	@bash e2e/scripts/cluster.sh down
+
+demo:
+	bash scripts/demo.sh
+
+bench:
+	bash scripts/bench.sh

@@ -1,0 +1,125 @@
+//! Types shared by several Keyward resources.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of ExternalSecret, PushSecret, Provider and ClusterProvider.
+pub const GROUP: &str = "external-secrets.io";
+/// API group of the provider configuration kinds (Kubernetes, Fake).
+pub const PROVIDER_GROUP: &str = "provider.external-secrets.io";
+/// Category shared by every Keyward kind, so `kubectl get externalsecrets` lists them all.
+pub const CATEGORY: &str = "externalsecrets";
+
+/// The kind of store an ExternalSecret or PushSecret points at.
+///
+/// `SecretStore` and `ClusterSecretStore` stay in the enum so manifests written for the
+/// External Secrets Operator remain valid; Keyward reports them as not supported.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+pub enum StoreKind {
+    /// A namespaced v1 SecretStore (not supported by Keyward; kept for manifest compatibility).
+    SecretStore,
+    /// A cluster-scoped v1 ClusterSecretStore (not supported by Keyward; kept for compatibility).
+    ClusterSecretStore,
+    /// A namespaced Provider: authenticates in the namespace of the manifest that uses it.
+    Provider,
+    /// A cluster-scoped ClusterProvider, subject to its namespace conditions.
+    ClusterProvider,
+}
+
+impl StoreKind {
+    /// The kind name as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::SecretStore => "SecretStore",
+            StoreKind::ClusterSecretStore => "ClusterSecretStore",
+            StoreKind::Provider => "Provider",
+            StoreKind::ClusterProvider => "ClusterProvider",
+        }
+    }
+
+    /// Whether Keyward's controllers can serve this kind.
+    pub fn is_supported(self) -> bool {
+        matches!(self, StoreKind::Provider | StoreKind::ClusterProvider)
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reference to the store (Provider or ClusterProvider) that serves an ExternalSecret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretStoreRef {
+    /// Name of the Provider or ClusterProvider.
+    pub name: String,
+    /// Kind of the store: `Provider` or `ClusterProvider`. When omitted, a `Provider` in the
+    /// same namespace is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StoreKind>,
+}
+
+impl SecretStoreRef {
+    /// The kind this reference resolves to: an omitted kind means a namespaced Provider.
+    pub fn effective_kind(&self) -> StoreKind {
+        self.kind.unwrap_or(StoreKind::Provider)
+    }
+}
+
+/// A status condition, in the shape External Secrets users already parse.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type of the condition, for example `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Status of the condition: `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason for the last transition, for example `SecretSynced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable explanation of the last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the condition last changed status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// The `metadata.generation` the condition was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Name of the condition every Keyward resource reports.
+pub const CONDITION_READY: &str = "Ready";
+
+/// Finds the condition of the given type.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Reference to a key of a Secret, resolved in the authentication namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeySelector {
+    /// Name of the Secret.
+    pub name: String,
+    /// Key inside the Secret's data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Namespace of the Secret. Honoured only for ClusterProviders; a namespaced Provider
+    /// always reads from the namespace of the manifest that uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Reference to an object by name in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectReference {
+    /// Name of the referenced object.
+    #[serde(default)]
+    pub name: String,
+}

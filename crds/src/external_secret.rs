@@ -1,0 +1,475 @@
+//! `external-secrets.io/v1` ExternalSecret: which remote values become which Secret.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, LocalObjectReference, SecretStoreRef};
+
+/// Default refresh interval, as upstream.
+pub const DEFAULT_REFRESH_INTERVAL: &str = "1h";
+/// Annotation whose change forces an immediate refresh, whatever the refresh policy.
+pub const FORCE_SYNC_ANNOTATION: &str = "force-sync";
+
+fn default_refresh_interval() -> String {
+    DEFAULT_REFRESH_INTERVAL.to_string()
+}
+
+/// ExternalSecret describes which values to fetch from a store and the Secret to write them to.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1",
+    kind = "ExternalSecret",
+    doc = "ExternalSecret fetches values from a Provider or ClusterProvider and writes them to a Kubernetes Secret.",
+    plural = "externalsecrets",
+    shortname = "es",
+    category = "externalsecrets",
+    namespaced,
+    status = "ExternalSecretStatus",
+    printcolumn = r#"{"name":"Store","type":"string","jsonPath":".spec.secretStoreRef.name"}"#,
+    printcolumn = r#"{"name":"Refresh Interval","type":"string","jsonPath":".spec.refreshInterval"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretSpec {
+    /// The store used for every entry that does not name its own `sourceRef.storeRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_store_ref: Option<SecretStoreRef>,
+    /// The Secret to create or update.
+    #[serde(default)]
+    pub target: ExternalSecretTarget,
+    /// How often to fetch the values again, as a Go duration (`1h`, `15m`, `30s`); `0` disables
+    /// periodic refresh.
+    #[serde(default = "default_refresh_interval")]
+    pub refresh_interval: String,
+    /// When to refresh: `Periodic` (every refreshInterval), `OnChange` (when the spec changes) or
+    /// `CreatedOnce` (only when the target is created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_policy: Option<RefreshPolicy>,
+    /// Values fetched one by one, each written under its own `secretKey`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<ExternalSecretData>,
+    /// Values fetched as maps (extract, find) and merged into the Secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_from: Vec<ExternalSecretDataFrom>,
+}
+
+/// When an ExternalSecret is refreshed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RefreshPolicy {
+    /// Refresh every `refreshInterval`.
+    Periodic,
+    /// Refresh only when the ExternalSecret's spec or force-sync annotation changes.
+    OnChange,
+    /// Fetch once when the target is created, never again.
+    CreatedOnce,
+}
+
+/// The Secret an ExternalSecret writes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretTarget {
+    /// Name of the Secret; defaults to the ExternalSecret's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Who owns the Secret: `Owner` (created and owned), `Orphan` (created, not owned), `Merge`
+    /// (merged into an existing Secret) or `None` (no Secret is written).
+    #[serde(default)]
+    pub creation_policy: CreationPolicy,
+    /// What happens to the Secret when the remote values are gone: `Retain`, `Delete` or `Merge`.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+    /// Template that renders the Secret from the fetched values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<ExternalSecretTemplate>,
+    /// Make the Secret immutable once written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immutable: bool,
+}
+
+/// Who owns the target Secret.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CreationPolicy {
+    /// Create the Secret and own it (it is garbage collected with the ExternalSecret).
+    #[default]
+    Owner,
+    /// Create the Secret without an owner reference.
+    Orphan,
+    /// Merge the values into a Secret that already exists; never create it.
+    Merge,
+    /// Do not write any Secret.
+    None,
+}
+
+/// What happens to the target Secret when the provider has no values any more.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Keep the Secret and its last values.
+    #[default]
+    Retain,
+    /// Delete the Secret.
+    Delete,
+    /// Remove only the keys this ExternalSecret wrote.
+    Merge,
+}
+
+/// Template for the target Secret (Go text/template syntax, engine v2).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretTemplate {
+    /// Type of the Secret, for example `kubernetes.io/dockerconfigjson`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Template engine version; only `v2` is supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<TemplateEngineVersion>,
+    /// Labels and annotations of the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMetadata>,
+    /// `Replace` the fetched data with the rendered data, or `Merge` both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_policy: Option<TemplateMergePolicy>,
+    /// Keys of the Secret and the template that renders each one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, String>,
+    /// Templates loaded from ConfigMaps, Secrets or literals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub template_from: Vec<TemplateFrom>,
+}
+
+/// Template engine version.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TemplateEngineVersion {
+    /// Go text/template with Sprig functions.
+    #[serde(rename = "v2")]
+    V2,
+}
+
+/// How rendered template data combines with the fetched data.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TemplateMergePolicy {
+    /// Only the rendered keys end up in the Secret.
+    Replace,
+    /// Rendered keys are added to the fetched keys.
+    Merge,
+}
+
+/// Labels and annotations of the templated Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateMetadata {
+    /// Annotations of the Secret.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Labels of the Secret.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A template source.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateFrom {
+    /// Templates from keys of a ConfigMap in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<TemplateRef>,
+    /// Templates from keys of a Secret in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<TemplateRef>,
+    /// Where the rendered output goes: `Data` (default), `Annotations` or `Labels`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TemplateTarget>,
+    /// An inline template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub literal: Option<String>,
+}
+
+/// Part of the Secret a template renders into.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TemplateTarget {
+    /// The Secret's data.
+    Data,
+    /// The Secret's annotations.
+    Annotations,
+    /// The Secret's labels.
+    Labels,
+}
+
+/// Keys of a ConfigMap or Secret that hold templates.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRef {
+    /// Name of the ConfigMap or Secret.
+    pub name: String,
+    /// Keys to use as templates.
+    #[serde(default)]
+    pub items: Vec<TemplateRefItem>,
+}
+
+/// One key holding a template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRefItem {
+    /// Key of the ConfigMap or Secret.
+    pub key: String,
+    /// `Values`: render the value under the same key; `KeysAndValues`: render a YAML map whose
+    /// keys and values both become Secret entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_as: Option<TemplateScope>,
+}
+
+/// How a template item is applied.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TemplateScope {
+    /// Render the value only.
+    Values,
+    /// Render keys and values.
+    KeysAndValues,
+}
+
+/// One Secret key filled from one remote value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretData {
+    /// Key in the target Secret.
+    pub secret_key: String,
+    /// The remote value to fetch.
+    pub remote_ref: ExternalSecretDataRemoteRef,
+    /// A store for this entry only, instead of `spec.secretStoreRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<StoreSourceRef>,
+}
+
+/// Where a remote value lives in the store.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretDataRemoteRef {
+    /// Key of the value in the store (for the Kubernetes provider: the remote Secret's name).
+    pub key: String,
+    /// Fetch the value's metadata (`Fetch`) instead of its data (`None`, default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_policy: Option<MetadataPolicy>,
+    /// A property inside the value (for the Kubernetes provider: a key of the remote Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property: Option<String>,
+    /// Version of the value, where the store keeps versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// How keys are converted: `Default` keeps them, `Unicode` escapes invalid characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion_strategy: Option<ConversionStrategy>,
+    /// How values are decoded: `None` (default), `Base64`, `Base64URL` or `Auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoding_strategy: Option<DecodingStrategy>,
+}
+
+/// Whether to fetch the data or the metadata of a remote value.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MetadataPolicy {
+    /// Fetch the data.
+    None,
+    /// Fetch the metadata (labels and annotations).
+    Fetch,
+}
+
+/// How Secret keys are converted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ConversionStrategy {
+    /// Keep keys as they are.
+    Default,
+    /// Replace characters that are invalid in Secret keys by their Unicode escape.
+    Unicode,
+}
+
+/// How fetched values are decoded before they are written.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DecodingStrategy {
+    /// Decode standard Base64, or URL-safe Base64, and keep the raw value if neither works.
+    Auto,
+    /// Decode standard Base64.
+    Base64,
+    /// Decode URL-safe Base64.
+    #[serde(rename = "Base64URL")]
+    Base64Url,
+    /// Keep the value as it is.
+    None,
+}
+
+/// A per-entry store reference.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreSourceRef {
+    /// The Provider or ClusterProvider for this entry.
+    pub store_ref: SecretStoreRef,
+}
+
+/// Values fetched as a map and merged into the Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretDataFrom {
+    /// Fetch one remote value and use its properties as Secret keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract: Option<ExternalSecretDataRemoteRef>,
+    /// Fetch every remote value matching a name regex or tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find: Option<ExternalSecretFind>,
+    /// Rewrite the keys of the fetched map, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrite: Vec<ExternalSecretRewrite>,
+    /// A store for this entry only (with extract or find), or a generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<StoreGeneratorSourceRef>,
+}
+
+/// Criteria to find remote values.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretFind {
+    /// A root path to start from, where the store has paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Match remote names against a regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<FindName>,
+    /// Match remote values carrying all these tags (for the Kubernetes provider: labels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// How keys are converted: `Default` or `Unicode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion_strategy: Option<ConversionStrategy>,
+    /// How values are decoded: `None` (default), `Base64`, `Base64URL` or `Auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoding_strategy: Option<DecodingStrategy>,
+}
+
+/// Name criteria of a find.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindName {
+    /// Regular expression (RE2 syntax, unanchored) that remote names must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regexp: Option<String>,
+}
+
+/// One rewrite of the keys of a fetched map.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretRewrite {
+    /// Replace matches of `source` by `target` in every key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regexp: Option<RewriteRegexp>,
+    /// Rewrite every key with a template that sees the key as `.value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<RewriteTransform>,
+}
+
+/// A regular-expression rewrite.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteRegexp {
+    /// Regular expression to search for in each key.
+    pub source: String,
+    /// Replacement; `$1`, `${name}` refer to capture groups.
+    pub target: String,
+}
+
+/// A template rewrite.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteTransform {
+    /// Template applied to each key.
+    pub template: String,
+}
+
+/// Per-entry source of a dataFrom entry: a store (with extract or find) or a generator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreGeneratorSourceRef {
+    /// The Provider or ClusterProvider for this entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_ref: Option<SecretStoreRef>,
+    /// A generator producing the values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_ref: Option<GeneratorRef>,
+}
+
+/// Reference to a generator object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorRef {
+    /// API version of the generator, for example `generators.external-secrets.io/v1alpha1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind of the generator.
+    pub kind: String,
+    /// Name of the generator.
+    pub name: String,
+}
+
+/// Observed state of an ExternalSecret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSecretStatus {
+    /// When the values were last fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_time: Option<Time>,
+    /// A hash of the spec and annotations the last sync was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_resource_version: Option<String>,
+    /// Conditions; `Ready` has the reasons `SecretSynced`, `SecretSyncedError`, `SecretDeleted`
+    /// and `SecretMissing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The Secret this ExternalSecret writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<LocalObjectReference>,
+}
+
+/// Reasons of the ExternalSecret `Ready` condition.
+pub mod reason {
+    /// The Secret holds the current values.
+    pub const SECRET_SYNCED: &str = "SecretSynced";
+    /// Fetching or writing failed; the Secret keeps its last good values.
+    pub const SECRET_SYNCED_ERROR: &str = "SecretSyncedError";
+    /// The Secret was deleted following the deletion policy.
+    pub const SECRET_DELETED: &str = "SecretDeleted";
+    /// The Secret does not exist (creation policy `None` or `Merge` without a Secret).
+    pub const SECRET_MISSING: &str = "SecretMissing";
+}
+
+impl ExternalSecret {
+    /// Name of the target Secret: `spec.target.name`, else the ExternalSecret's own name.
+    pub fn target_secret_name(&self) -> String {
+        self.spec
+            .target
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.metadata.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every store reference this ExternalSecret uses, with the JSON path it is written at.
+    pub fn store_refs(&self) -> Vec<(String, &SecretStoreRef)> {
+        let mut refs = Vec::new();
+        if let Some(r) = &self.spec.secret_store_ref {
+            refs.push(("spec.secretStoreRef".to_string(), r));
+        }
+        for (i, d) in self.spec.data.iter().enumerate() {
+            if let Some(s) = &d.source_ref {
+                refs.push((format!("spec.data[{i}].sourceRef.storeRef"), &s.store_ref));
+            }
+        }
+        for (i, d) in self.spec.data_from.iter().enumerate() {
+            if let Some(r) = d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()) {
+                refs.push((format!("spec.dataFrom[{i}].sourceRef.storeRef"), r));
+            }
+        }
+        refs
+    }
+}

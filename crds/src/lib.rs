@@ -1,0 +1,20 @@
+//! Keyward's API: the External Secrets compatible resource types, the pure rules that the
+//! webhook and the reconciler both apply, and the CRD generator.
+
+pub mod common;
+pub mod external_secret;
+pub mod generate;
+pub mod provider;
+pub mod provider_config;
+pub mod push_secret;
+pub mod rules;
+mod schema;
+
+pub use common::{Condition, LocalObjectReference, SecretKeySelector, SecretStoreRef, StoreKind};
+pub use external_secret::{ExternalSecret, ExternalSecretSpec, ExternalSecretStatus};
+pub use provider::{
+    AuthenticationScope, Capabilities, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, Provider,
+    ProviderConfig, ProviderRef, ProviderSpec, ProviderStatus,
+};
+pub use provider_config::{Fake, FakeSpec, Kubernetes, KubernetesSpec};
+pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};

@@ -1,0 +1,174 @@
+//! `external-secrets.io/v1alpha1` PushSecret: a Kubernetes Secret written out to stores.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, StoreKind};
+use crate::external_secret::GeneratorRef;
+use crate::schema::preserve_unknown_fields;
+
+fn default_refresh_interval() -> String {
+    crate::external_secret::DEFAULT_REFRESH_INTERVAL.to_string()
+}
+
+/// PushSecret copies keys of a Kubernetes Secret to one or more stores.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1alpha1",
+    kind = "PushSecret",
+    doc = "PushSecret copies keys of a Kubernetes Secret to one or more Providers or ClusterProviders.",
+    plural = "pushsecrets",
+    shortname = "ps",
+    category = "externalsecrets",
+    namespaced,
+    status = "PushSecretStatus",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretSpec {
+    /// How often to push again, as a Go duration.
+    #[serde(default = "default_refresh_interval")]
+    pub refresh_interval: String,
+    /// The stores to push to, by name or by label selector.
+    pub secret_store_refs: Vec<PushSecretStoreRef>,
+    /// `Replace` remote values, or push only `IfNotExists`.
+    #[serde(default)]
+    pub update_policy: PushSecretUpdatePolicy,
+    /// `Delete` removes the remote copies when the PushSecret (or an entry) goes away; `None`
+    /// keeps them.
+    #[serde(default)]
+    pub deletion_policy: PushSecretDeletionPolicy,
+    /// The Secret to push.
+    pub selector: PushSecretSelector,
+    /// Which keys go where.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<PushSecretData>,
+}
+
+/// A store to push to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretStoreRef {
+    /// Name of the Provider or ClusterProvider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Kind of the store. When omitted, a Provider of that name is tried, then a ClusterProvider;
+    /// the omission is kept as written (it is never defaulted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StoreKind>,
+    /// Push to every store whose labels match, instead of a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+}
+
+/// Whether existing remote values are overwritten.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PushSecretUpdatePolicy {
+    /// Overwrite the remote value.
+    #[default]
+    Replace,
+    /// Push only when the remote value does not exist.
+    IfNotExists,
+}
+
+/// Whether remote copies are deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PushSecretDeletionPolicy {
+    /// Delete remote copies that are no longer pushed.
+    Delete,
+    /// Keep remote copies.
+    #[default]
+    None,
+}
+
+/// The source of the pushed values.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretSelector {
+    /// A Secret in the PushSecret's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<PushSecretSecret>,
+    /// A generator producing the values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_ref: Option<GeneratorRef>,
+}
+
+/// A Secret selected by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretSecret {
+    /// Name of the Secret.
+    pub name: String,
+}
+
+/// One pushed entry.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretData {
+    /// Which key goes to which remote value.
+    #[serde(rename = "match")]
+    pub match_: PushSecretMatch,
+    /// Provider-specific metadata, passed to the provider untouched (for the Kubernetes
+    /// provider: labels, annotations and `remoteNamespace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_fields")]
+    pub metadata: Option<serde_json::Value>,
+    /// How keys are converted: `None` keeps them, `ReverseUnicode` undoes Unicode escaping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion_strategy: Option<PushSecretConversionStrategy>,
+}
+
+/// Key conversion for pushes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PushSecretConversionStrategy {
+    /// Keep keys as they are.
+    None,
+    /// Undo the Unicode escaping of `ConversionStrategy: Unicode`.
+    ReverseUnicode,
+}
+
+/// Maps a Secret key to a remote value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretMatch {
+    /// Key of the source Secret; when omitted the whole Secret is pushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<String>,
+    /// Where the value goes.
+    pub remote_ref: PushSecretRemoteRef,
+}
+
+/// A remote location to push to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretRemoteRef {
+    /// Key of the remote value (for the Kubernetes provider: the remote Secret's name).
+    pub remote_key: String,
+    /// Property inside the remote value (for the Kubernetes provider: the remote Secret's key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property: Option<String>,
+}
+
+/// Observed state of a PushSecret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretStatus {
+    /// When the values were last pushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_time: Option<Time>,
+    /// A hash of the spec the last push was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_resource_version: Option<String>,
+    /// What was pushed where, keyed `Kind/Name` of the store, then by remote key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub synced_push_secrets: BTreeMap<String, BTreeMap<String, PushSecretData>>,
+    /// Conditions; `Ready` reports the last push.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

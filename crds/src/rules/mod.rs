@@ -1,0 +1,62 @@
+//! Pure rules shared by the webhook (at admission) and the reconciler (at runtime).
+//!
+//! Nothing here does I/O: callers pass in what they looked up, so one rule lives in one place
+//! and both components reach the same decision.
+
+mod address;
+mod auth;
+mod duration;
+mod namespace;
+mod selector;
+mod validate;
+
+pub use address::{parse_address, tls_secret_namespace, Address};
+pub use auth::{auth_namespace, AuthNamespaceError, StoreSpec};
+pub use duration::{parse_go_duration, DurationError};
+pub use namespace::{check_namespace_admitted, NamespaceDenied, NamespaceView};
+pub use selector::{label_selector_matches, validate_label_selector, SelectorError};
+pub use validate::{
+    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
+    validate_provider, validate_push_secret,
+};
+
+/// A rule violation at one field, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, for example `spec.dataFrom[0].find.name.regexp`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// An error at `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every violation found in one object, in field order.
+#[derive(Debug, Clone, PartialEq, Eq, Default, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct ValidationErrors(pub Vec<FieldError>);
+
+impl ValidationErrors {
+    /// `Ok` when nothing was found.
+    pub fn into_result(self) -> Result<(), ValidationErrors> {
+        if self.0.is_empty() { Ok(()) } else { Err(self) }
+    }
+
+    pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, message));
+    }
+}

@@ -1,0 +1,367 @@
+//! Spec validation for every Keyward kind. Each function returns every violation it finds,
+//! each naming the field and what to do.
+
+use std::collections::BTreeSet;
+
+use base64::Engine;
+use regex::Regex;
+
+use super::selector::validate_label_selector;
+use super::{parse_address, parse_go_duration, ValidationErrors};
+use crate::common::SecretStoreRef;
+use crate::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec};
+use crate::provider::{AuthenticationScope, ClusterProviderSpec, ProviderConfig, ProviderSpec};
+use crate::provider_config::{FakeSpec, KubernetesSpec};
+use crate::push_secret::PushSecretSpec;
+use crate::SecretKeySelector;
+
+/// Validates an ExternalSecret spec.
+pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    if spec.data.is_empty() && spec.data_from.is_empty() {
+        errs.push("spec", "set at least one entry in spec.data or spec.dataFrom");
+    }
+    check_duration(&mut errs, "spec.refreshInterval", &spec.refresh_interval);
+    if let Some(r) = &spec.secret_store_ref {
+        check_store_ref(&mut errs, "spec.secretStoreRef", r);
+    }
+
+    let mut keys = BTreeSet::new();
+    for (i, d) in spec.data.iter().enumerate() {
+        let path = format!("spec.data[{i}]");
+        if d.secret_key.is_empty() {
+            errs.push(format!("{path}.secretKey"), "must not be empty: name the key of the target Secret");
+        } else if spec.target.deletion_policy == DeletionPolicy::Retain && !keys.insert(d.secret_key.as_str()) {
+            errs.push(
+                format!("{path}.secretKey"),
+                format!("duplicate secretKey {:?}: each entry must write a different key", d.secret_key),
+            );
+        }
+        if d.remote_ref.key.is_empty() {
+            errs.push(format!("{path}.remoteRef.key"), "must not be empty: name the remote value to fetch");
+        }
+        match &d.source_ref {
+            Some(s) => check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), &s.store_ref),
+            None if spec.secret_store_ref.is_none() => errs.push(
+                format!("{path}.sourceRef"),
+                "no store: set spec.secretStoreRef, or sourceRef.storeRef on this entry",
+            ),
+            None => {}
+        }
+    }
+
+    for (i, d) in spec.data_from.iter().enumerate() {
+        let path = format!("spec.dataFrom[{i}]");
+        let generator = d.source_ref.as_ref().and_then(|s| s.generator_ref.as_ref());
+        let store = d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
+        let set: Vec<&str> = [
+            d.extract.as_ref().map(|_| "extract"),
+            d.find.as_ref().map(|_| "find"),
+            generator.map(|_| "sourceRef.generatorRef"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match set.len() {
+            0 if d.source_ref.is_some() => errs.push(
+                format!("{path}.sourceRef"),
+                "a storeRef needs extract or find in the same entry, or use generatorRef",
+            ),
+            0 => errs.push(path.clone(), "set exactly one of extract, find or sourceRef"),
+            1 => {}
+            _ => errs.push(
+                path.clone(),
+                format!("{} are set; set exactly one of extract, find or sourceRef.generatorRef", set.join(" and ")),
+            ),
+        }
+        if let Some(s) = &d.source_ref
+            && s.store_ref.is_none()
+            && s.generator_ref.is_none()
+        {
+            errs.push(format!("{path}.sourceRef"), "set storeRef or generatorRef");
+        }
+        if let Some(r) = store {
+            check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), r);
+        } else if generator.is_none() && spec.secret_store_ref.is_none() {
+            errs.push(
+                format!("{path}.sourceRef"),
+                "no store: set spec.secretStoreRef, or sourceRef.storeRef on this entry",
+            );
+        }
+        if let Some(e) = &d.extract
+            && e.key.is_empty()
+        {
+            errs.push(format!("{path}.extract.key"), "must not be empty: name the remote value to extract");
+        }
+        if let Some(f) = &d.find {
+            check_find(&mut errs, &format!("{path}.find"), f);
+        }
+        for (j, rw) in d.rewrite.iter().enumerate() {
+            check_rewrite(&mut errs, &format!("{path}.rewrite[{j}]"), rw);
+        }
+    }
+
+    let (creation, deletion) = (spec.target.creation_policy, spec.target.deletion_policy);
+    match (deletion, creation) {
+        (DeletionPolicy::Delete, CreationPolicy::Merge | CreationPolicy::None) => errs.push(
+            "spec.target.deletionPolicy",
+            format!(
+                "deletionPolicy Delete cannot be used with creationPolicy {creation:?}: Keyward would delete a \
+                 Secret it does not own; use creationPolicy Owner or Orphan, or deletionPolicy Retain"
+            ),
+        ),
+        (DeletionPolicy::Merge, CreationPolicy::None) => errs.push(
+            "spec.target.deletionPolicy",
+            "deletionPolicy Merge cannot be used with creationPolicy None: there is no Secret to merge into; \
+             use deletionPolicy Retain",
+        ),
+        _ => {}
+    }
+    if spec.target.creation_policy == CreationPolicy::None && spec.target.immutable {
+        errs.push("spec.target.immutable", "has no effect with creationPolicy None: no Secret is written");
+    }
+    errs.into_result()
+}
+
+fn check_duration(errs: &mut ValidationErrors, field: &str, value: &str) {
+    if let Err(e) = parse_go_duration(value) {
+        errs.push(field, e.to_string());
+    }
+}
+
+fn check_store_ref(errs: &mut ValidationErrors, path: &str, r: &SecretStoreRef) {
+    if r.name.is_empty() {
+        errs.push(format!("{path}.name"), "must not be empty: name a Provider or ClusterProvider");
+    }
+}
+
+fn check_regex(errs: &mut ValidationErrors, field: &str, pattern: &str) {
+    if let Err(e) = Regex::new(pattern) {
+        let detail = e.to_string();
+        let last = detail.lines().last().unwrap_or_default().trim().to_string();
+        errs.push(field, format!("{pattern:?} is not a valid regular expression: {last}"));
+    }
+}
+
+fn check_find(errs: &mut ValidationErrors, path: &str, f: &ExternalSecretFind) {
+    let regexp = f.name.as_ref().and_then(|n| n.regexp.as_deref());
+    if let Some(re) = regexp {
+        check_regex(errs, &format!("{path}.name.regexp"), re);
+    }
+    if regexp.is_none() && f.tags.is_empty() && f.path.is_none() {
+        errs.push(path, "set name.regexp, tags or path: an empty find would match every remote value");
+    }
+}
+
+fn check_rewrite(errs: &mut ValidationErrors, path: &str, rw: &ExternalSecretRewrite) {
+    match (&rw.regexp, &rw.transform) {
+        (Some(r), None) => check_regex(errs, &format!("{path}.regexp.source"), &r.source),
+        (None, Some(t)) if t.template.is_empty() => {
+            errs.push(format!("{path}.transform.template"), "must not be empty");
+        }
+        (None, Some(_)) => {}
+        _ => errs.push(path, "set exactly one of regexp or transform"),
+    }
+}
+
+/// Validates a PushSecret spec.
+pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    check_duration(&mut errs, "spec.refreshInterval", &spec.refresh_interval);
+    if spec.secret_store_refs.is_empty() {
+        errs.push("spec.secretStoreRefs", "list at least one store to push to");
+    }
+    for (i, r) in spec.secret_store_refs.iter().enumerate() {
+        let path = format!("spec.secretStoreRefs[{i}]");
+        let named = r.name.as_deref().is_some_and(|n| !n.is_empty());
+        match (named, &r.label_selector) {
+            (true, Some(_)) => errs.push(path, "set name or labelSelector, not both"),
+            (false, None) => errs.push(path, "set name or labelSelector"),
+            (false, Some(sel)) => {
+                if let Err(e) = validate_label_selector(sel) {
+                    errs.push(format!("{path}.labelSelector"), e.to_string());
+                }
+            }
+            (true, None) => {}
+        }
+    }
+    match (&spec.selector.secret, &spec.selector.generator_ref) {
+        (Some(s), None) if s.name.is_empty() => {
+            errs.push("spec.selector.secret.name", "must not be empty: name the Secret to push");
+        }
+        (Some(_), None) | (None, Some(_)) => {}
+        _ => errs.push("spec.selector", "set exactly one of secret or generatorRef"),
+    }
+    let mut targets = BTreeSet::new();
+    for (i, d) in spec.data.iter().enumerate() {
+        let path = format!("spec.data[{i}]");
+        if d.match_.remote_ref.remote_key.is_empty() {
+            errs.push(format!("{path}.match.remoteRef.remoteKey"), "must not be empty: name the remote value");
+        } else if !targets.insert(&d.match_.remote_ref) {
+            errs.push(
+                format!("{path}.match.remoteRef"),
+                "another entry already pushes to this remoteKey and property",
+            );
+        }
+        if let Some(m) = &d.metadata
+            && !m.is_object()
+        {
+            errs.push(format!("{path}.metadata"), "must be an object");
+        }
+    }
+    errs.into_result()
+}
+
+fn check_provider_config(errs: &mut ValidationErrors, c: &ProviderConfig) {
+    if let Err(e) = parse_address(&c.address) {
+        errs.push("spec.config.address", e);
+    }
+    let r = &c.provider_ref;
+    for (field, value) in [("apiVersion", &r.api_version), ("kind", &r.kind), ("name", &r.name)] {
+        if value.is_empty() {
+            errs.push(
+                format!("spec.config.providerRef.{field}"),
+                "must not be empty: reference the provider configuration object",
+            );
+        }
+    }
+}
+
+/// Validates a namespaced Provider living in `namespace`.
+pub fn validate_provider(namespace: &str, spec: &ProviderSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    check_provider_config(&mut errs, &spec.config);
+    if let Some(ns) = spec.config.provider_ref.namespace.as_deref()
+        && !ns.is_empty()
+        && ns != namespace
+    {
+        errs.push(
+            "spec.config.providerRef.namespace",
+            format!(
+                "a namespaced Provider always uses its own namespace {namespace:?}; remove the namespace {ns:?} \
+                 or use a ClusterProvider"
+            ),
+        );
+    }
+    errs.into_result()
+}
+
+/// Validates a ClusterProvider.
+pub fn validate_cluster_provider(spec: &ClusterProviderSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    check_provider_config(&mut errs, &spec.config);
+    if spec.authentication_scope == AuthenticationScope::ProviderNamespace
+        && spec.config.provider_ref.namespace.as_deref().unwrap_or_default().is_empty()
+    {
+        errs.push(
+            "spec.config.providerRef.namespace",
+            "required with authenticationScope ProviderNamespace: set it to the namespace that holds the \
+             provider configuration and its credentials, or use authenticationScope: ManifestNamespace",
+        );
+    }
+    for (i, c) in spec.conditions.iter().enumerate() {
+        let path = format!("spec.conditions[{i}]");
+        if c.namespace_selector.is_none() && c.namespaces.is_empty() && c.namespace_regexes.is_empty() {
+            errs.push(
+                path.clone(),
+                "set namespaceSelector, namespaces or namespaceRegexes: an empty condition admits no namespace",
+            );
+        }
+        if let Some(sel) = &c.namespace_selector
+            && let Err(e) = validate_label_selector(sel)
+        {
+            errs.push(format!("{path}.namespaceSelector"), e.to_string());
+        }
+        for (j, re) in c.namespace_regexes.iter().enumerate() {
+            check_regex(&mut errs, &format!("{path}.namespaceRegexes[{j}]"), re);
+        }
+    }
+    errs.into_result()
+}
+
+fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {
+    if s.name.is_empty() {
+        errs.push(format!("{path}.name"), "must not be empty: name the Secret");
+    }
+    if key_required && s.key.as_deref().unwrap_or_default().is_empty() {
+        errs.push(format!("{path}.key"), "must not be empty: name the key inside the Secret");
+    }
+}
+
+/// Validates a Kubernetes provider configuration.
+pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    match (&spec.auth, &spec.auth_ref) {
+        (Some(_), Some(_)) => errs.push("spec", "set exactly one of auth or authRef, not both"),
+        (None, None) => errs.push("spec", "set exactly one of auth or authRef"),
+        (None, Some(r)) => check_secret_key(&mut errs, "spec.authRef", r, false),
+        (Some(auth), None) => {
+            let methods = auth.methods();
+            match methods.len() {
+                0 => errs.push("spec.auth", "set exactly one of cert, token or serviceAccount"),
+                1 => {}
+                _ => errs.push(
+                    "spec.auth",
+                    format!("{} are set; set exactly one of cert, token or serviceAccount", methods.join(" and ")),
+                ),
+            }
+            if let Some(c) = &auth.cert {
+                check_secret_key(&mut errs, "spec.auth.cert.clientCert", &c.client_cert, true);
+                check_secret_key(&mut errs, "spec.auth.cert.clientKey", &c.client_key, true);
+            }
+            if let Some(t) = &auth.token {
+                check_secret_key(&mut errs, "spec.auth.token.bearerToken", &t.bearer_token, true);
+            }
+            if let Some(sa) = &auth.service_account
+                && sa.name.is_empty()
+            {
+                errs.push("spec.auth.serviceAccount.name", "must not be empty: name the ServiceAccount");
+            }
+        }
+    }
+    if let Some(url) = &spec.server.url
+        && !url.starts_with("https://")
+    {
+        errs.push("spec.server.url", format!("{url:?} must be an https:// URL"));
+    }
+    if let Some(ca) = &spec.server.ca_bundle
+        && base64::engine::general_purpose::STANDARD.decode(ca.trim()).is_err()
+    {
+        errs.push("spec.server.caBundle", "must be Base64-encoded PEM");
+    }
+    if spec.server.ca_bundle.is_some() && spec.server.ca_provider.is_some() {
+        errs.push("spec.server", "set caBundle or caProvider, not both");
+    }
+    if !is_dns_label(&spec.remote_namespace) {
+        errs.push(
+            "spec.remoteNamespace",
+            format!("{:?} is not a valid namespace name", spec.remote_namespace),
+        );
+    }
+    errs.into_result()
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Validates a Fake provider configuration.
+pub fn validate_fake(spec: &FakeSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let mut seen = BTreeSet::new();
+    for (i, e) in spec.data.iter().enumerate() {
+        if e.key.is_empty() {
+            errs.push(format!("spec.data[{i}].key"), "must not be empty");
+        } else if !seen.insert((e.key.as_str(), e.version.as_deref())) {
+            errs.push(
+                format!("spec.data[{i}]"),
+                format!("duplicate entry for key {:?} and version {:?}", e.key, e.version.as_deref().unwrap_or("")),
+            );
+        }
+    }
+    errs.into_result()
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Starts and stops Keyward's local control plane: etcd, kube-apiserver and
+# kube-controller-manager on free loopback ports, with generated certificates, RBAC and the
+# admission plugins of a real cluster (webhooks included).
+#
+#   cluster.sh up      start (or reuse) and print `export KUBECONFIG=...`
+#   cluster.sh down    stop every process and remove the data
+#   cluster.sh status  print whether it runs
+#
+# KEYWARD_CLUSTER_DIR    data directory (default: <repo>/.keyward/cluster)
+# KEYWARD_CLUSTER_OWNER  a pid; when that process exits the control plane is torn down
+#                        (tests use this so a crashed test run leaves nothing behind)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dir="${KEYWARD_CLUSTER_DIR:-$repo/.keyward/cluster}"
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+
+log() { echo "cluster: $*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+
+down() {
+  for name in watchdog kube-controller-manager kube-apiserver etcd; do
+    if [[ -f "$dir/$name.pid" ]]; then
+      local pid
+      pid="$(cat "$dir/$name.pid")"
+      # Each process leads its own process group (setsid), so children go too.
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$dir"
+}
+
+# Runs "$@" detached in its own session, logging to $dir/$name.log; records the pid.
+start() {
+  local name="$1"; shift
+  setsid "$@" >"$dir/$name.log" 2>&1 < /dev/null &
+  echo $! >"$dir/$name.pid"
+}
+
+gen_certs() {
+  local pki="$dir/pki"
+  mkdir -p "$pki"
+  cd "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 7 -subj "/CN=keyward-local-ca" 2>/dev/null
+  cat >server.ext <<EXT
+subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1
+extendedKeyUsage=serverAuth
+EXT
+  openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=kube-apiserver" 2>/dev/null
+  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 7 -extfile server.ext 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' >client.ext
+  openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=keyward-admin" 2>/dev/null
+  openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 7 -extfile client.ext 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout kcm.key -out kcm.csr -subj "/CN=system:kube-controller-manager" 2>/dev/null
+  openssl x509 -req -in kcm.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out kcm.crt -days 7 -extfile client.ext 2>/dev/null
+  openssl genrsa -out sa.key 2048 2>/dev/null
+  openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  cd - >/dev/null
+}
+
+write_kubeconfig() { # file user cert key
+  local b64="base64 -w0"
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: keyward-local
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $($b64 <"$dir/pki/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $($b64 <"$3")
+    client-key-data: $($b64 <"$4")
+contexts:
+- name: keyward-local
+  context: {cluster: keyward-local, user: $2}
+current-context: keyward-local
+KC
+}
+
+up() {
+  if alive kube-apiserver && alive etcd; then
+    echo "export KUBECONFIG=$dir/kubeconfig"
+    return 0
+  fi
+  [[ -d "$dir" ]] && down
+  local bins
+  bins="$(bash "$repo/e2e/scripts/build-controlplane.sh")"
+  mkdir -p "$dir/etcd"
+  trap 'log "interrupted, stopping"; down; exit 130' INT TERM
+  gen_certs
+  local etcd_port peer_port
+  etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
+  echo "$api_port" >"$dir/api.port"
+  start etcd "$bins/etcd" --name keyward --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "keyward=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
+  start kube-apiserver "$bins/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$dir/pki/server.crt" --tls-private-key-file "$dir/pki/server.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --api-audiences https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --authorization-mode Node,RBAC \
+    --enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
+    --allow-privileged=true --profiling=false --v=1
+  write_kubeconfig "$dir/kubeconfig" keyward-admin "$dir/pki/admin.crt" "$dir/pki/admin.key"
+  write_kubeconfig "$dir/kcm.kubeconfig" kube-controller-manager "$dir/pki/kcm.crt" "$dir/pki/kcm.key"
+  local ready=""
+  for _ in $(seq 1 600); do
+    if ! alive kube-apiserver; then break; fi
+    if curl -fsS --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+        "https://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; then ready=1; break; fi
+    sleep 0.1
+  done
+  if [[ -z "$ready" ]]; then
+    log "kube-apiserver did not become ready; last log lines:"
+    tail -n 30 "$dir/kube-apiserver.log" >&2 || true
+    down
+    return 1
+  fi
+  # The controller manager brings garbage collection (owner references), namespace deletion
+  # and the default ServiceAccount of each namespace, as in a real cluster.
+  start kube-controller-manager "$bins/kube-controller-manager" \
+    --kubeconfig "$dir/kcm.kubeconfig" --authentication-kubeconfig "$dir/kcm.kubeconfig" \
+    --authorization-kubeconfig "$dir/kcm.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --use-service-account-credentials=false \
+    --controllers 'garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller' \
+    --v=1
+  if [[ -n "${KEYWARD_CLUSTER_OWNER:-}" ]]; then
+    start watchdog bash -c "while kill -0 $KEYWARD_CLUSTER_OWNER 2>/dev/null; do sleep 1; done; KEYWARD_CLUSTER_DIR='$dir' bash '$self' down"
+  fi
+  trap - INT TERM
+  log "ready: kube-apiserver https://127.0.0.1:$api_port (logs in $dir)"
+  echo "export KUBECONFIG=$dir/kubeconfig"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down; log "stopped" ;;
+  status) if alive kube-apiserver; then echo "running: export KUBECONFIG=$dir/kubeconfig"; else echo "not running"; exit 1; fi ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole suite, in the order that fails fastest. `make test` and CI run this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
+export KEYWARD_CACHE_DIR="${KEYWARD_CACHE_DIR:-$HOME/.cache/keyward}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+step "generated files are up to date"
+make -s generate-check
+
+step "local control plane binaries (built once, then cached)"
+bash e2e/scripts/build-controlplane.sh
+
+step "clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "unit, integration and end-to-end tests"
+cargo test --workspace --all-features --no-fail-fast
