@@ -25,6 +25,8 @@ alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; 
 
 down() {
   for name in watchdog kube-controller-manager kube-apiserver etcd; do
+    # The watchdog runs this very function when its owner exits: it must not kill itself.
+    if [[ "$name" == watchdog && -n "${KEYWARD_CLUSTER_IN_WATCHDOG:-}" ]]; then continue; fi
     if [[ -f "$dir/$name.pid" ]]; then
       local pid
       pid="$(cat "$dir/$name.pid")"
@@ -143,7 +145,7 @@ up() {
     --controllers 'garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller' \
     --v=1
   if [[ -n "${KEYWARD_CLUSTER_OWNER:-}" ]]; then
-    start watchdog bash -c "while kill -0 $KEYWARD_CLUSTER_OWNER 2>/dev/null; do sleep 1; done; KEYWARD_CLUSTER_DIR='$dir' bash '$self' down"
+    start watchdog bash -c "while kill -0 $KEYWARD_CLUSTER_OWNER 2>/dev/null; do sleep 1; done; KEYWARD_CLUSTER_IN_WATCHDOG=1 KEYWARD_CLUSTER_DIR='$dir' bash '$self' down"
   fi
   trap - INT TERM
   log "ready: kube-apiserver https://127.0.0.1:$api_port (logs in $dir)"
