@@ -32,10 +32,8 @@ pub fn write_tls_dir(dir: &Path, files: &TlsFiles<'_>) -> Result<(), CertError> 
         move |source| CertError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     let version = format!("..{stamp}");
     let version_dir = dir.join(&version);
     std::fs::create_dir_all(&version_dir).map_err(io(&version_dir))?;

@@ -12,7 +12,7 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
-pub use files::{write_tls_dir, TlsFiles, CA_FILE, CERT_FILE, KEY_FILE};
+pub use files::{CA_FILE, CERT_FILE, KEY_FILE, TlsFiles, write_tls_dir};
 
 /// Anything that goes wrong while issuing or storing certificates.
 #[derive(Debug, thiserror::Error)]
@@ -62,19 +62,13 @@ impl CertificateAuthority {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name = name(common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let not_after = set_validity(&mut params, validity);
         let key = KeyPair::generate()?;
         let cert = params.self_signed(&key)?;
-        let issued = CertifiedKey {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            not_after,
-        };
-        Ok(CertificateAuthority {
-            issued,
-            issuer: Issuer::new(params, key),
-        })
+        let issued = CertifiedKey { cert_pem: cert.pem(), key_pem: key.serialize_pem(), not_after };
+        Ok(CertificateAuthority { issued, issuer: Issuer::new(params, key) })
     }
 
     /// Loads an existing CA from its PEM certificate and key.
@@ -83,11 +77,7 @@ impl CertificateAuthority {
         let issuer = Issuer::from_ca_cert_pem(cert_pem, key)?;
         let not_after = not_after(cert_pem)?;
         Ok(CertificateAuthority {
-            issued: CertifiedKey {
-                cert_pem: cert_pem.to_string(),
-                key_pem: key_pem.to_string(),
-                not_after,
-            },
+            issued: CertifiedKey { cert_pem: cert_pem.to_string(), key_pem: key_pem.to_string(), not_after },
             issuer,
         })
     }
@@ -124,17 +114,13 @@ impl CertificateAuthority {
         let not_after = set_validity(&mut params, validity);
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(CertifiedKey {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            not_after,
-        })
+        Ok(CertifiedKey { cert_pem: cert.pem(), key_pem: key.serialize_pem(), not_after })
     }
 }
 
 /// Expiry of a PEM certificate.
 pub fn not_after(cert_pem: &str) -> Result<OffsetDateTime, CertError> {
-    use x509_parser::prelude::{parse_x509_pem, FromDer, X509Certificate};
+    use x509_parser::prelude::{FromDer, X509Certificate, parse_x509_pem};
     let (_, pem) = parse_x509_pem(cert_pem.as_bytes()).map_err(|_| rcgen::Error::CouldNotParseCertificate)?;
     let (_, cert) = X509Certificate::from_der(&pem.contents).map_err(|_| rcgen::Error::CouldNotParseCertificate)?;
     Ok(cert.validity().not_after.to_datetime())

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kube::CustomResourceExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
 
 use crate::{ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret};
 

@@ -13,7 +13,9 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--check" => check = true,
             "-h" | "--help" => {
-                println!("usage: keyward-crdgen [--check] DIR...\nWrites (or checks) one YAML file per Keyward CRD in each DIR.");
+                println!(
+                    "usage: keyward-crdgen [--check] DIR...\nWrites (or checks) one YAML file per Keyward CRD in each DIR."
+                );
                 return ExitCode::SUCCESS;
             }
             _ => dirs.push(PathBuf::from(arg)),

@@ -16,17 +16,14 @@ pub fn parse_address(address: &str) -> Result<Address, String> {
         return Err(format!("{address:?} must not have a scheme; {hint}"));
     }
     let (host, port) = if let Some(rest) = address.strip_prefix('[') {
-        let (host, port) = rest
-            .split_once("]:")
-            .ok_or_else(|| format!("{address:?} is not a valid address; {hint}"))?;
+        let (host, port) =
+            rest.split_once("]:").ok_or_else(|| format!("{address:?} is not a valid address; {hint}"))?;
         if host.parse::<std::net::Ipv6Addr>().is_err() {
             return Err(format!("{host:?} is not a valid IPv6 address; {hint}"));
         }
         (host, port)
     } else {
-        address
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{address:?} has no port; {hint}"))?
+        address.rsplit_once(':').ok_or_else(|| format!("{address:?} has no port; {hint}"))?
     };
     let port: u16 = port
         .parse()
@@ -39,10 +36,7 @@ pub fn parse_address(address: &str) -> Result<Address, String> {
     if !address.starts_with('[') && !is_dns_name_or_ipv4(host) {
         return Err(format!("host {host:?} of {address:?} is not a DNS name or IP address; {hint}"));
     }
-    Ok(Address {
-        host: host.to_string(),
-        port,
-    })
+    Ok(Address { host: host.to_string(), port })
 }
 
 fn is_dns_name_or_ipv4(host: &str) -> bool {
@@ -85,14 +79,7 @@ mod tests {
             ("localhost:1", "localhost", 1),
         ];
         for (input, host, port) in ok {
-            assert_eq!(
-                parse_address(input),
-                Ok(Address {
-                    host: host.into(),
-                    port
-                }),
-                "{input}"
-            );
+            assert_eq!(parse_address(input), Ok(Address { host: host.into(), port }), "{input}");
         }
         let bad = [
             ("p.keyward.svc", "has no port"),

@@ -45,9 +45,7 @@ pub fn auth_namespace(store: StoreSpec<'_>, manifest_namespace: &str) -> Result<
                 .namespace
                 .clone()
                 .filter(|ns| !ns.is_empty())
-                .ok_or_else(|| AuthNamespaceError {
-                    cluster_provider: name.to_string(),
-                }),
+                .ok_or_else(|| AuthNamespaceError { cluster_provider: name.to_string() }),
         },
     }
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 /// A string that is not a Go duration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{input:?} is not a duration: use a number with a unit (ns, us, ms, s, m, h), for example \"1h\" or \"15m30s\", or \"0\" to disable")]
+#[error(
+    "{input:?} is not a duration: use a number with a unit (ns, us, ms, s, m, h), for example \"1h\" or \"15m30s\", or \"0\" to disable"
+)]
 pub struct DurationError {
     /// The rejected input.
     pub input: String,
@@ -12,9 +14,7 @@ pub struct DurationError {
 
 /// Parses a non-negative Go duration.
 pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError {
-        input: input.to_string(),
-    };
+    let err = || DurationError { input: input.to_string() };
     if input == "0" {
         return Ok(Duration::ZERO);
     }
@@ -24,9 +24,7 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
     let mut rest = input;
     let mut total = 0f64;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
         if number_len == 0 {
             return Err(err());
         }

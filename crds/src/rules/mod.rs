@@ -10,14 +10,14 @@ mod namespace;
 mod selector;
 mod validate;
 
-pub use address::{parse_address, tls_secret_namespace, Address};
-pub use auth::{auth_namespace, AuthNamespaceError, StoreSpec};
-pub use duration::{parse_go_duration, DurationError};
-pub use namespace::{check_namespace_admitted, NamespaceDenied, NamespaceView};
-pub use selector::{label_selector_matches, validate_label_selector, SelectorError};
+pub use address::{Address, parse_address, tls_secret_namespace};
+pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
+pub use duration::{DurationError, parse_go_duration};
+pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
+pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
 pub use validate::{
-    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
-    validate_provider, validate_push_secret,
+    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
+    validate_push_secret,
 };
 
 /// A rule violation at one field, with what to do about it.
@@ -32,10 +32,7 @@ pub struct FieldError {
 impl FieldError {
     /// An error at `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
+        FieldError { field: field.into(), message: message.into() }
     }
 }
 

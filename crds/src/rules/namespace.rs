@@ -86,10 +86,7 @@ fn condition_admits(condition: &ClusterProviderCondition, ns: NamespaceView<'_>)
                 Err(_) => misses.push(format!("namespaceRegexes entry {pattern:?} is not a valid regular expression")),
             }
         }
-        misses.push(format!(
-            "namespaceRegexes [{}] do not match its name",
-            condition.namespace_regexes.join(", ")
-        ));
+        misses.push(format!("namespaceRegexes [{}] do not match its name", condition.namespace_regexes.join(", ")));
     }
     if misses.is_empty() {
         misses.push("the condition sets no namespaceSelector, namespaces or namespaceRegexes".to_string());
@@ -113,19 +110,13 @@ mod tests {
 
     fn by_labels(pairs: &[(&str, &str)]) -> ClusterProviderCondition {
         ClusterProviderCondition {
-            namespace_selector: Some(LabelSelector {
-                match_labels: Some(labels(pairs)),
-                match_expressions: None,
-            }),
+            namespace_selector: Some(LabelSelector { match_labels: Some(labels(pairs)), match_expressions: None }),
             ..Default::default()
         }
     }
 
     fn by_names(names: &[&str]) -> ClusterProviderCondition {
-        ClusterProviderCondition {
-            namespaces: names.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
+        ClusterProviderCondition { namespaces: names.iter().map(|s| s.to_string()).collect(), ..Default::default() }
     }
 
     fn by_regexes(res: &[&str]) -> ClusterProviderCondition {

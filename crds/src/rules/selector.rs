@@ -25,25 +25,14 @@ pub fn validate_label_selector(selector: &LabelSelector) -> Result<(), SelectorE
         let op = expr.operator.as_str();
         match op {
             "In" | "NotIn" if values.is_empty() => {
-                return Err(SelectorError::MissingValues {
-                    index,
-                    operator: op.to_string(),
-                    key: expr.key.clone(),
-                });
+                return Err(SelectorError::MissingValues { index, operator: op.to_string(), key: expr.key.clone() });
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {
-                return Err(SelectorError::UnexpectedValues {
-                    index,
-                    operator: op.to_string(),
-                    key: expr.key.clone(),
-                });
+                return Err(SelectorError::UnexpectedValues { index, operator: op.to_string(), key: expr.key.clone() });
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
             _ => {
-                return Err(SelectorError::UnknownOperator {
-                    index,
-                    operator: op.to_string(),
-                });
+                return Err(SelectorError::UnknownOperator { index, operator: op.to_string() });
             }
         }
     }
@@ -58,11 +47,7 @@ pub fn label_selector_matches(
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, SelectorError> {
     validate_label_selector(selector)?;
-    let labels_ok = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+    let labels_ok = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
     if !labels_ok {
         return Ok(false);
     }
@@ -85,12 +70,7 @@ pub fn label_selector_matches(
 
 /// Renders a selector the way `kubectl` prints one, for messages.
 pub(crate) fn describe_selector(selector: &LabelSelector) -> String {
-    let mut parts: Vec<String> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let mut parts: Vec<String> = selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
     for expr in selector.match_expressions.iter().flatten() {
         let values = expr.values.as_deref().unwrap_or_default().join(",");
         parts.push(match expr.operator.as_str() {
@@ -101,11 +81,7 @@ pub(crate) fn describe_selector(selector: &LabelSelector) -> String {
             other => format!("{} {other} ({values})", expr.key),
         });
     }
-    if parts.is_empty() {
-        "<everything>".to_string()
-    } else {
-        parts.join(",")
-    }
+    if parts.is_empty() { "<everything>".to_string() } else { parts.join(",") }
 }
 
 #[cfg(test)]
@@ -121,11 +97,7 @@ mod tests {
         LabelSelectorRequirement {
             key: key.into(),
             operator: op.into(),
-            values: if values.is_empty() {
-                None
-            } else {
-                Some(values.iter().map(|v| v.to_string()).collect())
-            },
+            values: if values.is_empty() { None } else { Some(values.iter().map(|v| v.to_string()).collect()) },
         }
     }
 
@@ -177,15 +149,9 @@ mod tests {
             "matchExpressions[0].operator \"Equals\" is not valid: use In, NotIn, Exists or DoesNotExist"
         );
         let no_values = sel(&[], vec![expr("a", "In", &[])]);
-        assert!(matches!(
-            label_selector_matches(&no_values, &l),
-            Err(SelectorError::MissingValues { .. })
-        ));
+        assert!(matches!(label_selector_matches(&no_values, &l), Err(SelectorError::MissingValues { .. })));
         let values_on_exists = sel(&[], vec![expr("a", "Exists", &["x"])]);
-        assert!(matches!(
-            validate_label_selector(&values_on_exists),
-            Err(SelectorError::UnexpectedValues { .. })
-        ));
+        assert!(matches!(validate_label_selector(&values_on_exists), Err(SelectorError::UnexpectedValues { .. })));
     }
 
     #[test]

@@ -7,13 +7,15 @@ use base64::Engine;
 use regex::Regex;
 
 use super::selector::validate_label_selector;
-use super::{parse_address, parse_go_duration, ValidationErrors};
+use super::{ValidationErrors, parse_address, parse_go_duration};
+use crate::SecretKeySelector;
 use crate::common::SecretStoreRef;
-use crate::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec};
+use crate::external_secret::{
+    CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec,
+};
 use crate::provider::{AuthenticationScope, ClusterProviderSpec, ProviderConfig, ProviderSpec};
 use crate::provider_config::{FakeSpec, KubernetesSpec};
 use crate::push_secret::PushSecretSpec;
-use crate::SecretKeySelector;
 
 /// Validates an ExternalSecret spec.
 pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), ValidationErrors> {
@@ -198,10 +200,7 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
         if d.match_.remote_ref.remote_key.is_empty() {
             errs.push(format!("{path}.match.remoteRef.remoteKey"), "must not be empty: name the remote value");
         } else if !targets.insert(&d.match_.remote_ref) {
-            errs.push(
-                format!("{path}.match.remoteRef"),
-                "another entry already pushes to this remoteKey and property",
-            );
+            errs.push(format!("{path}.match.remoteRef"), "another entry already pushes to this remoteKey and property");
         }
         if let Some(m) = &d.metadata
             && !m.is_object()
@@ -333,10 +332,7 @@ pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors
         errs.push("spec.server", "set caBundle or caProvider, not both");
     }
     if !is_dns_label(&spec.remote_namespace) {
-        errs.push(
-            "spec.remoteNamespace",
-            format!("{:?} is not a valid namespace name", spec.remote_namespace),
-        );
+        errs.push("spec.remoteNamespace", format!("{:?} is not a valid namespace name", spec.remote_namespace));
     }
     errs.into_result()
 }
@@ -365,3 +361,7 @@ pub fn validate_fake(spec: &FakeSpec) -> Result<(), ValidationErrors> {
     }
     errs.into_result()
 }
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

@@ -35,10 +35,7 @@ fn remote_ref() -> ExternalSecretDataRemoteRef {
 }
 
 fn push_ref() -> PushSecretRemoteRef {
-    PushSecretRemoteRef {
-        remote_key: "db".into(),
-        property: "password".into(),
-    }
+    PushSecretRemoteRef { remote_key: "db".into(), property: "password".into() }
 }
 
 fn bytes_map() -> HashMap<String, Vec<u8>> {
@@ -48,8 +45,16 @@ fn bytes_map() -> HashMap<String, Vec<u8>> {
 #[test]
 fn requests_roundtrip() {
     let ns = || "team-a".to_string();
-    roundtrip(GetSecretRequest { remote_ref: Some(remote_ref()), provider_ref: Some(provider_ref()), source_namespace: ns() });
-    roundtrip(GetSecretMapRequest { remote_ref: Some(remote_ref()), provider_ref: Some(provider_ref()), source_namespace: ns() });
+    roundtrip(GetSecretRequest {
+        remote_ref: Some(remote_ref()),
+        provider_ref: Some(provider_ref()),
+        source_namespace: ns(),
+    });
+    roundtrip(GetSecretMapRequest {
+        remote_ref: Some(remote_ref()),
+        provider_ref: Some(provider_ref()),
+        source_namespace: ns(),
+    });
     roundtrip(GetAllSecretsRequest {
         provider_ref: Some(provider_ref()),
         find: Some(ExternalSecretFind {
@@ -72,8 +77,16 @@ fn requests_roundtrip() {
         }),
         source_namespace: ns(),
     });
-    roundtrip(DeleteSecretRequest { provider_ref: Some(provider_ref()), remote_ref: Some(push_ref()), source_namespace: ns() });
-    roundtrip(SecretExistsRequest { provider_ref: Some(provider_ref()), remote_ref: Some(push_ref()), source_namespace: ns() });
+    roundtrip(DeleteSecretRequest {
+        provider_ref: Some(provider_ref()),
+        remote_ref: Some(push_ref()),
+        source_namespace: ns(),
+    });
+    roundtrip(SecretExistsRequest {
+        provider_ref: Some(provider_ref()),
+        remote_ref: Some(push_ref()),
+        source_namespace: ns(),
+    });
     roundtrip(ValidateRequest { provider_ref: Some(provider_ref()), source_namespace: ns() });
     roundtrip(CapabilitiesRequest { provider_ref: Some(provider_ref()), source_namespace: ns() });
 }
@@ -106,10 +119,16 @@ fn field_numbers_match_the_published_contract() {
     assert_eq!(only(roundtrip(ProviderReference { namespace: "a".into(), ..Default::default() })), tag(4, 2));
     assert_eq!(only(roundtrip(ProviderReference { store_ref_kind: "a".into(), ..Default::default() })), tag(5, 2));
     assert_eq!(only(roundtrip(GetSecretRequest { source_namespace: "a".into(), ..Default::default() })), tag(3, 2));
-    assert_eq!(only(roundtrip(GetSecretRequest { provider_ref: Some(provider_ref()), ..Default::default() })), tag(2, 2));
+    assert_eq!(
+        only(roundtrip(GetSecretRequest { provider_ref: Some(provider_ref()), ..Default::default() })),
+        tag(2, 2)
+    );
     assert_eq!(only(roundtrip(PushSecretRequest { source_namespace: "a".into(), ..Default::default() })), tag(4, 2));
     assert_eq!(only(roundtrip(PushSecretData { metadata: b"{}".to_vec(), ..Default::default() })), tag(1, 2));
-    assert_eq!(only(roundtrip(ExternalSecretDataRemoteRef { metadata_policy: "x".into(), ..Default::default() })), tag(5, 2));
+    assert_eq!(
+        only(roundtrip(ExternalSecretDataRemoteRef { metadata_policy: "x".into(), ..Default::default() })),
+        tag(5, 2)
+    );
     assert_eq!(only(roundtrip(ValidateRequest { source_namespace: "a".into(), ..Default::default() })), tag(2, 2));
     assert_eq!(only(roundtrip(CapabilitiesResponse { capabilities: 2 })), tag(1, 0));
     assert_eq!(SecretStoreCapabilities::ReadOnly as i32, 0);

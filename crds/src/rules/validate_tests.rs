@@ -1,0 +1,368 @@
+//! Table-driven tests of the spec validation rules: each case states the field and the
+//! message a user sees.
+
+use super::*;
+use crate::external_secret::ExternalSecretSpec;
+
+fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
+    serde_yaml::from_str(text).expect("test manifest parses")
+}
+
+/// Asserts `result` holds exactly one error at `field` containing `message`, or none.
+fn expect(result: Result<(), ValidationErrors>, want: Option<(&str, &str)>, case: &str) {
+    match (result, want) {
+        (Ok(()), None) => {}
+        (Ok(()), Some((field, message))) => panic!("{case}: expected {field}: {message}, got no error"),
+        (Err(e), None) => panic!("{case}: expected no error, got {e}"),
+        (Err(e), Some((field, message))) => {
+            assert!(
+                e.0.iter().any(|fe| fe.field == field && fe.message.contains(message)),
+                "{case}: expected {field}: {message}, got {e}"
+            );
+        }
+    }
+}
+
+const ES_BASE: &str = "secretStoreRef: {name: store}\ndata: [{secretKey: a, remoteRef: {key: a}}]\n";
+
+#[test]
+fn external_secret_table() {
+    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        ("minimal", ES_BASE.into(), None),
+        ("nothing to fetch", "secretStoreRef: {name: store}\n".into(), Some(("spec", "at least one entry"))),
+        (
+            "bad refresh interval",
+            format!("{ES_BASE}refreshInterval: 1d\n"),
+            Some(("spec.refreshInterval", "\"1d\" is not a duration")),
+        ),
+        ("zero refresh", format!("{ES_BASE}refreshInterval: \"0\"\n"), None),
+        (
+            "empty store name",
+            "secretStoreRef: {name: ''}\ndata: [{secretKey: a, remoteRef: {key: a}}]\n".into(),
+            Some(("spec.secretStoreRef.name", "name a Provider or ClusterProvider")),
+        ),
+        (
+            "no store anywhere",
+            "data: [{secretKey: a, remoteRef: {key: a}}]\n".into(),
+            Some(("spec.data[0].sourceRef", "no store")),
+        ),
+        (
+            "per-entry store is enough",
+            "data: [{secretKey: a, remoteRef: {key: a}, sourceRef: {storeRef: {name: s, kind: ClusterProvider}}}]\n"
+                .into(),
+            None,
+        ),
+        (
+            "duplicate key under Retain",
+            "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: a}}, {secretKey: a, remoteRef: {key: b}}]\n"
+                .into(),
+            Some(("spec.data[1].secretKey", "duplicate secretKey \"a\"")),
+        ),
+        (
+            "duplicate key allowed under Delete",
+            "secretStoreRef: {name: s}\ntarget: {deletionPolicy: Delete}\ndata: [{secretKey: a, remoteRef: {key: a}}, {secretKey: a, remoteRef: {key: b}}]\n"
+                .into(),
+            None,
+        ),
+        (
+            "empty remote key",
+            "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: ''}}]\n".into(),
+            Some(("spec.data[0].remoteRef.key", "must not be empty")),
+        ),
+        (
+            "extract and find together",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, find: {name: {regexp: x}}}]\n".into(),
+            Some(("spec.dataFrom[0]", "extract and find are set")),
+        ),
+        (
+            "empty dataFrom entry",
+            "secretStoreRef: {name: s}\ndataFrom: [{}]\n".into(),
+            Some(("spec.dataFrom[0]", "set exactly one of extract, find or sourceRef")),
+        ),
+        (
+            "storeRef alone in dataFrom",
+            "secretStoreRef: {name: s}\ndataFrom: [{sourceRef: {storeRef: {name: t}}}]\n".into(),
+            Some(("spec.dataFrom[0].sourceRef", "needs extract or find")),
+        ),
+        (
+            "empty sourceRef",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, sourceRef: {}}]\n".into(),
+            Some(("spec.dataFrom[0].sourceRef", "set storeRef or generatorRef")),
+        ),
+        (
+            "generator with extract",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, sourceRef: {generatorRef: {kind: Password, name: p}}}]\n"
+                .into(),
+            Some(("spec.dataFrom[0]", "extract and sourceRef.generatorRef are set")),
+        ),
+        (
+            "generator alone needs no store",
+            "dataFrom: [{sourceRef: {generatorRef: {kind: Password, name: p}}}]\n".into(),
+            None,
+        ),
+        (
+            "invalid find regex",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {name: {regexp: '(unclosed'}}}]\n".into(),
+            Some(("spec.dataFrom[0].find.name.regexp", "is not a valid regular expression")),
+        ),
+        (
+            "empty find",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {}}]\n".into(),
+            Some(("spec.dataFrom[0].find", "set name.regexp, tags or path")),
+        ),
+        (
+            "invalid rewrite regex",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, rewrite: [{regexp: {source: '[', target: x}}]}]\n"
+                .into(),
+            Some(("spec.dataFrom[0].rewrite[0].regexp.source", "is not a valid regular expression")),
+        ),
+        (
+            "rewrite with both kinds",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, rewrite: [{regexp: {source: a, target: b}, transform: {template: x}}]}]\n"
+                .into(),
+            Some(("spec.dataFrom[0].rewrite[0]", "set exactly one of regexp or transform")),
+        ),
+        (
+            "Delete with Merge",
+            format!("{ES_BASE}target: {{creationPolicy: Merge, deletionPolicy: Delete}}\n"),
+            Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy Merge")),
+        ),
+        (
+            "Delete with None",
+            format!("{ES_BASE}target: {{creationPolicy: None, deletionPolicy: Delete}}\n"),
+            Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy None")),
+        ),
+        (
+            "Merge deletion with None creation",
+            format!("{ES_BASE}target: {{creationPolicy: None, deletionPolicy: Merge}}\n"),
+            Some(("spec.target.deletionPolicy", "there is no Secret to merge into")),
+        ),
+        ("Delete with Owner", format!("{ES_BASE}target: {{creationPolicy: Owner, deletionPolicy: Delete}}\n"), None),
+    ];
+    for (case, text, want) in cases {
+        let spec: ExternalSecretSpec = yaml(&text);
+        expect(validate_external_secret(&spec), want, case);
+    }
+}
+
+const PS_BASE: &str = "selector: {secret: {name: src}}\n";
+
+#[test]
+fn push_secret_table() {
+    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        ("by name", format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\n"), None),
+        ("by selector", format!("{PS_BASE}secretStoreRefs: [{{labelSelector: {{matchLabels: {{a: b}}}}}}]\n"), None),
+        ("no stores", format!("{PS_BASE}secretStoreRefs: []\n"), Some(("spec.secretStoreRefs", "at least one store"))),
+        (
+            "name and selector",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s, labelSelector: {{}}}}]\n"),
+            Some(("spec.secretStoreRefs[0]", "not both")),
+        ),
+        (
+            "neither",
+            format!("{PS_BASE}secretStoreRefs: [{{kind: Provider}}]\n"),
+            Some(("spec.secretStoreRefs[0]", "set name or labelSelector")),
+        ),
+        (
+            "bad selector operator",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{labelSelector: {{matchExpressions: [{{key: a, operator: Is, values: [b]}}]}}}}]\n"
+            ),
+            Some(("spec.secretStoreRefs[0].labelSelector", "operator \"Is\" is not valid")),
+        ),
+        (
+            "no source",
+            "selector: {}\nsecretStoreRefs: [{name: s}]\n".into(),
+            Some(("spec.selector", "set exactly one of secret or generatorRef")),
+        ),
+        (
+            "empty remote key",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: ''}}}}}}]\n"),
+            Some(("spec.data[0].match.remoteRef.remoteKey", "must not be empty")),
+        ),
+        (
+            "two entries to one target",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{secretKey: a, remoteRef: {{remoteKey: r}}}}}}, {{match: {{secretKey: b, remoteRef: {{remoteKey: r}}}}}}]\n"
+            ),
+            Some(("spec.data[1].match.remoteRef", "already pushes")),
+        ),
+        (
+            "metadata must be an object",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: r}}}}, metadata: [1]}}]\n"
+            ),
+            Some(("spec.data[0].metadata", "must be an object")),
+        ),
+    ];
+    for (case, text, want) in cases {
+        let spec: crate::PushSecretSpec = yaml(&text);
+        expect(validate_push_secret(&spec), want, case);
+    }
+}
+
+const CONFIG: &str = "config: {address: 'p.keyward.svc:8443', providerRef: {apiVersion: provider.external-secrets.io/v2alpha1, kind: Kubernetes, name: r";
+
+#[test]
+fn provider_table() {
+    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        ("valid", format!("{CONFIG}}}}}\n"), None),
+        ("own namespace is fine", format!("{CONFIG}, namespace: team-a}}}}\n"), None),
+        (
+            "other namespace",
+            format!("{CONFIG}, namespace: other}}}}\n"),
+            Some(("spec.config.providerRef.namespace", "always uses its own namespace \"team-a\"")),
+        ),
+        (
+            "bad address",
+            "config: {address: 'p.keyward.svc', providerRef: {apiVersion: v, kind: K, name: n}}\n".into(),
+            Some(("spec.config.address", "has no port")),
+        ),
+        (
+            "empty ref",
+            "config: {address: 'p:1', providerRef: {apiVersion: v, kind: '', name: n}}\n".into(),
+            Some(("spec.config.providerRef.kind", "must not be empty")),
+        ),
+    ];
+    for (case, text, want) in cases {
+        let spec: crate::ProviderSpec = yaml(&text);
+        expect(validate_provider("team-a", &spec), want, case);
+    }
+}
+
+#[test]
+fn cluster_provider_table() {
+    let with_ns = format!("{CONFIG}, namespace: creds}}}}\n");
+    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        ("ProviderNamespace with namespace", with_ns.clone(), None),
+        (
+            "ProviderNamespace without namespace",
+            format!("{CONFIG}}}}}\n"),
+            Some(("spec.config.providerRef.namespace", "required with authenticationScope ProviderNamespace")),
+        ),
+        (
+            "ManifestNamespace without namespace",
+            format!("{CONFIG}}}}}\nauthenticationScope: ManifestNamespace\n"),
+            None,
+        ),
+        (
+            "invalid regex",
+            format!("{with_ns}conditions: [{{namespaceRegexes: ['ok', '[bad']}}]\n"),
+            Some(("spec.conditions[0].namespaceRegexes[1]", "\"[bad\" is not a valid regular expression")),
+        ),
+        (
+            "empty condition",
+            format!("{with_ns}conditions: [{{}}]\n"),
+            Some(("spec.conditions[0]", "an empty condition admits no namespace")),
+        ),
+        (
+            "bad selector",
+            format!("{with_ns}conditions: [{{namespaceSelector: {{matchExpressions: [{{key: a, operator: In}}]}}}}]\n"),
+            Some(("spec.conditions[0].namespaceSelector", "needs at least one value")),
+        ),
+        (
+            "every condition kind",
+            format!(
+                "{with_ns}conditions: [{{namespaceSelector: {{matchLabels: {{a: b}}}}}}, {{namespaces: [x]}}, {{namespaceRegexes: ['^t-']}}]\n"
+            ),
+            None,
+        ),
+    ];
+    for (case, text, want) in cases {
+        let spec: crate::ClusterProviderSpec = yaml(&text);
+        expect(validate_cluster_provider(&spec), want, case);
+    }
+}
+
+#[test]
+fn kubernetes_config_table() {
+    let token = "auth: {token: {bearerToken: {name: t, key: token}}}\n";
+    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        ("token", token.into(), None),
+        ("service account", "auth: {serviceAccount: {name: reader}}\n".into(), None),
+        (
+            "cert",
+            "auth: {cert: {clientCert: {name: c, key: tls.crt}, clientKey: {name: c, key: tls.key}}}\n".into(),
+            None,
+        ),
+        ("kubeconfig", "authRef: {name: kc, key: config}\n".into(), None),
+        ("nothing", "{}\n".into(), Some(("spec", "set exactly one of auth or authRef"))),
+        (
+            "both",
+            format!("{token}authRef: {{name: kc}}\n"),
+            Some(("spec", "set exactly one of auth or authRef, not both")),
+        ),
+        ("zero methods", "auth: {}\n".into(), Some(("spec.auth", "set exactly one of cert, token or serviceAccount"))),
+        (
+            "two methods",
+            "auth: {token: {bearerToken: {name: t, key: k}}, serviceAccount: {name: s}}\n".into(),
+            Some(("spec.auth", "token and serviceAccount are set")),
+        ),
+        (
+            "token without key",
+            "auth: {token: {bearerToken: {name: t}}}\n".into(),
+            Some(("spec.auth.token.bearerToken.key", "must not be empty")),
+        ),
+        (
+            "http url",
+            format!("{token}server: {{url: 'http://k8s'}}\n"),
+            Some(("spec.server.url", "must be an https:// URL")),
+        ),
+        (
+            "bad ca bundle",
+            format!("{token}server: {{caBundle: 'not base64!'}}\n"),
+            Some(("spec.server.caBundle", "Base64")),
+        ),
+        (
+            "bad remote namespace",
+            format!("{token}remoteNamespace: Not_Valid\n"),
+            Some(("spec.remoteNamespace", "not a valid namespace name")),
+        ),
+    ];
+    for (case, text, want) in cases {
+        let spec: crate::KubernetesSpec = yaml(&text);
+        expect(validate_kubernetes(&spec), want, case);
+    }
+}
+
+#[test]
+fn fake_config_table() {
+    let cases: Vec<(&str, &str, Option<(&str, &str)>)> = vec![
+        ("entries", "data: [{key: a, value: x}, {key: a, version: v2, value: y}]\n", None),
+        ("empty key", "data: [{key: '', value: x}]\n", Some(("spec.data[0].key", "must not be empty"))),
+        (
+            "duplicate",
+            "data: [{key: a, value: x}, {key: a, value: y}]\n",
+            Some(("spec.data[1]", "duplicate entry for key \"a\"")),
+        ),
+    ];
+    for (case, text, want) in cases {
+        let spec: crate::FakeSpec = yaml(text);
+        expect(validate_fake(&spec), want, case);
+    }
+}
+
+/// The manifests the end-to-end suite treats as valid pass the rules too, so the webhook will
+/// not reject what the schema accepts in those fixtures.
+#[test]
+fn e2e_valid_fixtures_pass_the_rules() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/fixtures/valid");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixtures").flatten() {
+        let text = std::fs::read_to_string(entry.path()).expect("read");
+        let doc: serde_json::Value = yaml(&text);
+        let spec = doc["spec"].clone();
+        let result = match doc["kind"].as_str().unwrap_or_default() {
+            "ExternalSecret" => validate_external_secret(&serde_json::from_value(spec).expect("spec")),
+            "PushSecret" => validate_push_secret(&serde_json::from_value(spec).expect("spec")),
+            "Provider" => validate_provider("any", &serde_json::from_value(spec).expect("spec")),
+            "ClusterProvider" => validate_cluster_provider(&serde_json::from_value(spec).expect("spec")),
+            "Kubernetes" => validate_kubernetes(&serde_json::from_value(spec).expect("spec")),
+            "Fake" => validate_fake(&serde_json::from_value(spec).expect("spec")),
+            other => panic!("unexpected kind {other} in {}", entry.path().display()),
+        };
+        assert!(result.is_ok(), "{}: {result:?}", entry.path().display());
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} fixtures found in {}", dir.display());
+}

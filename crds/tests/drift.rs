@@ -1,0 +1,45 @@
+//! The drift check catches YAML that no longer matches the types, and the committed YAML is
+//! current.
+
+use keyward_crds::generate::{GenerateError, check_all, write_all};
+
+#[test]
+fn committed_crd_yaml_matches_the_types() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for dir in ["crds/yaml", "charts/keyward/crds"] {
+        if let Err(e) = check_all(&root.join(dir)) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn drift_is_detected_when_a_type_changes_without_regenerating() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_all(dir.path()).expect("generate");
+    check_all(dir.path()).expect("freshly generated files are up to date");
+
+    // Simulate a type change: the committed file no longer matches what the types generate.
+    let file = dir.path().join("externalsecrets.external-secrets.io.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("refreshInterval", "refreshEvery")).expect("write");
+    // A kind that was removed from the code leaves a stale generated file behind.
+    let stale = dir.path().join("oldkinds.external-secrets.io.yaml");
+    std::fs::write(&stale, format!("{}kind: CustomResourceDefinition\n", keyward_crds::generate::HEADER)).expect("w");
+    // And one file went missing.
+    std::fs::remove_file(dir.path().join("fakes.provider.external-secrets.io.yaml")).expect("rm");
+
+    match check_all(dir.path()) {
+        Err(GenerateError::Drift(files)) => {
+            let joined = files.join("\n");
+            assert!(joined.contains("externalsecrets.external-secrets.io.yaml (changed)"), "{joined}");
+            assert!(joined.contains("oldkinds.external-secrets.io.yaml (stale)"), "{joined}");
+            assert!(joined.contains("fakes.provider.external-secrets.io.yaml (missing)"), "{joined}");
+            assert_eq!(files.len(), 3, "{joined}");
+        }
+        other => panic!("expected drift, got {other:?}"),
+    }
+    write_all(dir.path()).expect("regenerate");
+    assert!(!stale.exists(), "regenerating removes stale files");
+    check_all(dir.path()).expect("regenerated files are up to date");
+}

@@ -1,0 +1,145 @@
+//! Test support for Keyward: one real control plane (etcd, kube-apiserver,
+//! kube-controller-manager on loopback) per test run, Keyward's CRDs installed, temporary
+//! namespaces, `kubectl apply` helpers, and child processes whose logs are shown when a test
+//! fails.
+//!
+//! The control plane is reused when `KEYWARD_TEST_KUBECONFIG` names a running one (`make test`
+//! starts one for the whole run); otherwise the first test in a process starts its own, which
+//! a watchdog tears down when the process exits, even after a crash.
+
+mod kubectl;
+mod namespace;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+pub use kubectl::{accepts, accepts_in, kubectl, rejects, rejects_in};
+pub use namespace::{E2E_LABEL, with_temp_namespace};
+pub use process::{ChildProcess, free_port, spawn_logged, workspace_binary};
+
+/// A running local control plane.
+#[derive(Debug)]
+pub struct ControlPlane {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
+static START_LOCK: Mutex<()> = Mutex::new(());
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The control plane of this test run, started on first use, with Keyward's CRDs installed
+/// and Established.
+///
+/// # Panics
+/// When the control plane cannot be started: every end-to-end test needs it.
+pub async fn control_plane() -> &'static ControlPlane {
+    if let Some(cp) = CONTROL_PLANE.get() {
+        return cp;
+    }
+    // Starting runs processes and waits; keep it off the async workers.
+    let started = tokio::task::spawn_blocking(|| {
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        if CONTROL_PLANE.get().is_none() {
+            let cp = ControlPlane::start_or_reuse();
+            cp.install_crds();
+            let _ = CONTROL_PLANE.set(cp);
+        }
+    })
+    .await;
+    if let Err(e) = started {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    CONTROL_PLANE.get().expect("control plane was just started")
+}
+
+impl ControlPlane {
+    fn start_or_reuse() -> ControlPlane {
+        if let Ok(kubeconfig) = std::env::var("KEYWARD_TEST_KUBECONFIG") {
+            let kubeconfig = PathBuf::from(kubeconfig);
+            let dir = kubeconfig.parent().map(Path::to_path_buf).unwrap_or_default();
+            return ControlPlane { dir, kubeconfig };
+        }
+        let base = std::env::var("KEYWARD_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| std::env::temp_dir().join("keyward"));
+        let dir = base.join("clusters").join(format!("test-{}", std::process::id()));
+        let output = Command::new("bash")
+            .arg(repo_root().join("e2e/scripts/cluster.sh"))
+            .arg("up")
+            .env("KEYWARD_CLUSTER_DIR", &dir)
+            .env("KEYWARD_CLUSTER_OWNER", std::process::id().to_string())
+            .output()
+            .expect("run e2e/scripts/cluster.sh");
+        assert!(
+            output.status.success(),
+            "starting the local control plane failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        ControlPlane { kubeconfig: dir.join("kubeconfig"), dir }
+    }
+
+    fn install_crds(&self) {
+        let crds = repo_root().join("crds/yaml");
+        let out = self.kubectl().args(["apply", "--server-side", "--force-conflicts", "-f"]).arg(&crds).output();
+        let out = out.expect("run kubectl");
+        assert!(out.status.success(), "installing CRDs failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = self
+            .kubectl()
+            .args(["wait", "--for", "condition=Established", "--timeout", "60s", "-f"])
+            .arg(&crds)
+            .output()
+            .expect("run kubectl");
+        assert!(out.status.success(), "CRDs did not become Established: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A new client for this control plane, as the admin user. Each call builds its own
+    /// client, so it belongs to the calling test's runtime.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("kubeconfig is usable");
+        kube::Client::try_from(config).expect("build client")
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The data directory: `pki/` holds `ca.crt` and `ca.key` (the cluster CA, which also
+    /// signs client certificates the API server accepts) and the process logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cluster CA certificate and key (PEM paths).
+    pub fn ca_files(&self) -> (PathBuf, PathBuf) {
+        (self.dir.join("pki/ca.crt"), self.dir.join("pki/ca.key"))
+    }
+
+    /// The API server URL, `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> String {
+        let port = std::fs::read_to_string(self.dir.join("api.port")).unwrap_or_default();
+        format!("https://127.0.0.1:{}", port.trim())
+    }
+
+    /// `kubectl` pointed at this control plane.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.env("KUBECONFIG", &self.kubeconfig);
+        cmd
+    }
+
+    /// The last `lines` lines of a control plane log (`kube-apiserver`, `etcd`, …).
+    pub fn log_tail(&self, process: &str, lines: usize) -> String {
+        process::tail(&self.dir.join(format!("{process}.log")), lines)
+    }
+}

@@ -1,0 +1,137 @@
+//! Child processes for tests (Keyward binaries, providers): logs go to a file, a failing test
+//! prints their tail, and dropping the handle stops the process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::repo_root;
+
+/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+
+/// Path of a workspace binary (`keyward-provider-fake`, …), built on first use with the same
+/// target directory as the tests (a no-op when `make test` built it already).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let built = built.get_or_insert_with(HashMap::new);
+    if let Some(path) = built.get(name) {
+        return path.clone();
+    }
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(repo_root())
+        .args(["build", "--quiet", "--bin", name])
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build --bin {name} failed");
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join("target"));
+    let path = target.join("debug").join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    built.insert(name.to_string(), path.clone());
+    path
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A running child process whose output goes to a log file.
+#[derive(Debug)]
+pub struct ChildProcess {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// Starts `cmd` with stdout and stderr appended to a log file named after `name`.
+pub fn spawn_logged(name: &str, mut cmd: Command) -> ChildProcess {
+    let dir = std::env::temp_dir().join("keyward-test-logs");
+    std::fs::create_dir_all(&dir).expect("create log dir");
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let log = dir.join(format!("{name}-{}-{n}.log", std::process::id()));
+    let out = std::fs::File::create(&log).expect("create log file");
+    let err = out.try_clone().expect("clone log file");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    ChildProcess { name: name.to_string(), child, log }
+}
+
+impl ChildProcess {
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Everything the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Path of the log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Waits until the log contains `needle`; panics with the log tail after `timeout`.
+    pub async fn wait_for_log(&mut self, needle: &str, timeout: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if self.log().contains(needle) {
+                return;
+            }
+            assert!(self.is_running(), "{} exited before logging {needle:?}:\n{}", self.name, tail(&self.log, 30));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{} did not log {needle:?} within {timeout:?}:\n{}", self.name, tail(&self.log, 30));
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for a graceful exit; returns the exit status
+    /// (`None` if it had to be killed).
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- last lines of {} ({}):\n{}", self.name, self.log.display(), tail(&self.log, 40));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The last `lines` lines of a file.
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {}: {e}>", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,144 @@
+//! The local control plane is a real Kubernetes API server with Keyward's CRDs: schema
+//! validation, defaulting, printer columns and `kubectl explain` behave as in a cluster.
+
+use std::path::PathBuf;
+
+use keyward_e2e::{accepts_in, control_plane, kubectl, rejects_in, repo_root, with_temp_namespace};
+
+fn fixtures(kind: &str) -> Vec<(PathBuf, String)> {
+    let dir = repo_root().join("e2e/fixtures").join(kind);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read fixture");
+            (p, text)
+        })
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no fixtures in {}", dir.display());
+    files
+}
+
+fn run(args: &[&str]) -> String {
+    let out = kubectl().args(args).output().expect("run kubectl");
+    assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test]
+async fn the_api_server_is_ready_and_runs_the_pinned_version() {
+    control_plane().await;
+    assert_eq!(run(&["get", "--raw", "/readyz"]).trim(), "ok");
+    let go_mod = std::fs::read_to_string(repo_root().join("e2e/controlplane/go.mod")).expect("go.mod");
+    let pinned = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+        .expect("k8s.io/kubernetes is pinned")
+        .trim()
+        .to_string();
+    let version: serde_json::Value = serde_json::from_str(&run(&["get", "--raw", "/version"])).expect("json");
+    assert_eq!(version["gitVersion"], format!("v{pinned}"));
+}
+
+#[tokio::test]
+async fn crds_are_established_and_explained() {
+    control_plane().await;
+    for crd in keyward_crds::generate::all_crds() {
+        let name = crd.metadata.name.expect("crd name");
+        let jsonpath = "{.status.conditions[?(@.type==\"Established\")].status}";
+        assert_eq!(run(&["get", "crd", &name, "-o", &format!("jsonpath={jsonpath}")]), "True", "{name}");
+    }
+    let explained = run(&["explain", "externalsecret.spec"]);
+    assert!(explained.contains("secretStoreRef"), "{explained}");
+    assert!(explained.contains("The store used for every entry"), "{explained}");
+    let explained = run(&["explain", "clusterprovider.spec.conditions"]);
+    assert!(explained.contains("any one condition admits"), "{explained}");
+}
+
+#[tokio::test]
+async fn valid_manifests_are_accepted() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        for (path, manifest) in fixtures("valid") {
+            // Cluster-scoped fixtures may already exist from another test: `unchanged` is fine.
+            let out = accepts_in(&ns, &manifest);
+            assert!(out.contains(".external-secrets.io/"), "{}: {out}", path.display());
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn schema_violations_are_rejected_with_the_field_named() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        for (path, manifest) in fixtures("invalid") {
+            let expected = manifest
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("# expect: "))
+                .unwrap_or_else(|| panic!("{} has no '# expect:' first line", path.display()));
+            rejects_in(&ns, &manifest, expected);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn authentication_scope_defaults_to_provider_namespace() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        let name = format!("{ns}-defaulted");
+        let manifest = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ClusterProvider\nmetadata: {{name: {name}}}\nspec:\n  config:\n    \
+             address: p.keyward.svc:8443\n    providerRef: {{apiVersion: provider.external-secrets.io/v2alpha1, \
+             kind: Kubernetes, name: remote, namespace: creds}}\n"
+        );
+        accepts_in(&ns, &manifest);
+        let scope = run(&["get", "clusterprovider", &name, "-o", "jsonpath={.spec.authenticationScope}"]);
+        let _ = kubectl().args(["delete", "clusterprovider", &name]).output();
+        assert_eq!(scope, "ProviderNamespace");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn printer_columns_show_in_kubectl_get() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        for (_, manifest) in fixtures("valid").into_iter().filter(|(p, _)| {
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            name == "externalsecret-data.yaml" || name == "provider.yaml"
+        }) {
+            accepts_in(&ns, &manifest);
+        }
+        let es = run(&["get", "externalsecrets", "-n", &ns]);
+        let header = es.lines().next().unwrap_or_default();
+        for column in ["NAME", "STORE", "REFRESH INTERVAL", "STATUS", "READY"] {
+            assert!(header.contains(column), "ExternalSecret columns: {header}");
+        }
+        assert!(es.contains("team-store") && es.contains("15m"), "{es}");
+        let providers = run(&["get", "prov", "-n", &ns]);
+        let header = providers.lines().next().unwrap_or_default();
+        for column in ["READY", "ADDRESS", "AGE"] {
+            assert!(header.contains(column), "Provider columns: {header}");
+        }
+        assert!(providers.contains("keyward-provider-kubernetes.keyward.svc:8443"), "{providers}");
+        let cluster_fixture = fixtures("valid").into_iter().find(|(p, _)| p.ends_with("clusterprovider-1.yaml"));
+        accepts_in(&ns, &cluster_fixture.expect("clusterprovider fixture").1);
+        let cluster = run(&["get", "cprov", "fixture-shared-1"]);
+        let header = cluster.lines().next().unwrap_or_default();
+        for column in ["READY", "ADDRESS", "AUTHSCOPE", "AGE"] {
+            assert!(header.contains(column), "ClusterProvider columns: {header}");
+        }
+        assert!(cluster.contains("ManifestNamespace"), "{cluster}");
+        // Every Keyward kind is in the `externalsecrets` category.
+        let listed = run(&["api-resources", "--categories", "externalsecrets", "-o", "name"]);
+        for kind in ["externalsecrets", "pushsecrets", "providers", "clusterproviders", "kubernetes", "fakes"] {
+            assert!(
+                listed.lines().any(|l| l.starts_with(&format!("{kind}."))),
+                "{kind} missing from category: {listed}"
+            );
+        }
+    })
+    .await;
+}
