@@ -19,5 +19,10 @@ bash e2e/scripts/build-controlplane.sh
 step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+step "build every binary the end-to-end tests start"
+cargo build --workspace --bins
+
 step "unit, integration and end-to-end tests"
+# Each test binary starts its own control plane (about 5 s) unless KEYWARD_TEST_KUBECONFIG
+# names a running one; a watchdog stops it when the binary exits.
 cargo test --workspace --all-features --no-fail-fast
