@@ -1,0 +1,149 @@
+//! Flags shared by every provider binary, logging setup and process signals.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::server::ServerOptions;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (the default, for containers).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Flags of a provider process; each also reads an environment variable.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RuntimeArgs {
+    /// Address of the gRPC server (mutual TLS only).
+    #[arg(long, env = "KEYWARD_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the plain HTTP server with /healthz, /readyz and /metrics.
+    #[arg(long, env = "KEYWARD_HEALTH_LISTEN", default_value = "0.0.0.0:8080")]
+    pub health_listen: SocketAddr,
+    /// Directory with ca.crt (CA of client certificates), tls.crt and tls.key; reloaded when it changes.
+    #[arg(long, env = "KEYWARD_TLS_DIR")]
+    pub tls_dir: PathBuf,
+    /// Log format.
+    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, env = "KEYWARD_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// How long in-flight calls may run after SIGTERM before the process exits anyway.
+    #[arg(long, env = "KEYWARD_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 25s, 500ms or 1m"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s:?} must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+impl RuntimeArgs {
+    /// Installs the global tracing subscriber in the chosen format. Span fields (the method,
+    /// ProviderReference and source namespace of a call) are part of every line logged inside
+    /// a call.
+    pub fn init_logging(&self) {
+        use tracing_subscriber::EnvFilter;
+        let filter = EnvFilter::try_new(&self.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        let result = match self.log_format {
+            LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).try_init(),
+            LogFormat::Text => builder.try_init(),
+        };
+        if let Err(e) = result {
+            eprintln!("logging already initialised: {e}");
+        }
+    }
+
+    /// The server options these flags describe.
+    pub fn server_options(&self) -> ServerOptions {
+        ServerOptions {
+            listen: self.listen,
+            health_listen: self.health_listen,
+            tls_dir: self.tls_dir.clone(),
+            shutdown_timeout: self.shutdown_timeout,
+            ..ServerOptions::default()
+        }
+    }
+}
+
+/// Installs rustls' ring crypto provider for the whole process. Call it first thing in `main`;
+/// calling it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Resolves when the process receives SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+            }
+        }
+        _ => {
+            tracing::warn!("cannot install signal handlers; falling back to ctrl-c");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        rt: RuntimeArgs,
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let cli = Cli::try_parse_from(["p", "--tls-dir", "/tls"]).expect("parse");
+        assert_eq!(cli.rt.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(cli.rt.health_listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(cli.rt.log_format, LogFormat::Json);
+        assert_eq!(cli.rt.shutdown_timeout, Duration::from_secs(25));
+        let cli = Cli::try_parse_from([
+            "p",
+            "--tls-dir",
+            "/tls",
+            "--listen",
+            "127.0.0.1:9443",
+            "--log-format",
+            "text",
+            "--shutdown-timeout",
+            "500ms",
+        ])
+        .expect("parse");
+        assert_eq!(cli.rt.listen.to_string(), "127.0.0.1:9443");
+        assert_eq!(cli.rt.log_format, LogFormat::Text);
+        assert_eq!(cli.rt.shutdown_timeout, Duration::from_millis(500));
+        assert!(Cli::try_parse_from(["p"]).is_err(), "--tls-dir is required");
+        assert!(Cli::try_parse_from(["p", "--tls-dir", "/t", "--shutdown-timeout", "soon"]).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! The gRPC service: request checks, logging context, metrics, and error mapping around a
+//! [`Provider`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use keyward_proto::ProviderError;
+use keyward_proto::v1::secret_store_provider_server::SecretStoreProvider;
+use keyward_proto::v1::{
+    CapabilitiesRequest, CapabilitiesResponse, DeleteSecretRequest, DeleteSecretResponse, GetAllSecretsRequest,
+    GetAllSecretsResponse, GetSecretMapRequest, GetSecretMapResponse, GetSecretRequest, GetSecretResponse,
+    PushSecretRequest, PushSecretResponse, SecretExistsRequest, SecretExistsResponse, ValidateRequest,
+    ValidateResponse,
+};
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::context::{RequestContext, check_provider_ref};
+use crate::metrics::{Metrics, code_name};
+use crate::provider::Provider;
+
+/// Serves a [`Provider`] as `provider.v1.SecretStoreProvider`.
+pub struct ProviderService<P> {
+    provider: Arc<P>,
+    metrics: Metrics,
+}
+
+impl<P> Clone for ProviderService<P> {
+    fn clone(&self) -> Self {
+        ProviderService { provider: self.provider.clone(), metrics: self.metrics.clone() }
+    }
+}
+
+impl<P: Provider> ProviderService<P> {
+    /// Wraps a provider; calls are recorded in `metrics`.
+    pub fn new(provider: Arc<P>, metrics: Metrics) -> Self {
+        ProviderService { provider, metrics }
+    }
+
+    /// Runs one call: the span carries the method, ProviderReference and source namespace so
+    /// every line logged inside has them; the outcome is logged (never values) and counted.
+    async fn run<T, Fut>(
+        &self,
+        method: &'static str,
+        target: &str,
+        checked: Result<RequestContext, ProviderError>,
+        op: impl FnOnce(Arc<P>, RequestContext) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        Fut: Future<Output = Result<T, ProviderError>>,
+    {
+        let start = Instant::now();
+        let span = match &checked {
+            Ok(ctx) => tracing::info_span!(
+                "rpc",
+                method,
+                provider_kind = %ctx.kind,
+                provider_name = %ctx.name,
+                provider_namespace = %ctx.namespace,
+                store_kind = ctx.store_ref_kind.as_str(),
+                source_namespace = %ctx.source_namespace,
+            ),
+            Err(_) => tracing::info_span!("rpc", method),
+        };
+        let result = match checked {
+            Ok(ctx) => op(self.provider.clone(), ctx).instrument(span.clone()).await,
+            Err(e) => Err(e),
+        };
+        let elapsed = start.elapsed();
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(e) => e.code(),
+        };
+        self.metrics.observe(method, code, elapsed);
+        let _entered = span.enter();
+        let micros = elapsed.as_micros() as u64;
+        match &result {
+            Ok(_) => tracing::debug!(target_key = target, duration_us = micros, "ok"),
+            Err(ProviderError::NoSecret(m)) => {
+                tracing::info!(target_key = target, duration_us = micros, status = code_name(code), "{m}")
+            }
+            Err(e) => tracing::warn!(target_key = target, duration_us = micros, status = code_name(code), "{e}"),
+        }
+        result.map(Response::new).map_err(Status::from)
+    }
+}
+
+fn require(method: &str, field: &str, value: &str) -> Result<(), ProviderError> {
+    if value.is_empty() {
+        Err(ProviderError::InvalidArgument(format!("{method}: {field} is required")))
+    } else {
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl<P: Provider> SecretStoreProvider for ProviderService<P> {
+    async fn get_secret(&self, request: Request<GetSecretRequest>) -> Result<Response<GetSecretResponse>, Status> {
+        const M: &str = "GetSecret";
+        let req = request.into_inner();
+        let remote_ref = req.remote_ref.unwrap_or_default();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
+            .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
+        let key = remote_ref.key.clone();
+        self.run(M, &key, checked, |p, ctx| async move {
+            p.get_secret(&ctx, &remote_ref).await.map(|value| GetSecretResponse { value })
+        })
+        .await
+    }
+
+    async fn get_secret_map(
+        &self,
+        request: Request<GetSecretMapRequest>,
+    ) -> Result<Response<GetSecretMapResponse>, Status> {
+        const M: &str = "GetSecretMap";
+        let req = request.into_inner();
+        let remote_ref = req.remote_ref.unwrap_or_default();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
+            .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
+        let key = remote_ref.key.clone();
+        self.run(M, &key, checked, |p, ctx| async move {
+            p.get_secret_map(&ctx, &remote_ref).await.map(|secrets| GetSecretMapResponse { secrets })
+        })
+        .await
+    }
+
+    async fn push_secret(&self, request: Request<PushSecretRequest>) -> Result<Response<PushSecretResponse>, Status> {
+        const M: &str = "PushSecret";
+        let req = request.into_inner();
+        let data = req.push_secret_data.unwrap_or_default();
+        let secret_data = req.secret_data;
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
+            .and_then(|ctx| require(M, "push_secret_data.remote_key", &data.remote_key).map(|_| ctx))
+            .and_then(|ctx| {
+                if !data.secret_key.is_empty() && !secret_data.contains_key(&data.secret_key) {
+                    Err(ProviderError::InvalidArgument(format!(
+                        "{M}: secret_data has no key {:?} (push_secret_data.secret_key)",
+                        data.secret_key
+                    )))
+                } else {
+                    Ok(ctx)
+                }
+            });
+        let key = data.remote_key.clone();
+        self.run(M, &key, checked, |p, ctx| async move {
+            p.push_secret(&ctx, &secret_data, &data).await.map(|_| PushSecretResponse {})
+        })
+        .await
+    }
+
+    async fn delete_secret(
+        &self,
+        request: Request<DeleteSecretRequest>,
+    ) -> Result<Response<DeleteSecretResponse>, Status> {
+        const M: &str = "DeleteSecret";
+        let req = request.into_inner();
+        let remote_ref = req.remote_ref.unwrap_or_default();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
+            .and_then(|ctx| require(M, "remote_ref.remote_key", &remote_ref.remote_key).map(|_| ctx));
+        let key = remote_ref.remote_key.clone();
+        self.run(M, &key, checked, |p, ctx| async move {
+            p.delete_secret(&ctx, &remote_ref).await.map(|_| DeleteSecretResponse {})
+        })
+        .await
+    }
+
+    async fn secret_exists(
+        &self,
+        request: Request<SecretExistsRequest>,
+    ) -> Result<Response<SecretExistsResponse>, Status> {
+        const M: &str = "SecretExists";
+        let req = request.into_inner();
+        let remote_ref = req.remote_ref.unwrap_or_default();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
+            .and_then(|ctx| require(M, "remote_ref.remote_key", &remote_ref.remote_key).map(|_| ctx));
+        let key = remote_ref.remote_key.clone();
+        self.run(M, &key, checked, |p, ctx| async move {
+            p.secret_exists(&ctx, &remote_ref).await.map(|exists| SecretExistsResponse { exists })
+        })
+        .await
+    }
+
+    async fn get_all_secrets(
+        &self,
+        request: Request<GetAllSecretsRequest>,
+    ) -> Result<Response<GetAllSecretsResponse>, Status> {
+        const M: &str = "GetAllSecrets";
+        let req = request.into_inner();
+        let find = req.find.unwrap_or_default();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true).and_then(|ctx| {
+            let has_name = find.name.as_ref().is_some_and(|n| !n.regexp.is_empty());
+            if !has_name && find.tags.is_empty() && find.path.is_empty() {
+                Err(ProviderError::InvalidArgument(format!(
+                    "{M}: find needs at least one of name.regexp, tags or path"
+                )))
+            } else {
+                Ok(ctx)
+            }
+        });
+        let target = find.name.as_ref().map(|n| n.regexp.clone()).unwrap_or_default();
+        self.run(M, &target, checked, |p, ctx| async move {
+            p.get_all_secrets(&ctx, &find).await.map(|secrets| GetAllSecretsResponse { secrets })
+        })
+        .await
+    }
+
+    async fn validate(&self, request: Request<ValidateRequest>) -> Result<Response<ValidateResponse>, Status> {
+        const M: &str = "Validate";
+        let req = request.into_inner();
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, false);
+        self.run(M, "", checked, |p, ctx| async move {
+            match p.validate(&ctx).await {
+                Ok(warnings) => Ok(ValidateResponse { valid: true, error: String::new(), warnings }),
+                Err(
+                    e @ (ProviderError::BadConfig(_)
+                    | ProviderError::PermissionDenied(_)
+                    | ProviderError::Unauthenticated(_)
+                    | ProviderError::NoSecret(_)
+                    | ProviderError::InvalidArgument(_)),
+                ) => {
+                    tracing::info!(error = %e, "configuration is not valid");
+                    Ok(ValidateResponse { valid: false, error: e.to_string(), warnings: vec![] })
+                }
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+
+    async fn capabilities(
+        &self,
+        request: Request<CapabilitiesRequest>,
+    ) -> Result<Response<CapabilitiesResponse>, Status> {
+        const M: &str = "Capabilities";
+        let req = request.into_inner();
+        // Capabilities describe the provider process, not one configuration: no reference is
+        // required, but a complete one is logged.
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, false).or_else(|_| {
+            Ok(RequestContext {
+                api_version: String::new(),
+                kind: String::new(),
+                name: String::new(),
+                namespace: String::new(),
+                store_ref_kind: crate::context::StoreRefKind::Provider,
+                source_namespace: req.source_namespace.clone(),
+            })
+        });
+        self.run(
+            M,
+            "",
+            checked,
+            |p, _ctx| async move { Ok(CapabilitiesResponse { capabilities: p.capabilities() as i32 }) },
+        )
+        .await
+    }
+}
