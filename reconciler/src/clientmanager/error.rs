@@ -1,0 +1,77 @@
+//! Why a client could not be handed out. Each message says what is wrong and names the
+//! objects involved, because it ends up in a status condition and an event.
+
+use keyward_crds::StoreKind;
+use keyward_crds::rules::{AuthNamespaceError, NamespaceDenied};
+
+use super::pool::PoolError;
+
+/// A store reference that cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// SecretStore / ClusterSecretStore.
+    #[error("store kind {0} is not supported by this controller: use Provider or ClusterProvider")]
+    UnsupportedKind(StoreKind),
+    /// The store does not exist.
+    #[error("{kind} {name:?} not found{}", .namespace.as_ref().map(|n| format!(" in namespace {n:?}")).unwrap_or_default())]
+    StoreNotFound {
+        /// Kind looked up.
+        kind: StoreKind,
+        /// Its name.
+        name: String,
+        /// Its namespace (Providers only).
+        namespace: Option<String>,
+    },
+    /// The ClusterProvider's conditions refuse the namespace.
+    #[error(transparent)]
+    NamespaceDenied(#[from] NamespaceDenied),
+    /// The namespace of the manifest does not exist (any more).
+    #[error("namespace {0:?} not found")]
+    NamespaceNotFound(String),
+    /// ProviderNamespace scope without a namespace.
+    #[error(transparent)]
+    AuthScope(#[from] AuthNamespaceError),
+    /// The address does not parse.
+    #[error("{kind} {name:?} has an invalid address: {message}")]
+    Address {
+        /// Kind of the store.
+        kind: StoreKind,
+        /// Its name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The TLS Secret is missing or incomplete.
+    #[error("provider TLS material: {0}")]
+    Tls(String),
+    /// The provider cannot do what is asked (a WriteOnly provider behind an ExternalSecret).
+    #[error("{kind} {name:?} is {capabilities:?} and cannot be used to {need}")]
+    Capability {
+        /// Kind of the store.
+        kind: StoreKind,
+        /// Its name.
+        name: String,
+        /// What it reported.
+        capabilities: keyward_crds::Capabilities,
+        /// What was needed, e.g. "read secrets for an ExternalSecret".
+        need: &'static str,
+    },
+    /// The pool refused (closed manager, unusable TLS material).
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// Reading from the API server failed.
+    #[error("reading {what}: {message}")]
+    Api {
+        /// What was being read.
+        what: String,
+        /// The error.
+        message: String,
+    },
+}
+
+impl ClientError {
+    /// Whether trying again later without any change may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Api { .. })
+    }
+}

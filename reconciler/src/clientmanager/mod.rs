@@ -1,0 +1,265 @@
+//! The client manager: resolves a store reference to a Provider or ClusterProvider, enforces
+//! the namespace conditions and auth-scope rules before any client exists, loads the TLS
+//! material, and hands out cached clients over pooled connections.
+
+mod breaker;
+mod cache;
+mod client;
+mod connect;
+mod error;
+mod lookup;
+mod pool;
+mod resolve;
+mod retry;
+mod tls;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use keyward_crds::StoreKind;
+
+pub use breaker::{Breaker, BreakerConfig};
+pub use cache::{CacheKey, ClientCache, Lookup as CacheLookup, Stamp};
+pub use client::{CallSettings, ProviderClient};
+pub use connect::TonicConnector;
+pub use error::ClientError;
+pub use lookup::{KubeLookup, Lookup};
+pub use pool::{Connector, Pool, PoolConfig, PoolError, PoolKey, PoolStats};
+pub use resolve::{Resolved, StoreObject, resolve, resolve_for_check};
+pub use retry::RetryPolicy;
+pub use tls::{TLS_SECRET_NAME, TlsMaterial};
+
+use crate::metrics::{Metrics, StoreLabels};
+use client::ClientCore;
+
+/// What the caller is going to do with the client; checked against the store's capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Read values (ExternalSecret).
+    Read,
+    /// Write values (PushSecret).
+    Write,
+}
+
+/// Manager settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ManagerConfig {
+    /// Connection pool.
+    pub pool: PoolConfig,
+    /// Circuit breaker of each provider.
+    pub breaker: BreakerConfig,
+    /// Deadline and retries of each call.
+    pub call: CallSettings,
+}
+
+/// Hands out provider clients. Shared by every controller.
+pub struct ClientManager {
+    lookup: Arc<dyn Lookup>,
+    pool: Arc<Pool>,
+    cache: Mutex<ClientCache<Arc<ClientCore>>>,
+    breakers: Mutex<HashMap<String, Arc<Breaker>>>,
+    config: ManagerConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl ClientManager {
+    /// A manager reading through `lookup` and connecting through `connector`.
+    pub fn new(
+        lookup: Arc<dyn Lookup>,
+        connector: Box<dyn Connector>,
+        config: ManagerConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        ClientManager {
+            lookup,
+            pool: Pool::new(config.pool, connector),
+            cache: Mutex::new(ClientCache::default()),
+            breakers: Mutex::new(HashMap::new()),
+            config,
+            metrics,
+        }
+    }
+
+    /// Finds the store a reference points at. Only Provider and ClusterProvider are served.
+    pub async fn find_store(&self, kind: StoreKind, name: &str, manifest_ns: &str) -> Result<StoreObject, ClientError> {
+        let api_err = |message| ClientError::Api { what: format!("{kind} {name}"), message };
+        let found = match kind {
+            StoreKind::Provider => {
+                self.lookup.provider(manifest_ns, name).await.map_err(api_err)?.map(StoreObject::Provider)
+            }
+            StoreKind::ClusterProvider => {
+                self.lookup.cluster_provider(name).await.map_err(api_err)?.map(StoreObject::ClusterProvider)
+            }
+            other => return Err(ClientError::UnsupportedKind(other)),
+        };
+        found.ok_or_else(|| ClientError::StoreNotFound {
+            kind,
+            name: name.to_string(),
+            namespace: (kind == StoreKind::Provider).then(|| manifest_ns.to_string()),
+        })
+    }
+
+    /// A client of the store `kind`/`name` for a manifest in `manifest_ns`.
+    pub async fn client_for(
+        &self,
+        kind: StoreKind,
+        name: &str,
+        manifest_ns: &str,
+        need: Need,
+    ) -> Result<(ProviderClient, StoreObject), ClientError> {
+        if !kind.is_supported() {
+            return Err(ClientError::UnsupportedKind(kind));
+        }
+        let store = self.find_store(kind, name, manifest_ns).await?;
+        let client = self.client_for_store(&store, manifest_ns, need).await?;
+        Ok((client, store))
+    }
+
+    /// A client of a store already looked up, for a manifest in `manifest_ns`. The rules are
+    /// enforced on every call, cached client or not: namespace labels may have changed.
+    pub async fn client_for_store(
+        &self,
+        store: &StoreObject,
+        manifest_ns: &str,
+        need: Need,
+    ) -> Result<ProviderClient, ClientError> {
+        check_capabilities(store, need)?;
+        let labels = if store.needs_namespace_labels() {
+            let labels = self
+                .lookup
+                .namespace_labels(manifest_ns)
+                .await
+                .map_err(|message| ClientError::Api { what: format!("namespace {manifest_ns}"), message })?;
+            Some(labels.ok_or_else(|| ClientError::NamespaceNotFound(manifest_ns.to_string()))?)
+        } else {
+            None
+        };
+        let resolved = resolve(store, manifest_ns, labels.as_ref())?;
+        self.client_from_resolved(store, resolved, manifest_ns).await
+    }
+
+    /// A client for the Provider controller's own Validate / Capabilities calls.
+    pub async fn check_client(&self, store: &StoreObject) -> Result<ProviderClient, ClientError> {
+        let resolved = resolve_for_check(store)?;
+        let key_ns = resolved.auth_namespace.clone();
+        self.client_from_resolved(store, resolved, &key_ns).await
+    }
+
+    async fn client_from_resolved(
+        &self,
+        store: &StoreObject,
+        resolved: Resolved,
+        manifest_ns: &str,
+    ) -> Result<ProviderClient, ClientError> {
+        let tls =
+            self.lookup.tls_material(&resolved.tls_namespace).await.map_err(ClientError::Tls)?.ok_or_else(|| {
+                ClientError::Tls(format!(
+                    "Secret {}/{TLS_SECRET_NAME} not found (it is looked up in the namespace of the provider's \
+                     service address, else in the auth namespace)",
+                    resolved.tls_namespace
+                ))
+            })?;
+        let key =
+            CacheKey { kind: resolved.kind, name: resolved.name.clone(), manifest_namespace: manifest_ns.to_string() };
+        let stamp = Stamp { generation: store.generation(), tls_fingerprint: tls.fingerprint.clone() };
+        let labels = StoreLabels { kind: resolved.kind.as_str().to_string(), name: resolved.name.clone() };
+        let cached = self.lock_cache().get(&key, &stamp);
+        let core = match cached {
+            CacheLookup::Hit(core) => {
+                self.metrics.cache_hits.get_or_create(&labels).inc();
+                core
+            }
+            CacheLookup::Miss | CacheLookup::Stale => {
+                self.metrics.cache_misses.get_or_create(&labels).inc();
+                let pool_key = PoolKey { address: resolved.address.clone(), tls_fingerprint: tls.fingerprint.clone() };
+                let tls = Arc::new(tls);
+                // Sets up (lazily) the pooled connection now, so a bad address or unusable TLS
+                // material is reported here rather than on the first call.
+                self.pool.channel(&pool_key, &tls, Instant::now())?;
+                let store_id = match store {
+                    StoreObject::Provider(_) => format!("Provider/{manifest_ns}/{}", resolved.name),
+                    StoreObject::ClusterProvider(_) => format!("ClusterProvider/{}", resolved.name),
+                };
+                let core = Arc::new(ClientCore {
+                    pool_key,
+                    tls,
+                    reference: resolved.reference,
+                    source_namespace: manifest_ns.to_string(),
+                    breaker: self.breaker(&store_id),
+                    store: store_id,
+                });
+                let mut cache = self.lock_cache();
+                cache.insert(key, stamp, core.clone());
+                self.metrics.cached_clients.set(cache.len() as i64);
+                core
+            }
+        };
+        self.publish_pool_stats();
+        Ok(ProviderClient { core, pool: self.pool.clone(), settings: self.config.call, metrics: self.metrics.clone() })
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, ClientCache<Arc<ClientCore>>> {
+        // Cache operations are single statements; a poisoned lock leaves a consistent map.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn breaker(&self, store_id: &str) -> Arc<Breaker> {
+        let mut breakers = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        breakers.entry(store_id.to_string()).or_insert_with(|| Arc::new(Breaker::new(self.config.breaker))).clone()
+    }
+
+    /// Forgets every client of a deleted store.
+    pub fn forget_store(&self, kind: StoreKind, name: &str) {
+        let mut cache = self.lock_cache();
+        cache.remove_store(kind, name);
+        self.metrics.cached_clients.set(cache.len() as i64);
+    }
+
+    /// Evicts idle and expired connections; called periodically.
+    pub fn evict_idle(&self) -> usize {
+        let gone = self.pool.evict(Instant::now());
+        self.publish_pool_stats();
+        gone
+    }
+
+    /// Current pool counters.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    fn publish_pool_stats(&self) {
+        let stats = self.pool.stats();
+        self.metrics.pool_open.set(stats.open as i64);
+        self.metrics.pool_created.set(stats.created);
+        self.metrics.pool_evicted.set(stats.evicted);
+    }
+
+    /// Releases every pooled connection and drops every client.
+    pub fn close(&self) {
+        self.pool.close();
+        self.lock_cache().clear();
+        self.metrics.cached_clients.set(0);
+        self.publish_pool_stats();
+    }
+}
+
+fn check_capabilities(store: &StoreObject, need: Need) -> Result<(), ClientError> {
+    // A store whose capabilities are not known yet is given the benefit of the doubt; the
+    // provider itself still refuses what it cannot do.
+    let Some(capabilities) = store.capabilities() else {
+        return Ok(());
+    };
+    let (ok, what) = match need {
+        Need::Read => (capabilities.can_read(), "read secrets for an ExternalSecret"),
+        Need::Write => (capabilities.can_write(), "write secrets for a PushSecret"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ClientError::Capability { kind: store.kind(), name: store.name(), capabilities, need: what })
+    }
+}
+
+#[cfg(test)]
+mod tests;

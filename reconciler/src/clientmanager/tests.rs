@@ -1,0 +1,208 @@
+//! Manager tests with an in-memory lookup and a connector that counts connections.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex as StdMutex;
+use std::sync::atomic::Ordering;
+
+use futures::future::BoxFuture;
+use keyward_crds::{AuthenticationScope, Capabilities, ClusterProvider, Provider, ProviderStatus};
+
+use super::pool::tests::CountingConnector;
+use super::resolve::tests::{cluster, only_label, provider};
+use super::*;
+
+#[derive(Default)]
+struct FakeLookup {
+    providers: StdMutex<Vec<Arc<Provider>>>,
+    cluster_providers: StdMutex<Vec<Arc<ClusterProvider>>>,
+    labels: StdMutex<BTreeMap<String, BTreeMap<String, String>>>,
+    tls: StdMutex<BTreeMap<String, TlsMaterial>>,
+}
+
+impl Lookup for FakeLookup {
+    fn provider<'a>(&'a self, ns: &'a str, name: &'a str) -> BoxFuture<'a, Result<Option<Arc<Provider>>, String>> {
+        let found = self
+            .providers
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name))
+            .cloned();
+        Box::pin(async move { Ok(found) })
+    }
+    fn cluster_provider<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Arc<ClusterProvider>>, String>> {
+        let found =
+            self.cluster_providers.lock().unwrap().iter().find(|p| p.metadata.name.as_deref() == Some(name)).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+    fn namespace_labels<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, String>> {
+        let found = self.labels.lock().unwrap().get(name).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+    fn tls_material<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Option<TlsMaterial>, String>> {
+        let found = self.tls.lock().unwrap().get(ns).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+}
+
+fn tls(tag: &str) -> TlsMaterial {
+    TlsMaterial::new(b"ca".to_vec(), tag.as_bytes().to_vec(), b"key".to_vec())
+}
+
+fn manager(lookup: Arc<FakeLookup>, count: &CountingConnector) -> (ClientManager, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let m = ClientManager::new(lookup, Box::new(count.clone()), ManagerConfig::default(), metrics.clone());
+    (m, metrics)
+}
+
+fn as_provider(s: StoreObject) -> Arc<Provider> {
+    match s {
+        StoreObject::Provider(p) => p,
+        StoreObject::ClusterProvider(_) => unreachable!(),
+    }
+}
+
+fn as_cluster(s: StoreObject) -> Arc<ClusterProvider> {
+    match s {
+        StoreObject::ClusterProvider(p) => p,
+        StoreObject::Provider(_) => unreachable!(),
+    }
+}
+
+fn hits(metrics: &Metrics, kind: &str, name: &str) -> u64 {
+    metrics.cache_hits.get_or_create(&StoreLabels { kind: kind.into(), name: name.into() }).get()
+}
+
+#[tokio::test]
+async fn denied_namespace_creates_no_client_and_no_connection() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.cluster_providers.lock().unwrap().push(as_cluster(cluster(
+        "shared",
+        AuthenticationScope::ManifestNamespace,
+        None,
+        only_label("team", "a"),
+    )));
+    lookup.labels.lock().unwrap().insert("team-b".into(), [("team".to_string(), "b".to_string())].into());
+    lookup.tls.lock().unwrap().insert("keyward".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let err = m.client_for(StoreKind::ClusterProvider, "shared", "team-b", Need::Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::NamespaceDenied(_)), "{err}");
+    assert!(err.to_string().contains("\"shared\"") && err.to_string().contains("\"team-b\""));
+    assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    assert_eq!(m.pool_stats().open, 0);
+}
+
+#[tokio::test]
+async fn labels_changed_after_a_client_was_cached_are_still_enforced() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.cluster_providers.lock().unwrap().push(as_cluster(cluster(
+        "shared",
+        AuthenticationScope::ManifestNamespace,
+        None,
+        only_label("team", "a"),
+    )));
+    lookup.labels.lock().unwrap().insert("team-a".into(), [("team".to_string(), "a".to_string())].into());
+    lookup.tls.lock().unwrap().insert("keyward".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    m.client_for(StoreKind::ClusterProvider, "shared", "team-a", Need::Read).await.unwrap();
+    lookup.labels.lock().unwrap().insert("team-a".into(), [("team".to_string(), "x".to_string())].into());
+    let err = m.client_for(StoreKind::ClusterProvider, "shared", "team-a", Need::Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::NamespaceDenied(_)), "{err}");
+}
+
+#[tokio::test]
+async fn clients_are_cached_per_namespace_and_share_one_connection() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.cluster_providers.lock().unwrap().push(as_cluster(cluster(
+        "shared",
+        AuthenticationScope::ManifestNamespace,
+        None,
+        vec![],
+    )));
+    lookup.tls.lock().unwrap().insert("keyward".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, metrics) = manager(lookup.clone(), &count);
+    for ns in ["a", "b", "c", "a", "b", "c"] {
+        let (c, _) = m.client_for(StoreKind::ClusterProvider, "shared", ns, Need::Read).await.unwrap();
+        assert_eq!(c.source_namespace(), ns);
+        assert_eq!(c.reference().namespace, ns, "ManifestNamespace scope authenticates in the manifest ns");
+        assert_eq!(c.reference().store_ref_kind, "ClusterProvider");
+    }
+    assert_eq!(hits(&metrics, "ClusterProvider", "shared"), 3);
+    assert_eq!(count.0.load(Ordering::SeqCst), 1, "one pooled connection for one provider");
+}
+
+#[tokio::test]
+async fn generation_change_rebuilds_and_tls_change_reconnects() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.providers.lock().unwrap().push(as_provider(provider("team-a", "p", "127.0.0.1:9443", 1)));
+    lookup.tls.lock().unwrap().insert("team-a".into(), tls("one"));
+    let count = CountingConnector::default();
+    let (m, metrics) = manager(lookup.clone(), &count);
+    m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    assert_eq!(hits(&metrics, "Provider", "p"), 1);
+
+    *lookup.providers.lock().unwrap() = vec![as_provider(provider("team-a", "p", "127.0.0.1:9443", 2))];
+    m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    assert_eq!(hits(&metrics, "Provider", "p"), 1, "new generation is a miss");
+    assert_eq!(count.0.load(Ordering::SeqCst), 1, "same address and TLS keep the connection");
+
+    lookup.tls.lock().unwrap().insert("team-a".into(), tls("two"));
+    let (c, _) = m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    assert_eq!(hits(&metrics, "Provider", "p"), 1, "new TLS material is a miss");
+    assert_eq!(count.0.load(Ordering::SeqCst), 2, "new TLS material needs a new connection");
+    assert_eq!(c.pool_key().tls_fingerprint, tls("two").fingerprint);
+}
+
+#[tokio::test]
+async fn unsupported_kinds_missing_stores_and_tls_are_clear_errors() {
+    let lookup = Arc::new(FakeLookup::default());
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let err = m.client_for(StoreKind::SecretStore, "s", "a", Need::Read).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "store kind SecretStore is not supported by this controller: use Provider or ClusterProvider"
+    );
+    let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
+    assert_eq!(err.to_string(), "Provider \"p\" not found in namespace \"a\"");
+    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
+    let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
+    assert!(err.to_string().contains("Secret a/keyward-provider-tls not found"), "{err}");
+    assert_eq!(count.0.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn capabilities_are_enforced() {
+    let lookup = Arc::new(FakeLookup::default());
+    let mut p = (*as_provider(provider("a", "w", "127.0.0.1:9443", 1))).clone();
+    p.status = Some(ProviderStatus { conditions: vec![], capabilities: Some(Capabilities::WriteOnly) });
+    lookup.providers.lock().unwrap().push(Arc::new(p));
+    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let err = m.client_for(StoreKind::Provider, "w", "a", Need::Read).await.unwrap_err();
+    assert!(err.to_string().contains("WriteOnly and cannot be used to read"), "{err}");
+    assert!(m.client_for(StoreKind::Provider, "w", "a", Need::Write).await.is_ok());
+}
+
+#[tokio::test]
+async fn close_releases_connections() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
+    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    assert_eq!(m.pool_stats().open, 1);
+    m.close();
+    assert_eq!(m.pool_stats().open, 0);
+    let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::Pool(PoolError::Closed)), "{err}");
+}
