@@ -1,0 +1,149 @@
+//! Command line and process wiring of the `keyward-webhook` binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use tokio::net::TcpListener;
+
+use crate::cache::Caches;
+use crate::metrics::Metrics;
+use crate::server::{AppState, Limits, admission_router, health_router, serve_plain, serve_tls};
+use crate::tls::{ReloadingCert, server_config};
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
+
+/// Keyward's admission webhook: validates and defaults ExternalSecrets, PushSecrets,
+/// Providers, ClusterProviders and provider configurations.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "keyward-webhook", version)]
+pub struct Args {
+    /// HTTPS address of the admission endpoints (POST /validate, POST /mutate).
+    #[arg(long, env = "KEYWARD_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+    /// Plain HTTP address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "KEYWARD_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]
+    pub health_listen: SocketAddr,
+    /// Directory with tls.crt and tls.key (a mounted Secret); reloaded when it changes.
+    #[arg(long, env = "KEYWARD_TLS_DIR")]
+    pub tls_dir: PathBuf,
+    /// Log format.
+    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+    /// How often the TLS directory is checked for a new certificate.
+    #[arg(long, env = "KEYWARD_TLS_RELOAD_INTERVAL", value_parser = parse_duration, default_value = "2s")]
+    pub tls_reload_interval: Duration,
+    /// Largest accepted admission request body, in bytes.
+    #[arg(long, env = "KEYWARD_MAX_BODY_BYTES", default_value_t = 7 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Time budget of one review.
+    #[arg(long, env = "KEYWARD_REQUEST_TIMEOUT", value_parser = parse_duration, default_value = "8s")]
+    pub request_timeout: Duration,
+    /// How long a review waits for a just-created namespace to reach the cache.
+    #[arg(long, env = "KEYWARD_NAMESPACE_WAIT", value_parser = parse_duration, default_value = "2s")]
+    pub namespace_wait: Duration,
+    /// How long shutdown waits for in-flight reviews.
+    #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "20s")]
+    pub shutdown_grace: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+/// Installs the tracing subscriber.
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,hyper=warn,rustls=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+/// Runs the webhook until SIGTERM or Ctrl-C.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let metrics = Arc::new(Metrics::new());
+    let cert = ReloadingCert::load(&args.tls_dir, provider.clone())
+        .with_context(|| format!("loading the serving certificate from {}", args.tls_dir.display()))?;
+    cert.spawn_reloader(args.tls_reload_interval, metrics.clone());
+    let tls = Arc::new(server_config(provider, cert)?);
+
+    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+    let caches = Arc::new(Caches::new());
+    crate::watch::spawn_watches(client, caches.clone());
+
+    let mut state = AppState::new(caches, metrics);
+    state.limits = Limits {
+        max_body_bytes: args.max_body_bytes,
+        request_timeout: args.request_timeout,
+        namespace_wait: args.namespace_wait,
+        ..Limits::default()
+    };
+
+    let health =
+        TcpListener::bind(args.health_listen).await.with_context(|| format!("binding {}", args.health_listen))?;
+    let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, health = %health.local_addr()?, "keyward-webhook serving");
+
+    let (stop_health, health_stopped) = tokio::sync::oneshot::channel::<()>();
+    let health_task = tokio::spawn(serve_plain(health, health_router(state.clone()), async {
+        let _ = health_stopped.await;
+    }));
+
+    let shutting_down = state.shutting_down.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        shutting_down.store(true, Ordering::SeqCst);
+        tracing::info!("shutdown requested");
+    };
+    serve_tls(
+        listener,
+        tls,
+        admission_router(state.clone()),
+        state.limits.handshake_timeout,
+        shutdown,
+        args.shutdown_grace,
+    )
+    .await;
+    let _ = stop_health.send(());
+    let _ = health_task.await;
+    tracing::info!("keyward-webhook stopped");
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! `keyward-webhook`: Keyward's admission webhook.
+
+use clap::Parser;
+use keyward_webhook::cli::{Args, init_logging, run};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // Pick the crypto provider explicitly, before anything touches rustls.
+    if rustls::crypto::ring::default_provider().install_default().is_err() {
+        anyhow::bail!("a rustls crypto provider was installed before keyward-webhook's");
+    }
+    let args = Args::parse();
+    init_logging(args.log_format);
+    if let Err(e) = run(args).await {
+        tracing::error!(error = format!("{e:#}"), "keyward-webhook failed");
+        return Err(e);
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! Prometheus metrics of the webhook.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of one review. The uid and namespace go to the logs only: as labels they would make
+/// one series per object.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `validate` or `mutate`.
+    pub webhook: &'static str,
+    /// Kind of the object, or `unknown`.
+    pub kind: String,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT`.
+    pub operation: String,
+    /// `allowed`, `warned`, `patched`, `denied` or `error`.
+    pub decision: &'static str,
+}
+
+/// Labels of a cache-size gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// The cache.
+    pub cache: &'static str,
+}
+
+/// Every metric of the webhook.
+pub struct Metrics {
+    registry: Registry,
+    /// Review latency in seconds.
+    pub review_seconds: Family<ReviewLabels, Histogram>,
+    /// Bodies rejected before they were reviews (malformed, too large).
+    pub bad_requests: Counter,
+    /// Serving-certificate reloads.
+    pub cert_reloads: Counter,
+    /// Failed serving-certificate reloads (the previous certificate stays in use).
+    pub cert_reload_errors: Counter,
+    /// Objects in each cache.
+    pub cache_objects: Family<CacheLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new([0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0])
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `keyward_webhook` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("keyward_webhook");
+        let review_seconds = Family::<ReviewLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register("review_duration_seconds", "Time to answer an admission review", review_seconds.clone());
+        let bad_requests = Counter::default();
+        registry.register("bad_requests", "Request bodies that are not admission reviews", bad_requests.clone());
+        let cert_reloads = Counter::default();
+        registry.register("certificate_reloads", "Serving certificate reloads", cert_reloads.clone());
+        let cert_reload_errors = Counter::default();
+        registry.register(
+            "certificate_reload_errors",
+            "Serving certificate reloads that failed (the previous certificate stays in use)",
+            cert_reload_errors.clone(),
+        );
+        let cache_objects = Family::<CacheLabels, Gauge>::default();
+        registry.register("cache_objects", "Objects held in each cache", cache_objects.clone());
+        Metrics { registry, review_seconds, bad_requests, cert_reloads, cert_reload_errors, cache_objects }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,33 @@
+//! Mutating admission, dispatched by kind. Each kind's changes live in their own module and
+//! come back as typed RFC 6902 operations; this module only routes and wraps them.
+//!
+//! A later module (Pod secret injection) plugs in here by matching its own kind before the
+//! Keyward kinds.
+
+pub mod defaults;
+
+use json_patch::{Patch, PatchOperation};
+
+use crate::review::{AdmissionRequest, Decision};
+use crate::validate::{Kind, is_write, unknown_kind};
+
+/// Answers a mutating review.
+pub fn mutate(req: &AdmissionRequest) -> Decision {
+    if !is_write(req) {
+        return Decision::allow();
+    }
+    let Some(kind) = Kind::of(req) else {
+        return unknown_kind(req);
+    };
+    let Some(object) = req.object.as_ref() else {
+        return Decision::deny(400, format!("the {} {} request carries no object", req.operation, kind.as_str()));
+    };
+    let ops: Vec<PatchOperation> = match kind {
+        Kind::ExternalSecret => defaults::external_secret(object),
+        Kind::Provider | Kind::ClusterProvider => defaults::provider_ref(object),
+        // A PushSecret store reference without a kind must stay without one: the omission has a
+        // meaning of its own (try a Provider, then a ClusterProvider).
+        Kind::PushSecret | Kind::Kubernetes | Kind::Fake => Vec::new(),
+    };
+    Decision { patch: Some(Patch(ops)), ..Decision::allow() }
+}

@@ -1,0 +1,307 @@
+//! The HTTPS admission server and the plain health/metrics server.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::cache::Caches;
+use crate::metrics::{Metrics, ReviewLabels};
+use crate::review::{BadRequest, Decision, Decoded, decode, encode};
+use crate::validate::{Kind, is_write};
+
+/// Limits of the admission endpoints.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Time budget of one review, including waiting for a new namespace to reach the cache.
+    pub request_timeout: Duration,
+    /// How long a review waits for a namespace that is not in the cache yet.
+    pub namespace_wait: Duration,
+    /// TLS handshake budget of a new connection.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 7 * 1024 * 1024,
+            request_timeout: Duration::from_secs(8),
+            namespace_wait: Duration::from_secs(2),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The caches reviews are answered from.
+    pub caches: Arc<Caches>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Limits.
+    pub limits: Limits,
+    /// Set when shutdown starts: readiness turns false so no new reviews are routed here.
+    pub shutting_down: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// State with default limits.
+    pub fn new(caches: Arc<Caches>, metrics: Arc<Metrics>) -> Self {
+        AppState { caches, metrics, limits: Limits::default(), shutting_down: Arc::new(AtomicBool::new(false)) }
+    }
+}
+
+/// Which webhook a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Validating admission.
+    Validate,
+    /// Mutating admission.
+    Mutate,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Validate => "validate",
+            Mode::Mutate => "mutate",
+        }
+    }
+}
+
+/// The admission routes: `POST /validate` and `POST /mutate`.
+pub fn admission_router(state: AppState) -> Router {
+    Router::new()
+        .route("/validate", post(validate_handler))
+        .route("/mutate", post(mutate_handler))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .with_state(state)
+}
+
+/// The plain-HTTP routes: `/healthz`, `/readyz`, `/metrics`.
+pub fn health_router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_handler))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutting_down.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    if state.caches.is_synced() {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        let waiting = state.caches.unsynced().join(", ");
+        (StatusCode::SERVICE_UNAVAILABLE, format!("caches not synced: {waiting}")).into_response()
+    }
+}
+
+async fn metrics_handler(State(state): State<AppState>) -> Response {
+    {
+        let s = state.caches.read();
+        let gauge = |cache: &'static str, n: usize| {
+            state.metrics.cache_objects.get_or_create(&crate::metrics::CacheLabels { cache }).set(n as i64);
+        };
+        gauge("namespaces", s.namespaces.len());
+        gauge("clusterproviders", s.cluster_providers.len());
+        gauge("providers", s.providers.values().map(|p| p.len()).sum());
+        gauge("storerefs", s.refs.len());
+    }
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    json_error(StatusCode::NOT_FOUND, "no such endpoint: use POST /validate or POST /mutate")
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+async fn validate_handler(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    review_endpoint(state, Mode::Validate, body).await
+}
+
+async fn mutate_handler(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    review_endpoint(state, Mode::Mutate, body).await
+}
+
+/// Answers a decoded review from the caches, synchronously. This is what the fuzz target and
+/// the randomized tests drive.
+pub fn answer(mode: Mode, decoded: &Decoded, caches: &Caches) -> (String, Decision) {
+    match decoded {
+        Decoded::Reject { uid, message } => (uid.clone(), Decision::deny(400, message.clone())),
+        Decoded::Request(req) => {
+            let decision = match mode {
+                Mode::Validate => crate::validate::validate(req, &caches.read()),
+                Mode::Mutate => crate::mutate::mutate(req),
+            };
+            (req.uid.clone(), decision)
+        }
+    }
+}
+
+/// Decodes and answers a body synchronously: a review as JSON bytes, or why it is no review.
+pub fn handle_body(mode: Mode, body: &[u8], caches: &Caches) -> Result<Vec<u8>, BadRequest> {
+    let decoded = decode(body)?;
+    let (uid, decision) = answer(mode, &decoded, caches);
+    Ok(encode(&uid, &decision))
+}
+
+async fn review_endpoint(state: AppState, mode: Mode, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => {
+            state.metrics.bad_requests.inc();
+            let status = rejection.status();
+            tracing::warn!(webhook = mode.as_str(), %status, "request body rejected: {}", rejection.body_text());
+            return json_error(status, &rejection.body_text());
+        }
+    };
+    let decoded = match decode(&body) {
+        Ok(d) => d,
+        Err(BadRequest(message)) => {
+            state.metrics.bad_requests.inc();
+            tracing::warn!(webhook = mode.as_str(), "not an admission review: {message}");
+            return json_error(StatusCode::BAD_REQUEST, &message);
+        }
+    };
+    let (uid, kind, namespace, operation) = match &decoded {
+        Decoded::Request(r) => (r.uid.clone(), r.kind.kind.clone(), r.namespace().to_string(), r.operation.clone()),
+        Decoded::Reject { uid, .. } => (uid.clone(), String::new(), String::new(), String::new()),
+    };
+
+    let work = async {
+        // A namespace created a moment ago may not have reached the watch yet: wait for it
+        // briefly instead of deciding on missing labels.
+        if mode == Mode::Validate
+            && let Decoded::Request(r) = &decoded
+            && is_write(r)
+            && Kind::of(r).is_some_and(Kind::uses_namespace_labels)
+            && !r.namespace().is_empty()
+        {
+            state.caches.wait_for_namespace(r.namespace(), state.limits.namespace_wait).await;
+        }
+        answer(mode, &decoded, &state.caches).1
+    };
+    let decision = match tokio::time::timeout(state.limits.request_timeout, work).await {
+        Ok(d) => d,
+        Err(_) => Decision::deny(
+            500,
+            format!("keyward-webhook did not answer within {:?}; retry", state.limits.request_timeout),
+        ),
+    };
+
+    let label = decision.label();
+    let elapsed = started.elapsed();
+    state
+        .metrics
+        .review_seconds
+        .get_or_create(&ReviewLabels {
+            webhook: mode.as_str(),
+            kind: if kind.is_empty() { "unknown".into() } else { kind.clone() },
+            operation: if operation.is_empty() { "unknown".into() } else { operation.clone() },
+            decision: label,
+        })
+        .observe(elapsed.as_secs_f64());
+    tracing::info!(
+        webhook = mode.as_str(),
+        uid = %uid,
+        kind = %kind,
+        namespace = %namespace,
+        operation = %operation,
+        decision = label,
+        message = decision.message.as_deref().unwrap_or_default(),
+        warnings = decision.warnings.len(),
+        latency_us = elapsed.as_micros() as u64,
+        "admission review"
+    );
+    ([(header::CONTENT_TYPE, "application/json")], encode(&uid, &decision)).into_response()
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` resolves, then drains in-flight
+/// requests for up to `grace`.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    handshake_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(router.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("draining in-flight reviews");
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!(?grace, "in-flight reviews did not finish in time");
+    }
+}
+
+/// Serves `router` over plain HTTP until `shutdown` resolves.
+pub async fn serve_plain(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()> + Send + 'static) {
+    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        tracing::error!(error = %e, "health server failed");
+    }
+}

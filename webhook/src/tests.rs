@@ -1,0 +1,707 @@
+//! Unit tests of the review path: decoding, validation against cached state, mutation, and the
+//! HTTPS server itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use keyward_crds::ClusterProviderSpec;
+use serde_json::{Value, json};
+
+use crate::cache::{Caches, Labels, ObjectKey, State, StoreUse, UserKind};
+use crate::review::{Decision, Decoded, decode};
+use crate::server::{Mode, answer, handle_body};
+
+const ES: (&str, &str, &str) = ("external-secrets.io", "v1", "ExternalSecret");
+const PS: (&str, &str, &str) = ("external-secrets.io", "v1alpha1", "PushSecret");
+const PROV: (&str, &str, &str) = ("external-secrets.io", "v1", "Provider");
+const CPROV: (&str, &str, &str) = ("external-secrets.io", "v1", "ClusterProvider");
+const KUBE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Kubernetes");
+const FAKE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Fake");
+
+fn body(gvk: (&str, &str, &str), op: &str, ns: Option<&str>, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
+    let mut request = json!({
+        "uid": "0000-uid",
+        "kind": {"group": gvk.0, "version": gvk.1, "kind": gvk.2},
+        "resource": {"group": gvk.0, "version": gvk.1, "resource": format!("{}s", gvk.2.to_lowercase())},
+        "operation": op,
+        "name": object.as_ref().and_then(|o| o.pointer("/metadata/name")).cloned().unwrap_or(json!("")),
+    });
+    if let Some(ns) = ns {
+        request["namespace"] = json!(ns);
+    }
+    if let Some(o) = object {
+        request["object"] = o;
+    }
+    if let Some(o) = old {
+        request["oldObject"] = o;
+    }
+    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
+        .expect("json")
+}
+
+fn run(mode: Mode, body: &[u8], caches: &Caches) -> Decision {
+    let decoded = decode(body).expect("a review");
+    let (uid, decision) = answer(mode, &decoded, caches);
+    assert_eq!(uid, "0000-uid");
+    decision
+}
+
+fn validate(gvk: (&str, &str, &str), op: &str, ns: Option<&str>, object: Value, caches: &Caches) -> Decision {
+    run(Mode::Validate, &body(gvk, op, ns, Some(object), None), caches)
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn cluster_provider(conditions: Value) -> ClusterProviderSpec {
+    serde_json::from_value(json!({
+        "config": {
+            "address": "keyward-provider-kubernetes.keyward.svc:8443",
+            "providerRef": {"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                            "name": "remote", "namespace": "creds"}
+        },
+        "conditions": conditions
+    }))
+    .expect("spec")
+}
+
+/// Namespaces `team-a` (env=prod) and `team-b` (env=dev); ClusterProvider `shared` admits
+/// env=prod, the name `special` or names matching `^ops-`; `open` admits everyone; Provider
+/// `local` lives in `team-b`.
+fn caches() -> Caches {
+    let caches = Caches::new();
+    {
+        let mut s = caches.write();
+        seed(&mut s);
+    }
+    caches.mark_all_synced();
+    caches
+}
+
+fn seed(s: &mut State) {
+    s.namespaces.insert("team-a".into(), labels(&[("env", "prod")]));
+    s.namespaces.insert("team-b".into(), labels(&[("env", "dev")]));
+    s.namespaces.insert("special".into(), labels(&[]));
+    s.cluster_providers.insert(
+        "shared".into(),
+        Ok(cluster_provider(json!([
+            {"namespaceSelector": {"matchLabels": {"env": "prod"}}},
+            {"namespaces": ["special"]},
+            {"namespaceRegexes": ["^ops-"]}
+        ]))),
+    );
+    s.cluster_providers.insert("open".into(), Ok(cluster_provider(json!([]))));
+    s.add_provider("team-b", "local");
+}
+
+fn external_secret(name: &str, store: Value) -> Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ExternalSecret",
+        "metadata": {"name": name},
+        "spec": {
+            "secretStoreRef": store,
+            "refreshInterval": "1h",
+            "target": {"name": name},
+            "data": [{"secretKey": "password", "remoteRef": {"key": "db"}}]
+        }
+    })
+}
+
+fn denied_with(d: &Decision, code: u16, needles: &[&str]) {
+    assert!(!d.allowed, "expected a denial, got {d:?}");
+    assert_eq!(d.code, code, "{d:?}");
+    let msg = d.message.as_deref().unwrap_or_default();
+    for n in needles {
+        assert!(msg.contains(n), "{n:?} not in {msg:?}");
+    }
+}
+
+#[test]
+fn external_secret_in_a_namespace_the_cluster_provider_refuses_is_denied() {
+    let c = caches();
+    let es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+    let d = validate(ES, "CREATE", Some("team-b"), es.clone(), &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "ExternalSecret \"db\" is not allowed",
+            "spec.secretStoreRef: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
+            "conditions[0]: namespaceSelector env=prod does not match the namespace labels {env=dev}",
+            "conditions[1]: namespaces [special] do not include it",
+            "conditions[2]: namespaceRegexes [^ops-] do not match its name",
+        ],
+    );
+    for ns in ["team-a", "special"] {
+        let d = validate(ES, "CREATE", Some(ns), es.clone(), &c);
+        assert!(d.allowed && d.warnings.is_empty(), "{ns}: {d:?}");
+    }
+    // A namespace matching the regex, known to the cache.
+    c.write().namespaces.insert("ops-tools".into(), Labels::new());
+    assert!(validate(ES, "UPDATE", Some("ops-tools"), es, &c).allowed);
+}
+
+#[test]
+fn every_per_entry_store_ref_is_checked() {
+    let c = caches();
+    let mut es = external_secret("db", json!({"name": "open", "kind": "ClusterProvider"}));
+    es["spec"]["data"] = json!([
+        {"secretKey": "a", "remoteRef": {"key": "a"}},
+        {"secretKey": "b", "remoteRef": {"key": "b"}, "sourceRef": {"storeRef": {"name": "shared", "kind": "ClusterProvider"}}}
+    ]);
+    es["spec"]["dataFrom"] = json!([
+        {"extract": {"key": "c"}, "sourceRef": {"storeRef": {"name": "shared", "kind": "ClusterProvider"}}}
+    ]);
+    let d = validate(ES, "CREATE", Some("team-b"), es, &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "spec.data[1].sourceRef.storeRef: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
+            "spec.dataFrom[0].sourceRef.storeRef: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
+        ],
+    );
+    assert!(!d.message.as_deref().unwrap_or_default().contains("spec.secretStoreRef:"));
+}
+
+#[test]
+fn missing_stores_are_allowed_with_a_warning() {
+    let c = caches();
+    let d = validate(
+        ES,
+        "CREATE",
+        Some("team-a"),
+        external_secret("db", json!({"name": "later", "kind": "ClusterProvider"})),
+        &c,
+    );
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["spec.secretStoreRef: ClusterProvider \"later\" does not exist yet; nothing syncs until it does"]
+    );
+
+    // An omitted kind means a Provider in the same namespace.
+    let d = validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local"})), &c);
+    assert!(d.allowed);
+    assert_eq!(d.warnings.len(), 1);
+    assert!(d.warnings[0].contains("Provider \"local\" does not exist in namespace \"team-a\" yet"), "{d:?}");
+    let d = validate(ES, "CREATE", Some("team-b"), external_secret("db", json!({"name": "local"})), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+
+    let d = validate(
+        ES,
+        "CREATE",
+        Some("team-b"),
+        external_secret("db", json!({"name": "old", "kind": "ClusterSecretStore"})),
+        &c,
+    );
+    assert!(d.allowed);
+    assert!(d.warnings[0].contains("kind ClusterSecretStore is not supported by Keyward"), "{d:?}");
+}
+
+#[test]
+fn a_cluster_provider_without_its_auth_namespace_warns_its_users() {
+    let c = caches();
+    let mut spec = cluster_provider(json!([]));
+    spec.config.provider_ref.namespace = None;
+    c.write().cluster_providers.insert("slipped".into(), Ok(spec));
+    let d = validate(
+        ES,
+        "CREATE",
+        Some("team-a"),
+        external_secret("db", json!({"name": "slipped", "kind": "ClusterProvider"})),
+        &c,
+    );
+    assert!(d.allowed);
+    assert!(d.warnings[0].contains("spec.config.providerRef.namespace is not set"), "{d:?}");
+}
+
+#[test]
+fn spec_errors_and_policy_denials_are_reported_together() {
+    let c = caches();
+    let mut es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+    es["spec"]["refreshInterval"] = json!("soon");
+    es["spec"]["data"][0]["secretKey"] = json!("");
+    let d = validate(ES, "CREATE", Some("team-b"), es, &c);
+    denied_with(
+        &d,
+        400,
+        &[
+            "ExternalSecret \"db\" is invalid",
+            "spec.refreshInterval",
+            "spec.data[0].secretKey: must not be empty",
+            "spec.secretStoreRef: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
+        ],
+    );
+}
+
+#[test]
+fn unknown_namespace_labels_deny_with_a_retry_hint_only_when_a_selector_decides() {
+    let c = caches();
+    let es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+    let d = validate(ES, "CREATE", Some("brand-new"), es.clone(), &c);
+    denied_with(&d, 403, &["labels of namespace \"brand-new\" are not known", "retry"]);
+    // Names and regexes do not need labels.
+    let d = validate(ES, "CREATE", Some("ops-new"), es, &c);
+    assert!(d.allowed, "{d:?}");
+}
+
+fn push_secret(refs: Value) -> Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1alpha1",
+        "kind": "PushSecret",
+        "metadata": {"name": "push"},
+        "spec": {
+            "secretStoreRefs": refs,
+            "selector": {"secret": {"name": "source"}},
+            "data": [{"match": {"secretKey": "k", "remoteRef": {"remoteKey": "r"}}}]
+        }
+    })
+}
+
+#[test]
+fn push_secret_store_refs_are_checked() {
+    let c = caches();
+    let d =
+        validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared", "kind": "ClusterProvider"}])), &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "PushSecret \"push\"",
+            "spec.secretStoreRefs[0]: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
+        ],
+    );
+    // Without a kind: no Provider "shared" in team-b, so the ClusterProvider is what it would use.
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared"}])), &c);
+    denied_with(&d, 403, &["spec.secretStoreRefs[0]: ClusterProvider \"shared\""]);
+    // A Provider of that name takes precedence.
+    c.write().add_provider("team-b", "shared");
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared"}])), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "nowhere"}])), &c);
+    assert!(d.allowed);
+    assert!(d.warnings[0].contains("neither a Provider \"nowhere\""), "{d:?}");
+    let d =
+        validate(PS, "CREATE", Some("team-a"), push_secret(json!([{"name": "shared", "kind": "ClusterProvider"}])), &c);
+    assert!(d.allowed, "{d:?}");
+    let d = validate(PS, "CREATE", Some("team-a"), push_secret(json!([])), &c);
+    denied_with(&d, 400, &["spec.secretStoreRefs: list at least one store"]);
+}
+
+fn cluster_provider_object(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider", "metadata": {"name": name}, "spec": spec})
+}
+
+#[test]
+fn provider_and_cluster_provider_rules_name_the_field() {
+    let c = caches();
+    let d = validate(
+        CPROV,
+        "CREATE",
+        None,
+        cluster_provider_object(
+            "shared",
+            json!({"config": {"address": "p.keyward.svc:8443",
+                              "providerRef": {"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": "r"}}}),
+        ),
+        &c,
+    );
+    denied_with(&d, 400, &["ClusterProvider \"shared\" is invalid", "spec.config.providerRef.namespace: required"]);
+
+    let d = validate(
+        CPROV,
+        "CREATE",
+        None,
+        cluster_provider_object(
+            "shared",
+            json!({"authenticationScope": "ManifestNamespace",
+                   "config": {"address": "no-port",
+                              "providerRef": {"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": "r"}},
+                   "conditions": [{"namespaceRegexes": ["("]}]}),
+        ),
+        &c,
+    );
+    denied_with(&d, 400, &["spec.config.address", "spec.conditions[0].namespaceRegexes[0]"]);
+
+    let provider = json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider", "metadata": {"name": "p"},
+        "spec": {"config": {"address": "p.keyward.svc:8443",
+                 "providerRef": {"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": "r", "namespace": "other"}}}});
+    let d = validate(PROV, "CREATE", Some("team-a"), provider, &c);
+    denied_with(&d, 400, &["spec.config.providerRef.namespace"]);
+}
+
+#[test]
+fn provider_configs_need_exactly_one_auth_method() {
+    let c = caches();
+    let kube = |auth: Value| {
+        json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "metadata": {"name": "r"},
+               "spec": {"auth": auth, "remoteNamespace": "default"}})
+    };
+    let d = validate(KUBE, "CREATE", Some("creds"), kube(json!({})), &c);
+    denied_with(
+        &d,
+        400,
+        &["Kubernetes \"r\" is invalid", "spec.auth: set exactly one of cert, token or serviceAccount"],
+    );
+    let d = validate(
+        KUBE,
+        "CREATE",
+        Some("creds"),
+        kube(json!({"token": {"bearerToken": {"name": "t", "key": "token"}}, "serviceAccount": {"name": "sa"}})),
+        &c,
+    );
+    denied_with(&d, 400, &["spec.auth: token and serviceAccount are set"]);
+    let d = validate(KUBE, "CREATE", Some("creds"), kube(json!({"serviceAccount": {"name": "sa"}})), &c);
+    assert!(d.allowed, "{d:?}");
+
+    let fake = json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "metadata": {"name": "f"},
+                      "spec": {"data": [{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]}});
+    let d = validate(FAKE, "CREATE", Some("creds"), fake, &c);
+    denied_with(&d, 400, &["spec.data[1]: duplicate entry for key \"a\""]);
+}
+
+fn use_index(c: &Caches) {
+    let mut s = c.write();
+    let uses = vec![StoreUse { cluster_provider: "shared".into(), explicit: true }];
+    for (kind, ns, name) in [
+        (UserKind::ExternalSecret, "team-a", "es1"),
+        (UserKind::ExternalSecret, "team-a", "es2"),
+        (UserKind::PushSecret, "team-a", "ps1"),
+        (UserKind::ExternalSecret, "special", "es3"),
+    ] {
+        s.refs.upsert(ObjectKey { kind, namespace: ns.into(), name: name.into() }, uses.clone());
+    }
+}
+
+#[test]
+fn narrowing_a_cluster_provider_warns_about_the_objects_that_lose_access() {
+    let c = caches();
+    use_index(&c);
+    let old = cluster_provider_object(
+        "shared",
+        serde_json::to_value(cluster_provider(json!([
+            {"namespaceSelector": {"matchLabels": {"env": "prod"}}},
+            {"namespaces": ["special"]}
+        ])))
+        .expect("json"),
+    );
+    let new = cluster_provider_object(
+        "shared",
+        serde_json::to_value(cluster_provider(json!([{"namespaceRegexes": ["^ops-"]}]))).expect("json"),
+    );
+    let d = run(Mode::Validate, &body(CPROV, "UPDATE", None, Some(new.clone()), Some(old.clone())), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["ClusterProvider \"shared\": 4 objects in 2 namespaces lose access with these conditions: \
+          special (1 ExternalSecret), team-a (2 ExternalSecrets, 1 PushSecret)"]
+    );
+    // Widening (or keeping) access says nothing.
+    let d = run(Mode::Validate, &body(CPROV, "UPDATE", None, Some(old.clone()), Some(new)), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    let d = run(Mode::Validate, &body(CPROV, "UPDATE", None, Some(old.clone()), Some(old)), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+}
+
+#[test]
+fn delete_is_always_allowed_and_subresources_pass() {
+    let c = caches();
+    let broken = json!({"metadata": {"name": "x"}, "spec": "garbage"});
+    for gvk in [ES, PS, PROV, CPROV, KUBE, FAKE] {
+        let d = run(Mode::Validate, &body(gvk, "DELETE", Some("team-b"), None, Some(broken.clone())), &c);
+        assert!(d.allowed, "{gvk:?}: {d:?}");
+        let d = run(Mode::Mutate, &body(gvk, "DELETE", Some("team-b"), None, Some(broken.clone())), &c);
+        assert!(d.allowed, "{gvk:?}: {d:?}");
+    }
+    let mut status_update: Value =
+        serde_json::from_slice(&body(ES, "UPDATE", Some("team-b"), Some(broken), None)).expect("json");
+    status_update["request"]["subResource"] = json!("status");
+    let d = run(Mode::Validate, &serde_json::to_vec(&status_update).expect("json"), &c);
+    assert!(d.allowed, "{d:?}");
+}
+
+#[test]
+fn unknown_kinds_missing_and_unreadable_objects_are_denied_with_a_message() {
+    let c = caches();
+    let d = validate(("", "v1", "ConfigMap"), "CREATE", Some("team-a"), json!({"metadata": {"name": "x"}}), &c);
+    denied_with(&d, 400, &["keyward-webhook does not handle core/v1 ConfigMap"]);
+    let d = validate(("external-secrets.io", "v1beta1", "ExternalSecret"), "CREATE", Some("team-a"), json!({}), &c);
+    denied_with(&d, 400, &["does not handle external-secrets.io/v1beta1 ExternalSecret"]);
+    let d = run(Mode::Validate, &body(ES, "CREATE", Some("team-a"), None, None), &c);
+    denied_with(&d, 400, &["carries no object"]);
+    let d = validate(ES, "CREATE", Some("team-a"), json!({"metadata": {"name": "x"}, "spec": {"data": 5}}), &c);
+    denied_with(&d, 400, &["the ExternalSecret cannot be read"]);
+    let d = run(Mode::Mutate, &body(ES, "CREATE", Some("team-a"), Some(json!([1, 2])), None), &c);
+    assert!(d.allowed, "mutation of an odd object adds nothing and leaves the denial to validation: {d:?}");
+}
+
+fn patched(object: &Value, gvk: (&str, &str, &str)) -> (Value, Vec<Value>) {
+    let c = caches();
+    let out = handle_body(Mode::Mutate, &body(gvk, "CREATE", Some("team-a"), Some(object.clone()), None), &c)
+        .expect("review");
+    let review: Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+    let Some(patch) = review["response"]["patch"].as_str() else {
+        return (object.clone(), Vec::new());
+    };
+    assert_eq!(review["response"]["patchType"], "JSONPatch");
+    let raw = base64::engine::general_purpose::STANDARD.decode(patch).expect("base64");
+    let ops: Vec<Value> = serde_json::from_slice(&raw).expect("ops");
+    let p: json_patch::Patch = serde_json::from_slice(&raw).expect("patch");
+    let mut doc = object.clone();
+    json_patch::patch(&mut doc, &p).expect("applies");
+    (doc, ops)
+}
+
+#[test]
+fn external_secret_defaults_are_json_patches() {
+    let es = json!({
+        "metadata": {"name": "db"},
+        "spec": {
+            "refreshInterval": "0",
+            "secretStoreRef": {"name": "local"},
+            "data": [
+                {"secretKey": "a", "remoteRef": {"key": "a"}, "sourceRef": {"storeRef": {"name": "x"}}},
+                {"secretKey": "b", "remoteRef": {"key": "b"}, "sourceRef": {"storeRef": {"name": "y", "kind": "ClusterProvider"}}}
+            ],
+            "dataFrom": [{"extract": {"key": "c"}, "sourceRef": {"storeRef": {"name": "z"}}}]
+        }
+    });
+    let (doc, _) = patched(&es, ES);
+    assert_eq!(doc["spec"]["target"], json!({"name": "db"}));
+    assert_eq!(doc["spec"]["refreshPolicy"], "OnChange");
+    assert_eq!(doc["spec"]["secretStoreRef"]["kind"], "Provider");
+    assert_eq!(doc["spec"]["data"][0]["sourceRef"]["storeRef"]["kind"], "Provider");
+    assert_eq!(doc["spec"]["data"][1]["sourceRef"]["storeRef"]["kind"], "ClusterProvider");
+    assert_eq!(doc["spec"]["dataFrom"][0]["sourceRef"]["storeRef"]["kind"], "Provider");
+
+    // Nothing to do: no patch at all; explicit values are never overwritten.
+    let mut explicit = doc.clone();
+    explicit["spec"]["target"]["name"] = json!("other");
+    explicit["spec"]["refreshPolicy"] = json!("CreatedOnce");
+    let (again, ops) = patched(&explicit, ES);
+    assert!(ops.is_empty(), "{ops:?}");
+    assert_eq!(again, explicit);
+
+    let periodic = json!({"metadata": {"name": "db"}, "spec": {"target": {"creationPolicy": "Owner"}}});
+    let (doc, _) = patched(&periodic, ES);
+    assert_eq!(doc["spec"]["refreshPolicy"], "Periodic");
+    assert_eq!(doc["spec"]["target"], json!({"creationPolicy": "Owner", "name": "db"}));
+}
+
+#[test]
+fn push_secret_store_kinds_are_never_defaulted() {
+    let ps = push_secret(json!([{"name": "a"}, {"name": "b", "kind": "ClusterProvider"}]));
+    let (doc, ops) = patched(&ps, PS);
+    assert!(ops.is_empty(), "{ops:?}");
+    assert!(doc["spec"]["secretStoreRefs"][0].get("kind").is_none());
+}
+
+#[test]
+fn provider_ref_api_version_defaults_from_its_kind() {
+    let cp = cluster_provider_object(
+        "c",
+        json!({"config": {"address": "a.b.svc:1", "providerRef": {"kind": "Fake", "name": "f", "namespace": "n"}}}),
+    );
+    let (doc, ops) = patched(&cp, CPROV);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(doc["spec"]["config"]["providerRef"]["apiVersion"], "provider.external-secrets.io/v2alpha1");
+    let other = cluster_provider_object(
+        "c",
+        json!({"config": {"address": "a.b.svc:1", "providerRef": {"kind": "Vault", "name": "f"}}}),
+    );
+    assert!(patched(&other, CPROV).1.is_empty());
+}
+
+#[test]
+fn wrong_review_versions_get_a_denial_not_an_error() {
+    let c = caches();
+    let mut v: Value =
+        serde_json::from_slice(&body(ES, "CREATE", Some("team-a"), Some(json!({})), None)).expect("json");
+    v["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let out = handle_body(Mode::Validate, &serde_json::to_vec(&v).expect("json"), &c).expect("answered");
+    let review: Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(review["response"]["uid"], "0000-uid");
+    assert_eq!(review["response"]["allowed"], false);
+    assert!(decode(b"null").is_err());
+    assert!(matches!(decode(&serde_json::to_vec(&v).expect("json")), Ok(Decoded::Reject { .. })));
+}
+
+// --- The HTTPS server -----------------------------------------------------------------------
+
+mod https {
+    use super::*;
+    use crate::client::{Connection, client_config};
+    use crate::metrics::Metrics;
+    use crate::server::{AppState, admission_router, health_router, serve_plain, serve_tls};
+    use crate::tls::{ReloadingCert, server_config};
+    use keyward_certs::{CertificateAuthority, TlsFiles, Usage, write_tls_dir};
+    use std::net::SocketAddr;
+    use tokio::net::TcpListener;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    struct Server {
+        addr: SocketAddr,
+        health: SocketAddr,
+        ca: CertificateAuthority,
+        dir: tempfile::TempDir,
+        cert: Arc<ReloadingCert>,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        task: tokio::task::JoinHandle<()>,
+        state: AppState,
+    }
+
+    fn write_leaf(ca: &CertificateAuthority, dir: &std::path::Path) {
+        let leaf = ca.issue(&["127.0.0.1", "localhost"], Usage::Server, DAY).expect("leaf");
+        write_tls_dir(dir, &TlsFiles { ca_pem: ca.cert_pem(), cert_pem: &leaf.cert_pem, key_pem: &leaf.key_pem })
+            .expect("write");
+    }
+
+    async fn start(caches: Caches, tweak: impl FnOnce(&mut AppState)) -> Server {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let ca = CertificateAuthority::generate("keyward-test-ca", DAY).expect("ca");
+        let dir = tempfile::tempdir().expect("tmp");
+        write_leaf(&ca, dir.path());
+        let cert = ReloadingCert::load(dir.path(), provider.clone()).expect("load");
+        let tls = Arc::new(server_config(provider, cert.clone()).expect("config"));
+        let mut state = AppState::new(Arc::new(caches), Arc::new(Metrics::new()));
+        tweak(&mut state);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let health_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let health = health_listener.local_addr().expect("addr");
+        tokio::spawn(serve_plain(health_listener, health_router(state.clone()), std::future::pending()));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let router = admission_router(state.clone());
+        let task = tokio::spawn(async move {
+            serve_tls(
+                listener,
+                tls,
+                router,
+                Duration::from_secs(5),
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await;
+        });
+        Server { addr, health, ca, dir, cert, stop: Some(stop), task, state }
+    }
+
+    async fn connect(s: &Server) -> Connection {
+        let config = client_config(s.ca.cert_pem()).expect("client config");
+        Connection::connect(config, s.addr, "127.0.0.1").await.expect("connect")
+    }
+
+    async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        tcp.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.expect("read");
+        let status = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, out)
+    }
+
+    #[tokio::test]
+    async fn reviews_over_tls_with_keep_alive() {
+        let s = start(caches(), |_| {}).await;
+        let mut conn = connect(&s).await;
+        let es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+        for (ns, allowed) in [("team-b", false), ("team-a", true), ("team-b", false)] {
+            let (status, out) =
+                conn.post("/validate", body(ES, "CREATE", Some(ns), Some(es.clone()), None)).await.expect("post");
+            assert_eq!(status, 200);
+            let v: Value = serde_json::from_slice(&out).expect("json");
+            assert_eq!(v["response"]["allowed"], allowed, "{v}");
+        }
+        let (status, out) =
+            conn.post("/mutate", body(ES, "CREATE", Some("team-a"), Some(es), None)).await.expect("post");
+        assert_eq!(status, 200);
+        let v: Value = serde_json::from_slice(&out).expect("json");
+        assert_eq!(v["response"]["patchType"], "JSONPatch", "{v}");
+
+        // Not reviews: JSON errors, and the connection stays usable.
+        let (status, out) = conn.post("/validate", b"{not json".to_vec()).await.expect("post");
+        assert_eq!(status, 400);
+        let v: Value = serde_json::from_slice(&out).expect("json error");
+        assert!(v["error"].as_str().expect("error").contains("not valid JSON"), "{v}");
+        let (status, _) = conn.post("/nowhere", b"{}".to_vec()).await.expect("post");
+        assert_eq!(status, 404);
+
+        let (status, text) = http_get(s.health, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(text.contains("keyward_webhook_review_duration_seconds_count{webhook=\"validate\",kind=\"ExternalSecret\",operation=\"CREATE\",decision=\"denied\"} 2"), "{text}");
+        assert!(text.contains("keyward_webhook_bad_requests_total 1"), "{text}");
+        assert_eq!(http_get(s.health, "/healthz").await.0, 200);
+        assert_eq!(http_get(s.health, "/readyz").await.0, 200);
+    }
+
+    #[tokio::test]
+    async fn oversized_bodies_are_refused_with_a_json_error() {
+        let s = start(caches(), |st| st.limits.max_body_bytes = 1024).await;
+        let mut conn = connect(&s).await;
+        let (status, out) = conn.post("/validate", vec![b' '; 4096]).await.expect("post");
+        assert_eq!(status, 413);
+        let v: Value = serde_json::from_slice(&out).expect("json error");
+        assert!(v["error"].is_string(), "{v}");
+    }
+
+    #[tokio::test]
+    async fn readiness_waits_for_the_caches() {
+        let s = start(Caches::new(), |_| {}).await;
+        let (status, text) = http_get(s.health, "/readyz").await;
+        assert_eq!(status, 503);
+        assert!(text.contains("caches not synced: namespaces, clusterproviders"), "{text}");
+        s.state.caches.mark_all_synced();
+        assert_eq!(http_get(s.health, "/readyz").await.0, 200);
+        s.state.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(http_get(s.health, "/readyz").await.0, 503);
+    }
+
+    #[tokio::test]
+    async fn a_rotated_certificate_is_served_without_restart() {
+        let s = start(caches(), |_| {}).await;
+        let first = connect(&s).await.peer_certificate.expect("cert");
+        assert!(!s.cert.reload_if_changed().expect("reload"), "unchanged files are not reloaded");
+        // Rotate the way the kubelet does: new files, then the ..data symlink swap.
+        write_leaf(&s.ca, s.dir.path());
+        assert!(s.cert.reload_if_changed().expect("reload"));
+        let second = connect(&s).await.peer_certificate.expect("cert");
+        assert_ne!(first, second);
+        assert_eq!(s.cert.chain()[0], second);
+        // A broken rotation keeps the last good certificate.
+        std::fs::write(s.dir.path().join("..data").join("tls.key"), "garbage").expect("write");
+        assert!(s.cert.reload_if_changed().is_err());
+        assert_eq!(connect(&s).await.peer_certificate.expect("cert"), second);
+    }
+
+    #[tokio::test]
+    async fn shutdown_drains_a_review_in_flight() {
+        // A review that waits for a namespace the cache does not know yet is in flight while
+        // shutdown starts; it still gets its answer.
+        let mut s = start(caches(), |st| st.limits.namespace_wait = Duration::from_millis(600)).await;
+        let mut conn = connect(&s).await;
+        let es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+        let pending =
+            tokio::spawn(async move { conn.post("/validate", body(ES, "CREATE", Some("late"), Some(es), None)).await });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        s.stop.take().expect("stop").send(()).expect("signal");
+        let (status, out) = pending.await.expect("join").expect("answered during drain");
+        assert_eq!(status, 200);
+        let v: Value = serde_json::from_slice(&out).expect("json");
+        assert_eq!(v["response"]["allowed"], false);
+        tokio::time::timeout(Duration::from_secs(5), &mut s.task).await.expect("server stopped").expect("join");
+        // New connections are refused once drained.
+        let config = client_config(s.ca.cert_pem()).expect("config");
+        assert!(Connection::connect(config, s.addr, "127.0.0.1").await.is_err());
+    }
+}

@@ -1,0 +1,318 @@
+//! Validating admission: every decision comes from `keyward_crds::rules` (one rule, one place)
+//! applied to what the caches know. Nothing here does I/O.
+
+use std::collections::BTreeMap;
+
+use keyward_crds::rules::{
+    NamespaceView, StoreSpec, ValidationErrors, auth_namespace, check_namespace_admitted, validate_cluster_provider,
+    validate_external_secret, validate_fake, validate_kubernetes, validate_provider, validate_push_secret,
+};
+use keyward_crds::{
+    ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, StoreKind,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::cache::{Labels, State};
+use crate::review::{AdmissionRequest, Decision};
+
+/// The kinds Keyward admits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `external-secrets.io/v1` ExternalSecret.
+    ExternalSecret,
+    /// `external-secrets.io/v1alpha1` PushSecret.
+    PushSecret,
+    /// `external-secrets.io/v1` Provider.
+    Provider,
+    /// `external-secrets.io/v1` ClusterProvider.
+    ClusterProvider,
+    /// `provider.external-secrets.io/v2alpha1` Kubernetes.
+    Kubernetes,
+    /// `provider.external-secrets.io/v2alpha1` Fake.
+    Fake,
+}
+
+impl Kind {
+    /// The kind of a review's object, if Keyward handles it.
+    pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Kind> {
+        match (group, version, kind) {
+            ("external-secrets.io", "v1", "ExternalSecret") => Some(Kind::ExternalSecret),
+            ("external-secrets.io", "v1alpha1", "PushSecret") => Some(Kind::PushSecret),
+            ("external-secrets.io", "v1", "Provider") => Some(Kind::Provider),
+            ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
+            ("provider.external-secrets.io", "v2alpha1", "Kubernetes") => Some(Kind::Kubernetes),
+            ("provider.external-secrets.io", "v2alpha1", "Fake") => Some(Kind::Fake),
+            _ => None,
+        }
+    }
+
+    /// The kind of a request.
+    pub fn of(req: &AdmissionRequest) -> Option<Kind> {
+        Kind::from_gvk(&req.kind.group, &req.kind.version, &req.kind.kind)
+    }
+
+    /// The kind name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ExternalSecret => "ExternalSecret",
+            Kind::PushSecret => "PushSecret",
+            Kind::Provider => "Provider",
+            Kind::ClusterProvider => "ClusterProvider",
+            Kind::Kubernetes => "Kubernetes",
+            Kind::Fake => "Fake",
+        }
+    }
+
+    /// Whether the decision depends on the namespace's labels.
+    pub fn uses_namespace_labels(self) -> bool {
+        matches!(self, Kind::ExternalSecret | Kind::PushSecret)
+    }
+}
+
+/// Denial for a kind Keyward does not handle.
+pub fn unknown_kind(req: &AdmissionRequest) -> Decision {
+    let k = &req.kind;
+    let group = if k.group.is_empty() { "core" } else { k.group.as_str() };
+    Decision::deny(
+        400,
+        format!(
+            "keyward-webhook does not handle {group}/{} {} (resource {:?}): remove it from the webhook configuration's rules",
+            k.version, k.kind, req.resource.resource
+        ),
+    )
+}
+
+/// Whether the request changes an object's spec at all (reads, deletes and subresources pass).
+pub fn is_write(req: &AdmissionRequest) -> bool {
+    matches!(req.operation.as_str(), "CREATE" | "UPDATE") && req.sub_resource.as_deref().unwrap_or_default().is_empty()
+}
+
+/// Answers a validating review from the cached state.
+pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
+    if !is_write(req) {
+        return Decision::allow();
+    }
+    let Some(kind) = Kind::of(req) else {
+        return unknown_kind(req);
+    };
+    let Some(object) = req.object.as_ref() else {
+        return Decision::deny(400, format!("the {} {} request carries no object", req.operation, kind.as_str()));
+    };
+    let name = req.object_name();
+    let ns = req.namespace();
+    let mut check = Check::default();
+    match kind {
+        Kind::ExternalSecret => {
+            let es: ExternalSecret = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_external_secret(&es.spec));
+            for (path, r) in es.store_refs() {
+                check.store_ref(state, ns, &path, &r.name, Some(r.effective_kind()));
+            }
+        }
+        Kind::PushSecret => {
+            let ps: PushSecret = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_push_secret(&ps.spec));
+            for (i, r) in ps.spec.secret_store_refs.iter().enumerate() {
+                if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
+                    check.store_ref(state, ns, &format!("spec.secretStoreRefs[{i}]"), store, r.kind);
+                }
+            }
+        }
+        Kind::Provider => {
+            let p: Provider = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_provider(ns, &p.spec));
+        }
+        Kind::ClusterProvider => {
+            let cp: ClusterProvider = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_cluster_provider(&cp.spec));
+            let old = match (req.operation.as_str(), req.old_object.as_ref()) {
+                ("UPDATE", Some(old)) => parse::<ClusterProvider>(kind, old).ok().map(|o| o.spec),
+                _ => None,
+            };
+            if let Some(w) = excluded_users_warning(state, &name, &cp.spec, old.as_ref()) {
+                check.warnings.push(w);
+            }
+        }
+        Kind::Kubernetes => {
+            let k: Kubernetes = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_kubernetes(&k.spec));
+        }
+        Kind::Fake => {
+            let f: Fake = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_fake(&f.spec));
+        }
+    }
+    check.finish(kind, &name)
+}
+
+fn parse<T: DeserializeOwned>(kind: Kind, object: &Value) -> Result<T, Decision> {
+    T::deserialize(object).map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", kind.as_str())))
+}
+
+/// Collects field errors, policy denials and warnings for one object.
+#[derive(Default)]
+struct Check {
+    invalid: Vec<String>,
+    denied: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Check {
+    fn spec(&mut self, result: Result<(), ValidationErrors>) {
+        if let Err(errs) = result {
+            self.invalid.extend(errs.0.iter().map(ToString::to_string));
+        }
+    }
+
+    /// A reference to a store by name; `kind` None is a PushSecret reference without a kind.
+    fn store_ref(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: Option<StoreKind>) {
+        match kind {
+            Some(StoreKind::ClusterProvider) => self.cluster_provider_use(state, ns, path, name),
+            Some(StoreKind::Provider) => {
+                if !state.provider_exists(ns, name) {
+                    self.warnings.push(format!(
+                        "{path}: Provider {name:?} does not exist in namespace {ns:?} yet; nothing syncs until it does"
+                    ));
+                }
+            }
+            Some(other) => self
+                .warnings
+                .push(format!("{path}: kind {other} is not supported by Keyward; use Provider or ClusterProvider")),
+            None if state.provider_exists(ns, name) => {}
+            None if state.cluster_providers.contains_key(name) => self.cluster_provider_use(state, ns, path, name),
+            None => self.warnings.push(format!(
+                "{path}: neither a Provider {name:?} in namespace {ns:?} nor a ClusterProvider {name:?} exists yet; \
+                 nothing is pushed until one does"
+            )),
+        }
+    }
+
+    fn cluster_provider_use(&mut self, state: &State, ns: &str, path: &str, name: &str) {
+        let spec = match state.cluster_providers.get(name) {
+            None => {
+                self.warnings
+                    .push(format!("{path}: ClusterProvider {name:?} does not exist yet; nothing syncs until it does"));
+                return;
+            }
+            Some(Err(why)) => {
+                self.warnings.push(format!("{path}: ClusterProvider {name:?} cannot be read: {why}"));
+                return;
+            }
+            Some(Ok(spec)) => spec,
+        };
+        let empty = Labels::new();
+        let (labels, known) = match state.namespaces.get(ns) {
+            Some(l) => (l, true),
+            None => (&empty, false),
+        };
+        if let Err(denied) = check_namespace_admitted(name, &spec.conditions, NamespaceView { name: ns, labels }) {
+            if !known && spec.conditions.iter().any(|c| c.namespace_selector.is_some()) {
+                self.denied.push(format!(
+                    "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
+                     namespaceSelector of ClusterProvider {name:?} cannot be checked; retry in a moment"
+                ));
+            } else {
+                self.denied.push(format!("{path}: {denied}"));
+            }
+            return;
+        }
+        if let Err(e) = auth_namespace(StoreSpec::ClusterProvider { name, spec }, ns) {
+            self.warnings.push(format!("{path}: {e}"));
+        }
+    }
+
+    fn finish(self, kind: Kind, name: &str) -> Decision {
+        let warnings = self.warnings;
+        if self.invalid.is_empty() && self.denied.is_empty() {
+            return Decision::allow().with_warnings(warnings);
+        }
+        let code = if self.invalid.is_empty() { 403 } else { 400 };
+        let verb = if self.invalid.is_empty() { "is not allowed" } else { "is invalid" };
+        let all: Vec<String> = self.invalid.into_iter().chain(self.denied).collect();
+        Decision::deny(code, format!("{} {name:?} {verb}: {}", kind.as_str(), all.join("; "))).with_warnings(warnings)
+    }
+}
+
+/// Namespaces shown in a warning before "and N more".
+const MAX_LISTED_NAMESPACES: usize = 10;
+
+/// The warning for a ClusterProvider change that locks out objects already using it: every
+/// namespace with users that the new conditions refuse (and the old ones admitted).
+pub fn excluded_users_warning(
+    state: &State,
+    name: &str,
+    new: &ClusterProviderSpec,
+    old: Option<&ClusterProviderSpec>,
+) -> Option<String> {
+    let users = state.refs.users_of(name)?;
+    let mut lost: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+    for (ns, counts) in users {
+        let Some(labels) = state.namespaces.get(ns) else { continue };
+        let view = NamespaceView { name: ns, labels };
+        if check_namespace_admitted(name, &new.conditions, view).is_ok() {
+            continue;
+        }
+        if let Some(old) = old
+            && check_namespace_admitted(name, &old.conditions, view).is_err()
+        {
+            continue;
+        }
+        let mut push = counts.push_secrets;
+        if !state.provider_exists(ns, name) {
+            push += counts.push_secrets_unqualified;
+        }
+        if counts.external_secrets + push > 0 {
+            lost.insert(ns, (counts.external_secrets, push));
+        }
+    }
+    if lost.is_empty() {
+        return None;
+    }
+    let total: u32 = lost.values().map(|(e, p)| e + p).sum();
+    let mut parts: Vec<String> = lost
+        .iter()
+        .take(MAX_LISTED_NAMESPACES)
+        .map(|(ns, (es, ps))| {
+            let mut what = Vec::new();
+            if *es > 0 {
+                what.push(plural(*es, "ExternalSecret"));
+            }
+            if *ps > 0 {
+                what.push(plural(*ps, "PushSecret"));
+            }
+            format!("{ns} ({})", what.join(", "))
+        })
+        .collect();
+    if lost.len() > MAX_LISTED_NAMESPACES {
+        parts.push(format!("and {} more", lost.len() - MAX_LISTED_NAMESPACES));
+    }
+    Some(format!(
+        "ClusterProvider {name:?}: {} in {} lose access with these conditions: {}",
+        plural(total, "object"),
+        plural(lost.len() as u32, "namespace"),
+        parts.join(", ")
+    ))
+}
+
+fn plural(n: u32, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}

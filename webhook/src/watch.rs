@@ -1,0 +1,171 @@
+//! Watches that feed the caches. Namespaces and Providers are watched metadata-only;
+//! ClusterProviders keep their spec; ExternalSecrets and PushSecrets only leave their
+//! ClusterProvider references in a small index.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use keyward_crds::{ClusterProvider, ClusterProviderSpec, ExternalSecret, Provider, PushSecret};
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde::Deserialize;
+
+use crate::cache::{Caches, ObjectKey, Source, State, UserKind, external_secret_uses, push_secret_uses};
+
+/// How one watched kind lands in the caches.
+trait Feed<K>: Send + 'static {
+    /// Replaces everything this feed owns after a (re)list.
+    fn replace(&self, state: &mut State, items: Vec<K>);
+    /// An object was added or changed.
+    fn apply(&self, state: &mut State, item: K);
+    /// An object was deleted.
+    fn delete(&self, state: &mut State, item: K);
+}
+
+struct Namespaces;
+impl Feed<PartialObjectMeta<Namespace>> for Namespaces {
+    fn replace(&self, state: &mut State, items: Vec<PartialObjectMeta<Namespace>>) {
+        state.namespaces = items.into_iter().map(|n| (n.name_any(), n.metadata.labels.unwrap_or_default())).collect();
+    }
+    fn apply(&self, state: &mut State, n: PartialObjectMeta<Namespace>) {
+        state.namespaces.insert(n.name_any(), n.metadata.labels.unwrap_or_default());
+    }
+    fn delete(&self, state: &mut State, n: PartialObjectMeta<Namespace>) {
+        state.namespaces.remove(&n.name_any());
+    }
+}
+
+/// Reads a ClusterProvider's spec, keeping why it could not be read.
+pub fn cluster_provider_spec(obj: &DynamicObject) -> Result<ClusterProviderSpec, String> {
+    match obj.data.get("spec") {
+        Some(spec) => ClusterProviderSpec::deserialize(spec).map_err(|e| e.to_string()),
+        None => Err("it has no spec".into()),
+    }
+}
+
+struct ClusterProviders;
+impl Feed<DynamicObject> for ClusterProviders {
+    fn replace(&self, state: &mut State, items: Vec<DynamicObject>) {
+        state.cluster_providers = items.iter().map(|o| (o.name_any(), cluster_provider_spec(o))).collect();
+    }
+    fn apply(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_providers.insert(o.name_any(), cluster_provider_spec(&o));
+    }
+    fn delete(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_providers.remove(&o.name_any());
+    }
+}
+
+struct Providers;
+impl Feed<PartialObjectMeta<Provider>> for Providers {
+    fn replace(&self, state: &mut State, items: Vec<PartialObjectMeta<Provider>>) {
+        state.providers.clear();
+        for p in items {
+            state.add_provider(&p.namespace().unwrap_or_default(), &p.name_any());
+        }
+    }
+    fn apply(&self, state: &mut State, p: PartialObjectMeta<Provider>) {
+        state.add_provider(&p.namespace().unwrap_or_default(), &p.name_any());
+    }
+    fn delete(&self, state: &mut State, p: PartialObjectMeta<Provider>) {
+        state.remove_provider(&p.namespace().unwrap_or_default(), &p.name_any());
+    }
+}
+
+struct Users(UserKind);
+impl Users {
+    fn key(&self, o: &DynamicObject) -> ObjectKey {
+        ObjectKey { kind: self.0, namespace: o.namespace().unwrap_or_default(), name: o.name_any() }
+    }
+    fn uses(&self, o: &DynamicObject) -> Vec<crate::cache::StoreUse> {
+        match self.0 {
+            UserKind::ExternalSecret => external_secret_uses(&o.data),
+            UserKind::PushSecret => push_secret_uses(&o.data),
+        }
+    }
+}
+impl Feed<DynamicObject> for Users {
+    fn replace(&self, state: &mut State, items: Vec<DynamicObject>) {
+        let entries = items.iter().map(|o| (self.key(o), self.uses(o))).collect();
+        state.refs.replace_kind(self.0, entries);
+    }
+    fn apply(&self, state: &mut State, o: DynamicObject) {
+        state.refs.upsert(self.key(&o), self.uses(&o));
+    }
+    fn delete(&self, state: &mut State, o: DynamicObject) {
+        state.refs.remove(&self.key(&o));
+    }
+}
+
+async fn run<K, S, F>(source: Source, stream: S, caches: Arc<Caches>, feed: F)
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+    F: Feed<K>,
+{
+    futures::pin_mut!(stream);
+    let mut buffer: Vec<K> = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => buffer.clear(),
+            Ok(Event::InitApply(k)) => buffer.push(k),
+            Ok(Event::InitDone) => {
+                let items = std::mem::take(&mut buffer);
+                let n = items.len();
+                feed.replace(&mut caches.write(), items);
+                caches.mark_synced(source);
+                caches.announce();
+                tracing::info!(source = source.as_str(), objects = n, "cache listed");
+            }
+            Ok(Event::Apply(k)) => {
+                feed.apply(&mut caches.write(), k);
+                caches.announce();
+            }
+            Ok(Event::Delete(k)) => {
+                feed.delete(&mut caches.write(), k);
+                caches.announce();
+            }
+            Err(e) => tracing::warn!(source = source.as_str(), error = %e, "watch failed; retrying"),
+        }
+    }
+}
+
+/// Starts every watch; the caches report synced once each has listed.
+pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::JoinHandle<()>> {
+    let cfg = watcher::Config::default;
+    let dynamic = |ar: ApiResource| Api::<DynamicObject>::all_with(client.clone(), &ar);
+    vec![
+        tokio::spawn(run(
+            Source::Namespaces,
+            watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()).default_backoff(),
+            caches.clone(),
+            Namespaces,
+        )),
+        tokio::spawn(run(
+            Source::ClusterProviders,
+            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).default_backoff(),
+            caches.clone(),
+            ClusterProviders,
+        )),
+        tokio::spawn(run(
+            Source::Providers,
+            watcher(Api::<PartialObjectMeta<Provider>>::all(client.clone()), cfg()).default_backoff(),
+            caches.clone(),
+            Providers,
+        )),
+        tokio::spawn(run(
+            Source::ExternalSecrets,
+            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).default_backoff(),
+            caches.clone(),
+            Users(UserKind::ExternalSecret),
+        )),
+        tokio::spawn(run(
+            Source::PushSecrets,
+            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).default_backoff(),
+            caches,
+            Users(UserKind::PushSecret),
+        )),
+    ]
+}
