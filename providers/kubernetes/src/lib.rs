@@ -1,1 +1,292 @@
-//! stub
+//! The Kubernetes provider: Secrets of a (possibly remote) cluster served as an external
+//! store.
+//!
+//! Each request names a `Kubernetes` config object (`provider.external-secrets.io/v2alpha1`),
+//! read from `providerRef.namespace` when set, else from the source namespace. Its `server`
+//! (URL and CA) and its one auth method (`serviceAccount` via the TokenRequest API, `token` or
+//! `cert` from Secrets, or a kubeconfig via `authRef`) give a client for the target cluster,
+//! cached per config object, generation and store kind. Secret references in the config
+//! resolve in the config's namespace; their own `namespace` is honoured only for
+//! ClusterProviders. Remote Secrets live in the config's `remoteNamespace`.
+
+pub mod client;
+pub mod mapping;
+
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::Kubernetes;
+use keyward_proto::v1::{
+    ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
+};
+use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, Config};
+
+use crate::client::{CacheKey, ClientCache, build_client};
+use crate::mapping::{
+    apply_push, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace, secret_map, secret_value,
+    tags_selector,
+};
+
+/// The Kubernetes provider.
+pub struct KubernetesProvider {
+    own: Client,
+    own_config: Config,
+    clients: ClientCache,
+}
+
+/// A resolved request: the target client, the remote namespace and the cache key (to evict
+/// the client when its credentials are refused).
+struct Target {
+    client: Client,
+    remote_namespace: String,
+    key: CacheKey,
+}
+
+impl KubernetesProvider {
+    /// A provider using `own_config` to read its config objects and credentials.
+    pub fn new(own_config: Config) -> Result<Self, kube::Error> {
+        let own = Client::try_from(own_config.clone())?;
+        Ok(KubernetesProvider { own, own_config, clients: ClientCache::default() })
+    }
+
+    /// Number of cached target clients.
+    pub fn cached_clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+        let ns = ctx.config_namespace();
+        let api: Api<Kubernetes> = Api::namespaced(self.own.clone(), ns);
+        let config = api
+            .get_opt(&ctx.name)
+            .await
+            .map_err(|e| match map_kube_error(e, &format!("reading Kubernetes {ns}/{}", ctx.name)) {
+                ProviderError::NoSecret(m) => ProviderError::BadConfig(m),
+                other => other,
+            })?
+            .ok_or_else(|| {
+                ProviderError::BadConfig(format!(
+                    "Kubernetes {ns}/{} not found (looked up in providerRef.namespace, else the source namespace)",
+                    ctx.name
+                ))
+            })?;
+        keyward_crds::rules::validate_kubernetes(&config.spec)
+            .map_err(|e| ProviderError::BadConfig(format!("Kubernetes {ns}/{}: {e}", ctx.name)))?;
+        let key = CacheKey {
+            namespace: ns.to_string(),
+            name: ctx.name.clone(),
+            generation: config.metadata.generation.unwrap_or_default(),
+            store_kind: ctx.store_ref_kind,
+        };
+        let client = match self.clients.get(&key) {
+            Some(c) => c,
+            None => {
+                let c = build_client(&self.own, &self.own_config, ctx, &config.spec).await?;
+                tracing::info!(generation = key.generation, "built a client for the target cluster");
+                self.clients.put(key.clone(), c.clone());
+                c
+            }
+        };
+        Ok(Target { client, remote_namespace: config.spec.remote_namespace.clone(), key })
+    }
+
+    /// Maps a target-cluster error; refused credentials evict the cached client so the next
+    /// call reads them again.
+    fn fail(&self, target: &Target, e: kube::Error, what: &str) -> ProviderError {
+        let err = map_kube_error(e, what);
+        if matches!(err, ProviderError::Unauthenticated(_)) {
+            self.clients.evict(&target.key);
+        }
+        err
+    }
+
+    async fn get(&self, target: &Target, ns: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        let api: Api<Secret> = Api::namespaced(target.client.clone(), ns);
+        api.get_opt(name).await.map_err(|e| self.fail(target, e, &format!("Secret {ns}/{name}")))
+    }
+
+    async fn get_required(&self, target: &Target, name: &str) -> Result<Secret, ProviderError> {
+        let ns = &target.remote_namespace;
+        self.get(target, ns, name)
+            .await?
+            .ok_or_else(|| ProviderError::NoSecret(format!("Secret {ns}/{name} not found")))
+    }
+
+    async fn can(&self, target: &Target, verb: &str) -> Result<(bool, String), ProviderError> {
+        let api: Api<SelfSubjectAccessReview> = Api::all(target.client.clone());
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(target.remote_namespace.clone()),
+                    verb: Some(verb.to_string()),
+                    resource: Some("secrets".to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| self.fail(target, e, "SelfSubjectAccessReview"))?;
+        let status = answer.status.unwrap_or_default();
+        Ok((status.allowed, status.reason.unwrap_or_default()))
+    }
+}
+
+#[tonic::async_trait]
+impl Provider for KubernetesProvider {
+    async fn get_secret(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let target = self.target(ctx).await?;
+        let secret = self.get_required(&target, &remote_ref.key).await?;
+        secret_value(&secret, remote_ref)
+    }
+
+    async fn get_secret_map(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<SecretMap, ProviderError> {
+        let target = self.target(ctx).await?;
+        let secret = self.get_required(&target, &remote_ref.key).await?;
+        secret_map(&secret, remote_ref)
+    }
+
+    async fn get_all_secrets(
+        &self,
+        ctx: &RequestContext,
+        find: &ExternalSecretFind,
+    ) -> Result<SecretMap, ProviderError> {
+        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
+            Some(r) => Some(
+                regex::Regex::new(r)
+                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let target = self.target(ctx).await?;
+        let ns = target.remote_namespace.clone();
+        let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
+        let mut params = ListParams::default();
+        if let Some(sel) = tags_selector(&find.tags) {
+            params = params.labels(&sel);
+        }
+        let list = api.list(&params).await.map_err(|e| self.fail(&target, e, &format!("listing Secrets in {ns}")))?;
+        let mut out = SecretMap::new();
+        for s in list.items {
+            let name = s.metadata.name.clone().unwrap_or_default();
+            if find_matches(&name, regex.as_ref(), &find.path) {
+                out.insert(name, data_json(&s)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn push_secret(
+        &self,
+        ctx: &RequestContext,
+        secret_data: &SecretMap,
+        data: &PushSecretData,
+    ) -> Result<(), ProviderError> {
+        let meta = parse_push_metadata(&data.metadata)?;
+        let target = self.target(ctx).await?;
+        let ns = push_namespace(ctx, &target.remote_namespace, &meta)?;
+        let name = &data.remote_key;
+        let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
+        // Optimistic concurrency: replace with the resourceVersion read; retry on conflict.
+        for attempt in 0..5 {
+            let existing = self.get(&target, &ns, name).await?;
+            let creating = existing.is_none();
+            let secret = apply_push(existing, name, &ns, secret_data, data, &meta)?;
+            let result = if creating {
+                api.create(&PostParams::default(), &secret).await
+            } else {
+                api.replace(name, &PostParams::default(), &secret).await
+            };
+            match result {
+                Ok(_) => {
+                    tracing::info!(remote_namespace = %ns, remote_key = %name, created = creating, "pushed");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 4 => {
+                    tracing::debug!(attempt, "conflict writing Secret {ns}/{name}; retrying");
+                }
+                Err(e) => return Err(self.fail(&target, e, &format!("writing Secret {ns}/{name}"))),
+            }
+        }
+        Err(ProviderError::Unavailable(format!("Secret {ns}/{name} kept changing; try again")))
+    }
+
+    async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+        let target = self.target(ctx).await?;
+        let ns = target.remote_namespace.clone();
+        let name = &remote_ref.remote_key;
+        let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
+        let Some(mut secret) = self.get(&target, &ns, name).await? else {
+            return Ok(());
+        };
+        if !remote_ref.property.is_empty() {
+            let data = secret.data.get_or_insert_with(Default::default);
+            if data.remove(&remote_ref.property).is_none() {
+                return Ok(());
+            }
+            if !data.is_empty() {
+                return api
+                    .replace(name, &PostParams::default(), &secret)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| self.fail(&target, e, &format!("writing Secret {ns}/{name}")));
+            }
+        }
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(self.fail(&target, e, &format!("deleting Secret {ns}/{name}"))),
+        }
+    }
+
+    async fn secret_exists(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &PushSecretRemoteRef,
+    ) -> Result<bool, ProviderError> {
+        let target = self.target(ctx).await?;
+        let ns = target.remote_namespace.clone();
+        let found = self.get(&target, &ns, &remote_ref.remote_key).await?;
+        Ok(match found {
+            None => false,
+            Some(_) if remote_ref.property.is_empty() => true,
+            Some(s) => s.data.as_ref().is_some_and(|d| d.contains_key(&remote_ref.property)),
+        })
+    }
+
+    async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
+        let target = self.target(ctx).await?;
+        let mut denied = Vec::new();
+        for verb in ["get", "list"] {
+            let (allowed, reason) = self.can(&target, verb).await?;
+            if !allowed {
+                denied.push(if reason.is_empty() { verb.to_string() } else { format!("{verb} ({reason})") });
+            }
+        }
+        if denied.is_empty() {
+            Ok(vec![])
+        } else {
+            Err(ProviderError::PermissionDenied(format!(
+                "the credentials cannot {} Secrets in namespace {:?}",
+                denied.join(" or "),
+                target.remote_namespace
+            )))
+        }
+    }
+
+    fn capabilities(&self) -> SecretStoreCapabilities {
+        SecretStoreCapabilities::ReadWrite
+    }
+}
