@@ -241,9 +241,7 @@ async fn admission_through_the_api_server() {
     with_temp_namespace(&labels, |_client, ns| async move {
         let run_id = inner_run_id;
         // A ClusterProvider that admits env=prod, one other name, and names starting with ops-.
-        let shared_spec = format!(
-            "  config:\n    address: keyward-provider-fake.keyward.svc:8443\n    providerRef:\n      apiVersion: provider.external-secrets.io/v2alpha1\n      kind: Fake\n      name: data\n      namespace: keyward\n  conditions:\n    - namespaceSelector:\n        matchLabels:\n          env: prod\n    - namespaces: [somewhere-else]\n    - namespaceRegexes: [\"^ops-\"]\n"
-        );
+        let shared_spec = "  config:\n    address: keyward-provider-fake.keyward.svc:8443\n    providerRef:\n      apiVersion: provider.external-secrets.io/v2alpha1\n      kind: Fake\n      name: data\n      namespace: keyward\n  conditions:\n    - namespaceSelector:\n        matchLabels:\n          env: prod\n    - namespaces: [somewhere-else]\n    - namespaceRegexes: [\"^ops-\"]\n".to_string();
         accepts_in(&ns, &cluster_provider(&run_id, &shared, &shared_spec));
 
         // 1. The namespace is refused, naming the ClusterProvider, the namespace and the condition.
