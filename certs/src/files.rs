@@ -54,7 +54,7 @@ pub fn write_tls_dir(dir: &Path, files: &TlsFiles<'_>) -> Result<(), CertError> 
             std::os::unix::fs::symlink(PathBuf::from("..data").join(name), &link).map_err(io(&link))?;
         }
     }
-    if let Some(old) = previous.filter(|old| *old != PathBuf::from(&version)) {
+    if let Some(old) = previous.filter(|old| old.as_os_str() != version.as_str()) {
         let _ = std::fs::remove_dir_all(dir.join(old));
     }
     Ok(())

@@ -1,8 +1,17 @@
 //! Certificate material for Keyward: a CA and the leaf certificates it issues (webhook serving
 //! certificates, provider server certificates, reconciler client certificates), and writing
 //! them the way Kubernetes mounts a Secret, so readers can reload them without restart.
+//!
+//! The self-managed mode of the chart runs [`manager::reconcile`] in a leader-elected loop (the
+//! `keyward-certs run` binary): it keeps a CA Secret and the leaf Secrets current, rotates them
+//! before they expire ([`plan`] decides when), and keeps the `caBundle` of Keyward's webhook
+//! configurations in step.
 
+pub mod bundle;
 mod files;
+pub mod lease;
+pub mod manager;
+pub mod plan;
 
 use std::time::Duration;
 

@@ -1,0 +1,242 @@
+//! `keyward-certs run`: the self-managed certificate loop. One replica at a time (a Lease picks
+//! it) keeps Keyward's CA and leaf Secrets current and the webhook configurations' `caBundle` in
+//! step; every flag is also read from a `KEYWARD_*` environment variable.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use keyward_certs::lease::LeaseLock;
+use keyward_certs::manager::{Config, LeafSpec, reconcile};
+use keyward_certs::plan::Policy;
+use tracing::{error, info, warn};
+
+#[derive(Parser, Debug)]
+#[command(name = "keyward-certs", version, about = "Keyward's self-managed certificates")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Keep the CA, the leaf Secrets and the webhook caBundle current until stopped.
+    Run(Box<RunArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Namespace of the Secrets, the Lease and the Services.
+    #[arg(long, env = "KEYWARD_NAMESPACE")]
+    namespace: String,
+    /// The CA Secret (`ca.crt` trust bundle, `tls.crt`/`tls.key` signing CA).
+    #[arg(long, env = "KEYWARD_CA_SECRET", default_value = "keyward-ca")]
+    ca_secret: String,
+    /// The webhook Service; its serving certificate covers the Service's DNS names.
+    #[arg(long, env = "KEYWARD_WEBHOOK_SERVICE")]
+    webhook_service: Option<String>,
+    /// The webhook's TLS Secret (default: `<webhook-service>-tls`).
+    #[arg(long, env = "KEYWARD_WEBHOOK_SECRET")]
+    webhook_secret: Option<String>,
+    /// A provider Service, `name` or `name=secret` (default Secret `<name>-tls`). Repeatable.
+    #[arg(long = "provider-service", env = "KEYWARD_PROVIDER_SERVICES", value_delimiter = ',')]
+    provider_services: Vec<String>,
+    /// The reconciler's client certificate Secret (issued when there is a provider Service).
+    #[arg(long, env = "KEYWARD_CLIENT_SECRET", default_value = "keyward-provider-tls")]
+    client_secret: String,
+    /// Common name of the reconciler's client certificate.
+    #[arg(long, env = "KEYWARD_CLIENT_NAME", default_value = "keyward-reconciler")]
+    client_name: String,
+    /// A Validating/MutatingWebhookConfiguration whose caBundle is kept. Repeatable.
+    #[arg(long = "webhook-configuration", env = "KEYWARD_WEBHOOK_CONFIGURATIONS", value_delimiter = ',')]
+    webhook_configurations: Vec<String>,
+    /// Also keep the caBundle of webhook configurations matching this label selector.
+    #[arg(long, env = "KEYWARD_WEBHOOK_SELECTOR")]
+    webhook_selector: Option<String>,
+    /// Cluster DNS domain for the Services' fully qualified names.
+    #[arg(long, env = "KEYWARD_CLUSTER_DOMAIN", default_value = "cluster.local")]
+    cluster_domain: String,
+    /// Lifetime of a new CA.
+    #[arg(long, env = "KEYWARD_CA_VALIDITY", value_parser = humantime::parse_duration, default_value = "5y")]
+    ca_validity: Duration,
+    /// Stage the next CA when the active one has less than this left.
+    #[arg(long, env = "KEYWARD_CA_RENEW_BEFORE", value_parser = humantime::parse_duration, default_value = "180d")]
+    ca_renew_before: Duration,
+    /// How long old and new CA are both trusted around a CA switch.
+    #[arg(long, env = "KEYWARD_CA_OVERLAP", value_parser = humantime::parse_duration, default_value = "10m")]
+    ca_overlap: Duration,
+    /// Lifetime of a new leaf certificate.
+    #[arg(long, env = "KEYWARD_LEAF_VALIDITY", value_parser = humantime::parse_duration, default_value = "90d")]
+    leaf_validity: Duration,
+    /// Re-issue a leaf when it has less than this left.
+    #[arg(long, env = "KEYWARD_LEAF_RENEW_BEFORE", value_parser = humantime::parse_duration, default_value = "30d")]
+    leaf_renew_before: Duration,
+    /// How often the leader checks everything.
+    #[arg(long, env = "KEYWARD_INTERVAL", value_parser = humantime::parse_duration, default_value = "1m")]
+    interval: Duration,
+    /// The Lease that elects the acting replica.
+    #[arg(long, env = "KEYWARD_LEASE_NAME", default_value = "keyward-certs")]
+    lease_name: String,
+    /// How long a Lease holds without renewal.
+    #[arg(long, env = "KEYWARD_LEASE_DURATION", value_parser = humantime::parse_duration, default_value = "15s")]
+    lease_duration: Duration,
+    /// This replica's identity in the Lease (default: the Pod name, else host name and pid).
+    #[arg(long, env = "KEYWARD_IDENTITY")]
+    identity: Option<String>,
+    /// Make one pass (without the Lease) and exit.
+    #[arg(long, env = "KEYWARD_ONCE")]
+    once: bool,
+    /// Log format.
+    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+impl RunArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let policy = Policy {
+            ca_validity: self.ca_validity,
+            ca_renew_before: self.ca_renew_before,
+            ca_overlap: self.ca_overlap,
+            leaf_validity: self.leaf_validity,
+            leaf_renew_before: self.leaf_renew_before,
+        };
+        policy.validate()?;
+        let ns = &self.namespace;
+        let mut leaves = Vec::new();
+        if let Some(svc) = &self.webhook_service {
+            let secret = self.webhook_secret.clone().unwrap_or_else(|| format!("{svc}-tls"));
+            leaves.push(LeafSpec::for_service(&secret, svc, ns, &self.cluster_domain));
+        }
+        for p in self.provider_services.iter().filter(|p| !p.is_empty()) {
+            let (svc, secret) = match p.split_once('=') {
+                Some((svc, secret)) => (svc.to_string(), secret.to_string()),
+                None => (p.clone(), format!("{p}-tls")),
+            };
+            leaves.push(LeafSpec::for_service(&secret, &svc, ns, &self.cluster_domain));
+        }
+        if !self.provider_services.is_empty() {
+            leaves.push(LeafSpec::client(&self.client_secret, &self.client_name));
+        }
+        Ok(Config {
+            namespace: ns.clone(),
+            ca_secret: self.ca_secret.clone(),
+            leaves,
+            webhook_configurations: self.webhook_configurations.iter().filter(|n| !n.is_empty()).cloned().collect(),
+            webhook_selector: self.webhook_selector.clone().filter(|s| !s.is_empty()),
+            policy,
+        })
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let Command::Run(args) = cli.command;
+    init_logging(args.log_format);
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| anyhow::anyhow!("a rustls crypto provider was already installed"))?;
+    let cfg = args.config()?;
+    let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+    if args.once {
+        let report = reconcile(&client, &cfg).await?;
+        log_report(&report);
+        return Ok(());
+    }
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let lock = LeaseLock::new(client.clone(), &cfg.namespace, &args.lease_name, &identity, args.lease_duration);
+    info!(identity, lease = %args.lease_name, namespace = %cfg.namespace, "certificate loop starting");
+    let tick = args.interval.min(args.lease_duration / 3).max(Duration::from_millis(200));
+    let mut leader = false;
+    let mut next_pass = tokio::time::Instant::now();
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        match lock.try_acquire_or_renew().await {
+            Ok(now_leader) => {
+                if now_leader && !leader {
+                    info!(identity, "acquired the lease; this replica manages the certificates");
+                    next_pass = tokio::time::Instant::now();
+                } else if !now_leader && leader {
+                    warn!(identity, "lost the lease; another replica manages the certificates");
+                }
+                leader = now_leader;
+            }
+            Err(e) => {
+                // Without a renewed lease another replica may take over: stop acting.
+                warn!(error = %e, "renewing the lease failed");
+                leader = false;
+            }
+        }
+        if leader && tokio::time::Instant::now() >= next_pass {
+            match reconcile(&client, &cfg).await {
+                Ok(report) => log_report(&report),
+                Err(e) => error!(error = %e, "certificate pass failed; retrying next tick"),
+            }
+            next_pass = tokio::time::Instant::now() + args.interval;
+        }
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tokio::time::sleep(tick) => {}
+        }
+    }
+    if let Err(e) = lock.release().await {
+        warn!(error = %e, "releasing the lease failed");
+    }
+    info!("certificate loop stopped");
+    Ok(())
+}
+
+fn log_report(report: &keyward_certs::manager::Report) {
+    if report.is_quiet() {
+        tracing::debug!("certificates current");
+        return;
+    }
+    if let Some(ca) = report.ca {
+        info!(action = ?ca, "CA updated");
+    }
+    for (secret, action) in &report.leaves {
+        info!(secret, action = ?action, "leaf Secret written");
+    }
+    for name in &report.webhook_configurations {
+        info!(configuration = %name, "caBundle updated");
+    }
+}
+
+fn default_identity() -> String {
+    std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
