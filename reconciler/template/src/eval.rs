@@ -190,15 +190,24 @@ impl Exec<'_> {
         let mut pipe = b.pipe.clone();
         let decl = std::mem::take(&mut pipe.decl);
         let v = self.pipe(&pipe, dot)?;
-        let items: Vec<(Value, Value)> = match &v {
-            Value::Nil => Vec::new(),
-            Value::List(l) => l.iter().enumerate().map(|(i, e)| (Value::Int(i as i64), e.clone())).collect(),
-            Value::Map(m) => m.borrow().iter().map(|(k, e)| (Value::Str(k.clone()), e.clone())).collect(),
-            Value::Int(n) => (0..(*n).max(0)).map(|i| (Value::Int(i), Value::Int(i))).collect(),
+        // Lists and maps are materialized (their size is already bounded); integers are not.
+        let (count, items): (usize, Vec<(Value, Value)>) = match &v {
+            Value::Nil => (0, Vec::new()),
+            Value::List(l) => (l.len(), l.iter().enumerate().map(|(i, e)| (Value::Int(i as i64), e.clone())).collect()),
+            Value::Map(m) => {
+                let m = m.borrow();
+                (m.len(), m.iter().map(|(k, e)| (Value::Str(k.clone()), e.clone())).collect())
+            }
+            Value::Int(n) => (usize::try_from(*n).unwrap_or(0), Vec::new()),
             other => return Err(self.exec_err(b.line, format!("range can't iterate over {}", other.to_display()))),
         };
-        let empty = items.is_empty();
-        for (k, e) in items {
+        let empty = count == 0;
+        let mut items = items.into_iter();
+        for i in 0..count {
+            let (k, e) = match items.next() {
+                Some(pair) => pair,
+                None => (Value::Int(i as i64), Value::Int(i as i64)),
+            };
             self.iterations += 1;
             if self.iterations > self.limits.max_range_iterations {
                 return Err(self.err(

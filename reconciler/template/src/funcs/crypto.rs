@@ -35,10 +35,13 @@ fn sha512sum(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     Ok(Value::Str(hex::encode(sha2::Sha512::digest(bytes(&a[0])))))
 }
 
+/// Cost of `golang.org/x/crypto/bcrypt.DefaultCost`, which Sprig uses.
+const GO_DEFAULT_COST: u32 = 10;
+
 /// Bcrypt with Go's default cost (10) in the `$2a$` format Go produces.
 fn bcrypt_hash(password: &[u8]) -> Result<String, FnError> {
     let parts =
-        bcrypt::hash_with_result(password, bcrypt::DEFAULT_COST).map_err(|e| FnError::Msg(format!("bcrypt: {e}")))?;
+        bcrypt::hash_with_result(password, GO_DEFAULT_COST).map_err(|e| FnError::Msg(format!("bcrypt: {e}")))?;
     Ok(parts.format_for_version(bcrypt::Version::TwoA))
 }
 

@@ -1,0 +1,109 @@
+//! Limit violations end with clear errors instead of hanging or exhausting memory.
+
+use std::collections::BTreeMap;
+
+use keyward_template::{ErrorKind, Limits, render};
+
+fn run_with(src: &str, limits: &Limits) -> Result<String, keyward_template::TemplateError> {
+    let data = BTreeMap::from([("v".to_string(), b"value".to_vec())]);
+    render(&[("t", src)], &data, limits).map(|m| String::from_utf8_lossy(&m["t"]).into_owned())
+}
+
+fn limit_err(src: &str, limits: &Limits, want: &str) {
+    match run_with(src, limits) {
+        Ok(out) => panic!("{src}: expected limit error, got {} bytes", out.len()),
+        Err(e) => {
+            assert!(matches!(e.kind, ErrorKind::Limit(_)), "{src}: not a limit error: {e}");
+            assert!(e.to_string().contains(want), "{src}: {e} does not contain {want:?}");
+        }
+    }
+}
+
+fn small() -> Limits {
+    Limits {
+        max_template_bytes: 4096,
+        max_output_bytes: 1000,
+        max_depth: 10,
+        max_range_iterations: 100,
+        max_steps: 100_000,
+    }
+}
+
+#[test]
+fn template_size() {
+    limit_err(&"x".repeat(5000), &small(), "template larger than 4096 bytes");
+}
+
+#[test]
+fn output_size() {
+    limit_err(&"0123456789".repeat(101), &small(), "output larger than 1000 bytes");
+    limit_err("{{ range until 99 }}{{ $.v }}{{ $.v }}{{ $.v }}{{ end }}", &small(), "output larger than 1000 bytes");
+    limit_err("{{ repeat 100000000000 \"ab\" }}", &small(), "function result larger than 1000 bytes");
+    limit_err("{{ indent 100000000 \"a\\nb\" }}", &small(), "function result larger than 1000 bytes");
+    limit_err("{{ printf \"%999999999d\" 1 }}", &small(), "printf result larger than 1000 bytes");
+    limit_err("{{ replace \"\" (repeat 500 \"x\") \"abcdef\" }}", &small(), "larger than 1000 bytes");
+    limit_err("{{ regexReplaceAll \"\" \"abcdefghij\" (repeat 200 \"y\") }}", &small(), "larger than 1000 bytes");
+    // The total of all templates of one render is bounded too.
+    let data = BTreeMap::new();
+    let half = "x".repeat(600);
+    let err = render(&[("a", half.as_str()), ("b", half.as_str())], &data, &small()).expect_err("total");
+    assert!(err.to_string().contains("in total"), "{err}");
+}
+
+#[test]
+fn range_iterations() {
+    limit_err("{{ range until 1000 }}{{ end }}", &small(), "until 1000 exceeds 100 items");
+    limit_err("{{ range until 50 }}{{ range until 50 }}{{ end }}{{ end }}", &small(), "more than 100 range iterations");
+    limit_err("{{ range 1000000000 }}{{ end }}", &small(), "more than 100 range iterations");
+}
+
+#[test]
+fn nesting_depth() {
+    let deep = format!("{}x{}", "{{ if true }}".repeat(20), "{{ end }}".repeat(20));
+    limit_err(&deep, &small(), "nesting deeper than 10 levels");
+    let parens = format!("{{{{ {}1{} }}}}", "(".repeat(50), ")".repeat(50));
+    limit_err(&parens, &small(), "nesting deeper than 10 levels");
+    // Unbounded recursion through `template`.
+    limit_err(
+        "{{ define \"r\" }}{{ template \"r\" . }}{{ end }}{{ template \"r\" . }}",
+        &small(),
+        "nesting deeper than 10",
+    );
+    // Deep parenthesis nesting with the default limits is a limit error, not a stack overflow.
+    let parens = format!("{{{{ {}1{} }}}}", "(".repeat(5000), ")".repeat(5000));
+    limit_err(&parens, &Limits { max_template_bytes: 1 << 20, ..Limits::default() }, "nesting deeper than 64");
+}
+
+#[test]
+fn growing_values() {
+    // Doubling a list: shared structure keeps memory small, printing it hits the limit.
+    limit_err(
+        "{{ $l := list 1 }}{{ range until 60 }}{{ $l = list $l $l }}{{ end }}{{ $l }}",
+        &small(),
+        "value larger than 1000 bytes",
+    );
+    // Doubling a dict through `set` (which copies) also stops.
+    limit_err(
+        "{{ $d := dict \"a\" 1 }}{{ range until 60 }}{{ $_ := set $d (toString .) (deepCopy $d) }}{{ end }}",
+        &small(),
+        "value larger than 1000 bytes",
+    );
+    // A value nested deeper than max_depth.
+    limit_err(
+        "{{ $l := list }}{{ range until 50 }}{{ $l = list $l }}{{ end }}{{ $l }}",
+        &small(),
+        "nested deeper than 10",
+    );
+}
+
+#[test]
+fn evaluation_steps() {
+    let limits = Limits { max_steps: 1000, max_range_iterations: 1_000_000, ..Limits::default() };
+    limit_err("{{ range 100000 }}{{ if true }}{{ end }}{{ end }}", &limits, "more than 1000 evaluation steps");
+}
+
+#[test]
+fn within_limits_is_fine() {
+    let out = run_with("{{ range until 10 }}{{ $.v }}{{ end }}", &small()).expect("renders");
+    assert_eq!(out, "value".repeat(10));
+}
