@@ -7,6 +7,8 @@
 pub mod cache;
 pub mod cli;
 pub mod client;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod metrics;
 pub mod mutate;
 pub mod review;

@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Writes the sample reviews into fuzz/corpus/review as the fuzzer's starting inputs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KEYWARD_WRITE_CORPUS="$PWD/fuzz/corpus/review" cargo test -q -p keyward-webhook --test garbage write_seed_corpus -- --ignored
