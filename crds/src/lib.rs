@@ -9,6 +9,7 @@ pub mod provider_config;
 pub mod push_secret;
 pub mod rules;
 mod schema;
+pub mod workload;
 
 pub use common::{Condition, LocalObjectReference, SecretKeySelector, SecretStoreRef, StoreKind};
 pub use external_secret::{ExternalSecret, ExternalSecretSpec, ExternalSecretStatus};

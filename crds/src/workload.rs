@@ -1,0 +1,290 @@
+//! Pod injection and workload reload: the annotations users write, and the pure rules that
+//! the webhook (at admission) and the reconciler (on rotation) both apply.
+//!
+//! Injection never copies a secret value into a Pod: it wires the synced Secret in by
+//! reference (`envFrom.secretRef` or a Secret volume).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, PodSpec, SecretEnvSource, SecretVolumeSource, Volume, VolumeMount,
+};
+use sha2::{Digest, Sha256};
+
+/// Namespace label that opts a namespace into Pod injection (value `enabled`).
+pub const INJECTION_NAMESPACE_LABEL: &str = "keyward.dev/injection";
+/// Pod annotation naming the ExternalSecrets to inject, comma separated.
+pub const INJECT_ANNOTATION: &str = "keyward.dev/inject";
+/// Pod annotation restricting injection to these containers, comma separated.
+pub const INJECT_CONTAINERS_ANNOTATION: &str = "keyward.dev/inject-containers";
+/// Pod annotation choosing `env` (default) or `volume`.
+pub const INJECT_MODE_ANNOTATION: &str = "keyward.dev/inject-mode";
+/// Pod annotation: `optional` admits Pods whose Secrets are not synced yet.
+pub const INJECT_POLICY_ANNOTATION: &str = "keyward.dev/inject-policy";
+/// Annotation the webhook writes: what was injected, `externalsecret=secret` pairs.
+pub const INJECTED_ANNOTATION: &str = "keyward.dev/injected";
+/// Workload annotation opting into rollouts when its Secrets rotate (value `"true"`).
+pub const RELOAD_ANNOTATION: &str = "keyward.dev/reload";
+/// Pod template annotation holding the hash of the synced Secrets the workload uses.
+pub const SECRETS_HASH_ANNOTATION: &str = "keyward.dev/secrets-hash";
+/// Annotation the reconciler writes on every Secret it manages: a hash of its data.
+pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
+/// Where volume-mode injection mounts each ExternalSecret's Secret.
+pub const VOLUME_MOUNT_ROOT: &str = "/var/run/secrets/keyward";
+
+/// How injected Secrets reach the containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InjectMode {
+    /// Every key becomes an environment variable (`envFrom.secretRef`).
+    Env,
+    /// The Secret is mounted read-only at `/var/run/secrets/keyward/<externalsecret>`.
+    Volume,
+}
+
+/// What a Pod asked for in its annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectionRequest {
+    /// ExternalSecrets in the Pod's namespace, in the order written.
+    pub external_secrets: Vec<String>,
+    /// Containers to inject into; `None` means all of them.
+    pub containers: Option<Vec<String>>,
+    /// Env or volume.
+    pub mode: InjectMode,
+    /// Admit the Pod even when a Secret is not synced, with the reference marked optional.
+    pub optional: bool,
+}
+
+fn split_list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+/// Reads the injection annotations; `Ok(None)` when the Pod asks for nothing.
+pub fn parse_injection_request(annotations: &BTreeMap<String, String>) -> Result<Option<InjectionRequest>, String> {
+    let Some(names) = annotations.get(INJECT_ANNOTATION) else {
+        return Ok(None);
+    };
+    let mut external_secrets = Vec::new();
+    for name in split_list(names) {
+        if !external_secrets.contains(&name) {
+            external_secrets.push(name);
+        }
+    }
+    if external_secrets.is_empty() {
+        return Err(format!("annotation {INJECT_ANNOTATION} is empty: name one or more ExternalSecrets"));
+    }
+    let mode = match annotations.get(INJECT_MODE_ANNOTATION).map(|s| s.trim()) {
+        None | Some("") | Some("env") => InjectMode::Env,
+        Some("volume") => InjectMode::Volume,
+        Some(other) => {
+            return Err(format!("annotation {INJECT_MODE_ANNOTATION} is {other:?}: use \"env\" or \"volume\""));
+        }
+    };
+    let optional = match annotations.get(INJECT_POLICY_ANNOTATION).map(|s| s.trim()) {
+        None | Some("") | Some("required") => false,
+        Some("optional") => true,
+        Some(other) => {
+            return Err(format!(
+                "annotation {INJECT_POLICY_ANNOTATION} is {other:?}: use \"required\" or \"optional\""
+            ));
+        }
+    };
+    let containers = annotations.get(INJECT_CONTAINERS_ANNOTATION).map(|v| split_list(v)).filter(|v| !v.is_empty());
+    Ok(Some(InjectionRequest { external_secrets, containers, mode, optional }))
+}
+
+/// What the webhook's caches know about one named ExternalSecret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetState {
+    /// Synced: its Secret holds the current values.
+    Synced {
+        /// Name of the target Secret.
+        secret: String,
+    },
+    /// Exists but its Secret is not synced (yet).
+    NotSynced {
+        /// Name of the target Secret.
+        secret: String,
+        /// The Ready condition's reason and message, for the denial.
+        why: String,
+    },
+    /// No such ExternalSecret in the namespace.
+    Missing,
+}
+
+/// The Pod after injection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Injected {
+    /// The new Pod spec.
+    pub spec: PodSpec,
+    /// Value of the `keyward.dev/injected` annotation.
+    pub annotation: String,
+}
+
+/// Wires each requested ExternalSecret's Secret into the Pod spec.
+///
+/// Idempotent: a spec that already holds the references gets nothing twice. What the user
+/// wrote is never changed: a volume name that is taken gets a suffix, and a container that
+/// already mounts something at the injection path keeps its own mount.
+pub fn inject(
+    namespace: &str,
+    spec: &PodSpec,
+    request: &InjectionRequest,
+    lookup: impl Fn(&str) -> TargetState,
+) -> Result<Injected, String> {
+    if let Some(wanted) = &request.containers {
+        for name in wanted {
+            if !spec.containers.iter().any(|c| &c.name == name) {
+                return Err(format!(
+                    "container {name:?} named in annotation {INJECT_CONTAINERS_ANNOTATION} does not exist in the Pod"
+                ));
+            }
+        }
+    }
+    let mut spec = spec.clone();
+    let mut injected = Vec::new();
+    for es in &request.external_secrets {
+        let (secret, optional) = match lookup(es) {
+            TargetState::Synced { secret } => (secret, false),
+            TargetState::NotSynced { secret, .. } if request.optional => (secret, true),
+            TargetState::Missing if request.optional => (es.clone(), true),
+            TargetState::NotSynced { secret, why } => {
+                return Err(format!(
+                    "ExternalSecret {es:?} in namespace {namespace:?} has not synced its Secret {secret:?} yet \
+                     ({why}); the Pod is admitted once it has, or set {INJECT_POLICY_ANNOTATION}: optional"
+                ));
+            }
+            TargetState::Missing => {
+                return Err(format!(
+                    "ExternalSecret {es:?} named in annotation {INJECT_ANNOTATION} does not exist in namespace \
+                     {namespace:?}; create it first, or set {INJECT_POLICY_ANNOTATION}: optional"
+                ));
+            }
+        };
+        let volume_name = match request.mode {
+            InjectMode::Volume => Some(ensure_volume(&mut spec, es, &secret, optional)),
+            InjectMode::Env => None,
+        };
+        for container in spec.containers.iter_mut().filter(|c| selected(c, request)) {
+            match &volume_name {
+                None => ensure_env_from(container, &secret, optional),
+                Some(volume) => ensure_mount(container, volume, es),
+            }
+        }
+        injected.push(format!("{es}={secret}"));
+    }
+    Ok(Injected { spec, annotation: injected.join(",") })
+}
+
+fn selected(container: &Container, request: &InjectionRequest) -> bool {
+    request.containers.as_ref().is_none_or(|names| names.contains(&container.name))
+}
+
+fn ensure_env_from(container: &mut Container, secret: &str, optional: bool) {
+    let env_from = container.env_from.get_or_insert_with(Vec::new);
+    if env_from.iter().any(|e| e.secret_ref.as_ref().is_some_and(|s| s.name == secret)) {
+        return;
+    }
+    env_from.push(EnvFromSource {
+        secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: optional.then_some(true) }),
+        ..Default::default()
+    });
+}
+
+/// Returns the name of the volume holding `secret`, adding one when none does.
+fn ensure_volume(spec: &mut PodSpec, es: &str, secret: &str, optional: bool) -> String {
+    let volumes = spec.volumes.get_or_insert_with(Vec::new);
+    let holds_secret = |v: &Volume| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(secret);
+    if let Some(existing) = volumes.iter().find(|v| v.name.starts_with("keyward-") && holds_secret(v)) {
+        return existing.name.clone();
+    }
+    let base = format!("keyward-{es}");
+    let mut name = base.clone();
+    let mut n = 1;
+    while volumes.iter().any(|v| v.name == name) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    volumes.push(Volume {
+        name: name.clone(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_string()),
+            optional: optional.then_some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    name
+}
+
+fn ensure_mount(container: &mut Container, volume: &str, es: &str) {
+    let path = format!("{VOLUME_MOUNT_ROOT}/{es}");
+    let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+    if mounts.iter().any(|m| m.mount_path == path) {
+        return;
+    }
+    mounts.push(VolumeMount {
+        name: volume.to_string(),
+        mount_path: path,
+        read_only: Some(true),
+        ..Default::default()
+    });
+}
+
+/// Names of the Secrets a pod template uses: `envFrom`, `env.valueFrom.secretKeyRef`, Secret
+/// and projected volumes, and the ExternalSecrets named for injection (through `resolve`,
+/// which maps an ExternalSecret name to its target Secret).
+pub fn secrets_used(
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    resolve: impl Fn(&str) -> Option<String>,
+) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+    for c in containers {
+        for e in c.env_from.iter().flatten() {
+            if let Some(s) = &e.secret_ref {
+                used.insert(s.name.clone());
+            }
+        }
+        for e in c.env.iter().flatten() {
+            if let Some(s) = e.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()) {
+                used.insert(s.name.clone());
+            }
+        }
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(name) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            used.insert(name);
+        }
+        for source in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(s) = &source.secret {
+                used.insert(s.name.clone());
+            }
+        }
+    }
+    if let Some(names) = annotations.get(INJECT_ANNOTATION) {
+        used.extend(split_list(names).iter().filter_map(|es| resolve(es)));
+    }
+    used
+}
+
+/// The pod-template hash of the Keyward-managed Secrets a workload uses, from each Secret's
+/// data-hash annotation; `None` when it uses none (then no annotation is written).
+pub fn secrets_hash<'a>(managed: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    let entries: BTreeMap<&str, &str> = managed.into_iter().collect();
+    if entries.is_empty() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    for (name, data_hash) in entries {
+        h.update(name.as_bytes());
+        h.update(b"=");
+        h.update(data_hash.as_bytes());
+        h.update(b"\n");
+    }
+    Some(hex::encode(&h.finalize()[..16]))
+}
+
+#[cfg(test)]
+#[path = "workload_tests.rs"]
+mod tests;

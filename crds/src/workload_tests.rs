@@ -1,0 +1,167 @@
+use super::*;
+
+fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn pod(containers: &[&str]) -> PodSpec {
+    PodSpec {
+        containers: containers.iter().map(|n| Container { name: n.to_string(), ..Default::default() }).collect(),
+        ..Default::default()
+    }
+}
+
+fn synced(es: &str) -> TargetState {
+    TargetState::Synced { secret: format!("{es}-secret") }
+}
+
+fn request(pairs: &[(&str, &str)]) -> InjectionRequest {
+    parse_injection_request(&annotations(pairs)).expect("valid").expect("requested")
+}
+
+#[test]
+fn parse_table() {
+    assert_eq!(parse_injection_request(&annotations(&[])), Ok(None));
+    let r = request(&[(INJECT_ANNOTATION, " db, api ,db")]);
+    assert_eq!(r.external_secrets, vec!["db", "api"]);
+    assert_eq!((r.mode, r.optional, r.containers), (InjectMode::Env, false, None));
+    let r = request(&[
+        (INJECT_ANNOTATION, "db"),
+        (INJECT_MODE_ANNOTATION, "volume"),
+        (INJECT_POLICY_ANNOTATION, "optional"),
+        (INJECT_CONTAINERS_ANNOTATION, "app,sidecar"),
+    ]);
+    assert_eq!((r.mode, r.optional), (InjectMode::Volume, true));
+    assert_eq!(r.containers, Some(vec!["app".to_string(), "sidecar".to_string()]));
+    let bad = [
+        (vec![(INJECT_ANNOTATION, " , ")], "is empty"),
+        (vec![(INJECT_ANNOTATION, "db"), (INJECT_MODE_ANNOTATION, "file")], "use \"env\" or \"volume\""),
+        (vec![(INJECT_ANNOTATION, "db"), (INJECT_POLICY_ANNOTATION, "maybe")], "use \"required\" or \"optional\""),
+    ];
+    for (pairs, want) in bad {
+        let err = parse_injection_request(&annotations(&pairs)).unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn env_injection_reaches_every_container_once() {
+    let req = request(&[(INJECT_ANNOTATION, "db,api")]);
+    let out = inject("team-a", &pod(&["app", "sidecar"]), &req, synced).expect("injected");
+    for c in &out.spec.containers {
+        let names: Vec<_> =
+            c.env_from.iter().flatten().filter_map(|e| e.secret_ref.as_ref()).map(|s| &s.name).collect();
+        assert_eq!(names, vec!["db-secret", "api-secret"], "{}", c.name);
+    }
+    assert_eq!(out.annotation, "db=db-secret,api=api-secret");
+    // Reinvocation adds nothing.
+    let again = inject("team-a", &out.spec, &req, synced).expect("injected");
+    assert_eq!(again.spec, out.spec);
+}
+
+#[test]
+fn only_listed_containers_and_user_env_kept() {
+    let mut spec = pod(&["app", "sidecar"]);
+    spec.containers[0].env_from =
+        Some(vec![EnvFromSource { config_map_ref: Some(Default::default()), ..Default::default() }]);
+    let req = request(&[(INJECT_ANNOTATION, "db"), (INJECT_CONTAINERS_ANNOTATION, "app")]);
+    let out = inject("ns", &spec, &req, synced).expect("injected");
+    assert_eq!(out.spec.containers[0].env_from.as_ref().map(Vec::len), Some(2), "user's envFrom kept first");
+    assert!(out.spec.containers[0].env_from.as_ref().is_some_and(|e| e[0].config_map_ref.is_some()));
+    assert_eq!(out.spec.containers[1].env_from, None, "sidecar untouched");
+    let missing = request(&[(INJECT_ANNOTATION, "db"), (INJECT_CONTAINERS_ANNOTATION, "nope")]);
+    let err = inject("ns", &spec, &missing, synced).unwrap_err();
+    assert!(err.contains("container \"nope\""), "{err}");
+}
+
+#[test]
+fn volume_injection_resolves_name_clashes_without_overwriting() {
+    let mut spec = pod(&["app"]);
+    spec.volumes = Some(vec![Volume { name: "keyward-db".into(), ..Default::default() }]);
+    spec.containers[0].volume_mounts =
+        Some(vec![VolumeMount { name: "keyward-db".into(), mount_path: "/data".into(), ..Default::default() }]);
+    let req = request(&[(INJECT_ANNOTATION, "db"), (INJECT_MODE_ANNOTATION, "volume")]);
+    let out = inject("ns", &spec, &req, synced).expect("injected");
+    let volumes = out.spec.volumes.clone().unwrap_or_default();
+    assert_eq!(volumes.len(), 2);
+    assert_eq!(volumes[0], Volume { name: "keyward-db".into(), ..Default::default() }, "user's volume untouched");
+    assert_eq!(volumes[1].name, "keyward-db-1");
+    assert_eq!(volumes[1].secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("db-secret"));
+    let mounts = out.spec.containers[0].volume_mounts.clone().unwrap_or_default();
+    assert_eq!(mounts[1].mount_path, "/var/run/secrets/keyward/db");
+    assert_eq!((mounts[1].name.as_str(), mounts[1].read_only), ("keyward-db-1", Some(true)));
+    let again = inject("ns", &out.spec, &req, synced).expect("injected");
+    assert_eq!(again.spec, out.spec, "idempotent");
+}
+
+#[test]
+fn unsynced_and_missing_are_denied_unless_optional() {
+    let not_synced =
+        |_: &str| TargetState::NotSynced { secret: "db".into(), why: "SecretSyncedError: provider unavailable".into() };
+    let req = request(&[(INJECT_ANNOTATION, "db")]);
+    let err = inject("team-a", &pod(&["app"]), &req, not_synced).unwrap_err();
+    assert!(err.contains("ExternalSecret \"db\" in namespace \"team-a\" has not synced its Secret \"db\""), "{err}");
+    assert!(err.contains("SecretSyncedError: provider unavailable"), "{err}");
+    let err = inject("team-a", &pod(&["app"]), &req, |_| TargetState::Missing).unwrap_err();
+    assert!(err.contains("does not exist in namespace \"team-a\""), "{err}");
+
+    let optional = request(&[(INJECT_ANNOTATION, "db"), (INJECT_POLICY_ANNOTATION, "optional")]);
+    let out = inject("team-a", &pod(&["app"]), &optional, |_| TargetState::Missing).expect("admitted");
+    let secret_ref = out.spec.containers[0].env_from.as_ref().and_then(|e| e[0].secret_ref.clone());
+    assert_eq!(secret_ref, Some(SecretEnvSource { name: "db".into(), optional: Some(true) }));
+}
+
+#[test]
+fn secrets_used_covers_every_reference_kind() {
+    use k8s_openapi::api::core::v1::{
+        EnvVar, EnvVarSource, ProjectedVolumeSource, SecretKeySelector, SecretProjection, VolumeProjection,
+    };
+    let mut spec = pod(&["app"]);
+    spec.containers[0].env = Some(vec![EnvVar {
+        name: "X".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector { name: "from-env".into(), key: "k".into(), ..Default::default() }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    spec.containers[0].env_from = Some(vec![EnvFromSource {
+        secret_ref: Some(SecretEnvSource { name: "from-envfrom".into(), optional: None }),
+        ..Default::default()
+    }]);
+    spec.volumes = Some(vec![
+        Volume {
+            name: "a".into(),
+            secret: Some(SecretVolumeSource { secret_name: Some("from-volume".into()), ..Default::default() }),
+            ..Default::default()
+        },
+        Volume {
+            name: "b".into(),
+            projected: Some(ProjectedVolumeSource {
+                sources: Some(vec![VolumeProjection {
+                    secret: Some(SecretProjection { name: "from-projected".into(), ..Default::default() }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    ]);
+    let ann = annotations(&[(INJECT_ANNOTATION, "db,unknown")]);
+    let used = secrets_used(&spec, &ann, |es| (es == "db").then(|| "db-target".to_string()));
+    let want: BTreeSet<String> = ["from-env", "from-envfrom", "from-volume", "from-projected", "db-target"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(used, want);
+}
+
+#[test]
+fn secrets_hash_changes_only_with_data() {
+    assert_eq!(secrets_hash([]), None);
+    let a = secrets_hash([("db", "h1"), ("api", "h2")]);
+    assert_eq!(a, secrets_hash([("api", "h2"), ("db", "h1")]), "order does not matter");
+    assert_ne!(a, secrets_hash([("db", "h1"), ("api", "h3")]), "a rotated Secret changes the hash");
+    assert_ne!(a, secrets_hash([("db", "h1")]), "a dropped Secret changes the hash");
+    assert_eq!(a.as_ref().map(String::len), Some(32));
+}
