@@ -2,5 +2,16 @@
 //! Keyward's reconciler: the ExternalSecret, PushSecret, Provider and ClusterProvider
 //! controllers, and the client manager they reach providers through.
 
+pub mod cli;
 pub mod clientmanager;
+pub mod conditions;
+pub mod context;
+pub mod externalsecret;
+pub mod http;
+pub mod leader;
 pub mod metrics;
+pub mod predicate;
+pub mod provider;
+pub mod pushsecret;
+pub mod run;
+pub mod selector;

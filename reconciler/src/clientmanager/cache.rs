@@ -20,6 +20,8 @@ pub struct CacheKey {
 /// What a cached client was built from; any change makes it stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamp {
+    /// `metadata.uid` of the store: a deleted and recreated store starts at generation 1 again.
+    pub uid: Option<String>,
     /// `metadata.generation` of the Provider or ClusterProvider.
     pub generation: Option<i64>,
     /// Fingerprint of the TLS material.
@@ -97,7 +99,7 @@ mod tests {
     }
 
     fn stamp(generation: i64, fp: &str) -> Stamp {
-        Stamp { generation: Some(generation), tls_fingerprint: fp.into() }
+        Stamp { uid: Some("u".into()), generation: Some(generation), tls_fingerprint: fp.into() }
     }
 
     #[test]

@@ -162,7 +162,8 @@ impl ClientManager {
             })?;
         let key =
             CacheKey { kind: resolved.kind, name: resolved.name.clone(), manifest_namespace: manifest_ns.to_string() };
-        let stamp = Stamp { generation: store.generation(), tls_fingerprint: tls.fingerprint.clone() };
+        let stamp =
+            Stamp { uid: store.uid(), generation: store.generation(), tls_fingerprint: tls.fingerprint.clone() };
         let labels = StoreLabels { kind: resolved.kind.as_str().to_string(), name: resolved.name.clone() };
         let cached = self.lock_cache().get(&key, &stamp);
         let core = match cached {

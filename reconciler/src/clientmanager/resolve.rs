@@ -47,6 +47,14 @@ impl StoreObject {
         }
     }
 
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<String> {
+        match self {
+            StoreObject::Provider(p) => p.metadata.uid.clone(),
+            StoreObject::ClusterProvider(p) => p.metadata.uid.clone(),
+        }
+    }
+
     /// `spec.config`.
     pub fn config(&self) -> &ProviderConfig {
         match self {

@@ -1,0 +1,71 @@
+//! Command line and environment of `keyward-reconciler`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+/// Keeps Kubernetes Secrets in sync with external stores through Keyward provider processes.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "keyward-reconciler", version)]
+pub struct Cli {
+    /// Address of the operations server (/healthz, /readyz, /metrics).
+    #[arg(long, env = "KEYWARD_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+    /// Only reconcile objects in this namespace (all namespaces when unset).
+    #[arg(long, env = "KEYWARD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Only reconcile objects labelled `external-secrets.io/controller-class=<class>`, so several
+    /// instances can share a cluster.
+    #[arg(long, env = "KEYWARD_CONTROLLER_CLASS")]
+    pub controller_class: Option<String>,
+    /// Elect a leader through a Lease; only the leader reconciles.
+    #[arg(long, env = "KEYWARD_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the Lease.
+    #[arg(long, env = "KEYWARD_LEASE_NAME", default_value = "keyward-reconciler")]
+    pub lease_name: String,
+    /// Namespace of the Lease.
+    #[arg(long, env = "KEYWARD_LEASE_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// Lease duration (Go duration).
+    #[arg(long, env = "KEYWARD_LEASE_DURATION", default_value = "15s", value_parser = duration)]
+    pub lease_duration: Duration,
+    /// Identity in the Lease (defaults to the host name and process id).
+    #[arg(long, env = "KEYWARD_IDENTITY")]
+    pub identity: Option<String>,
+    /// ExternalSecrets reconciled at once.
+    #[arg(long, env = "KEYWARD_CONCURRENCY", default_value_t = 32)]
+    pub concurrency: u16,
+    /// How often Providers and ClusterProviders are checked.
+    #[arg(long, env = "KEYWARD_PROVIDER_CHECK_INTERVAL", default_value = "1m", value_parser = duration)]
+    pub provider_check_interval: Duration,
+    /// Deadline of one provider call.
+    #[arg(long, env = "KEYWARD_CALL_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub call_timeout: Duration,
+    /// Attempts per provider call when the failure is transient.
+    #[arg(long, env = "KEYWARD_CALL_ATTEMPTS", default_value_t = 3)]
+    pub call_attempts: u32,
+    /// Consecutive transient failures that open a provider's circuit breaker.
+    #[arg(long, env = "KEYWARD_BREAKER_THRESHOLD", default_value_t = 5)]
+    pub breaker_threshold: u32,
+    /// How long an open circuit breaker refuses calls.
+    #[arg(long, env = "KEYWARD_BREAKER_COOLDOWN", default_value = "5s", value_parser = duration)]
+    pub breaker_cooldown: Duration,
+    /// Pooled provider connections unused this long are closed.
+    #[arg(long, env = "KEYWARD_POOL_IDLE_TIMEOUT", default_value = "5m", value_parser = duration)]
+    pub pool_idle_timeout: Duration,
+    /// Pooled provider connections are replaced after this long.
+    #[arg(long, env = "KEYWARD_POOL_MAX_LIFETIME", default_value = "1h", value_parser = duration)]
+    pub pool_max_lifetime: Duration,
+    /// First retry delay after a failed sync (doubles up to 5m).
+    #[arg(long, env = "KEYWARD_ERROR_BACKOFF", default_value = "2s", value_parser = duration)]
+    pub error_backoff: Duration,
+    /// Log format: `json` or `text`.
+    #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
+    pub log_format: String,
+}

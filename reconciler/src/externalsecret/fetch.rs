@@ -1,0 +1,190 @@
+//! Fetches every value an ExternalSecret names (data, dataFrom extract and find), from one or
+//! several stores, decodes and rewrites them, and merges them into one map.
+
+use std::collections::{BTreeMap, HashMap};
+
+use keyward_crds::external_secret::{DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind, MetadataPolicy};
+use keyward_crds::{ExternalSecret, SecretStoreRef, StoreKind};
+use keyward_proto::ProviderError;
+use keyward_proto::v1 as pb;
+use kube::ResourceExt;
+
+use super::decode::{decode, rewrite};
+use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient};
+
+/// The merged values, and the entries the provider reported as gone.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Secret key → value.
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// Entries that came back NOT_FOUND (only with deletionPolicy Delete or Merge).
+    pub missing: Vec<String>,
+    /// Number of entries (data + dataFrom).
+    pub entries: usize,
+}
+
+impl Fetched {
+    /// Whether every remote value is gone.
+    pub fn all_gone(&self) -> bool {
+        self.entries > 0 && self.data.is_empty() && !self.missing.is_empty()
+    }
+}
+
+/// Why fetching failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The manifest cannot work as written; retrying without a change will not help.
+    #[error("{0}")]
+    Config(String),
+    /// No client for a store (not found, denied, TLS missing, …).
+    #[error("{store}: {error}")]
+    Client {
+        /// `Kind/name` of the store.
+        store: String,
+        /// Why.
+        error: ClientError,
+    },
+    /// The provider answered with an error.
+    #[error("{store}: {entry}: {error}")]
+    Provider {
+        /// `Kind/name` of the store.
+        store: String,
+        /// Which entry.
+        entry: String,
+        /// The error.
+        error: ProviderError,
+    },
+}
+
+fn remote_ref(r: &ExternalSecretDataRemoteRef) -> pb::ExternalSecretDataRemoteRef {
+    pb::ExternalSecretDataRemoteRef {
+        key: r.key.clone(),
+        version: r.version.clone().unwrap_or_default(),
+        property: r.property.clone().unwrap_or_default(),
+        // Decoding happens here in the reconciler; the provider is told "None" so it never
+        // decodes a second time.
+        decoding_strategy: "None".into(),
+        metadata_policy: match r.metadata_policy {
+            Some(MetadataPolicy::Fetch) => "Fetch".into(),
+            _ => "None".into(),
+        },
+    }
+}
+
+fn find_ref(f: &ExternalSecretFind) -> pb::ExternalSecretFind {
+    pb::ExternalSecretFind {
+        path: f.path.clone().unwrap_or_default(),
+        name: f.name.as_ref().map(|n| pb::FindName { regexp: n.regexp.clone().unwrap_or_default() }),
+        tags: f.tags.clone().into_iter().collect(),
+        conversion_strategy: "Default".into(),
+        decoding_strategy: "None".into(),
+    }
+}
+
+/// Clients used during one fetch, so several entries on one store resolve it once.
+struct Clients<'a> {
+    manager: &'a ClientManager,
+    namespace: String,
+    default_ref: Option<&'a SecretStoreRef>,
+    by_store: HashMap<(StoreKind, String), ProviderClient>,
+}
+
+impl Clients<'_> {
+    async fn get(
+        &mut self,
+        entry_ref: Option<&SecretStoreRef>,
+        entry: &str,
+    ) -> Result<(ProviderClient, String), FetchError> {
+        let r = entry_ref.or(self.default_ref).ok_or_else(|| {
+            FetchError::Config(format!("{entry} has no sourceRef.storeRef and spec.secretStoreRef is not set"))
+        })?;
+        let kind = r.effective_kind();
+        let store = format!("{kind}/{}", r.name);
+        if let Some(c) = self.by_store.get(&(kind, r.name.clone())) {
+            return Ok((c.clone(), store));
+        }
+        let (client, _) = self
+            .manager
+            .client_for(kind, &r.name, &self.namespace, Need::Read)
+            .await
+            .map_err(|error| FetchError::Client { store: store.clone(), error })?;
+        self.by_store.insert((kind, r.name.clone()), client.clone());
+        Ok((client, store))
+    }
+}
+
+/// Fetches everything `es` asks for.
+pub async fn fetch(manager: &ClientManager, es: &ExternalSecret) -> Result<Fetched, FetchError> {
+    let spec = &es.spec;
+    let tolerate_missing = spec.target.deletion_policy != DeletionPolicy::Retain;
+    let mut clients = Clients {
+        manager,
+        namespace: es.namespace().unwrap_or_default(),
+        default_ref: spec.secret_store_ref.as_ref(),
+        by_store: HashMap::new(),
+    };
+    let mut out = Fetched { entries: spec.data.len() + spec.data_from.len(), ..Default::default() };
+    let gone = |store: String, entry: String, error: ProviderError, out: &mut Fetched| {
+        if tolerate_missing && error.is_not_found() {
+            out.missing.push(entry);
+            Ok(())
+        } else {
+            Err(FetchError::Provider { store, entry, error })
+        }
+    };
+
+    for (i, d) in spec.data.iter().enumerate() {
+        let entry = format!("data[{i}] ({})", d.secret_key);
+        let (client, store) = clients.get(d.source_ref.as_ref().map(|s| &s.store_ref), &entry).await?;
+        match client.get_secret(remote_ref(&d.remote_ref)).await {
+            Ok(value) => {
+                let value = decode(d.remote_ref.decoding_strategy, &d.secret_key, value).map_err(FetchError::Config)?;
+                out.data.insert(d.secret_key.clone(), value);
+            }
+            Err(error) => gone(store, entry, error, &mut out)?,
+        }
+    }
+
+    for (i, d) in spec.data_from.iter().enumerate() {
+        let entry = format!("dataFrom[{i}]");
+        let source = d.source_ref.as_ref();
+        if source.and_then(|s| s.generator_ref.as_ref()).is_some() {
+            return Err(FetchError::Config(format!(
+                "{entry}.sourceRef.generatorRef: generators are not supported by this controller"
+            )));
+        }
+        let (client, store) = clients.get(source.and_then(|s| s.store_ref.as_ref()), &entry).await?;
+        let (fetched, strategy) = if let Some(extract) = &d.extract {
+            (client.get_secret_map(remote_ref(extract)).await, extract.decoding_strategy)
+        } else if let Some(find) = &d.find {
+            (client.get_all_secrets(find_ref(find)).await, find.decoding_strategy)
+        } else {
+            return Err(FetchError::Config(format!("{entry} needs extract or find")));
+        };
+        match fetched {
+            Ok(map) => {
+                let mut decoded = BTreeMap::new();
+                for (k, v) in map {
+                    let v = decode(strategy, &k, v).map_err(FetchError::Config)?;
+                    decoded.insert(k, v);
+                }
+                let rewritten =
+                    rewrite(&d.rewrite, decoded).map_err(|e| FetchError::Config(format!("{entry}: {e}")))?;
+                out.data.extend(rewritten);
+            }
+            Err(error) => gone(store, entry, error, &mut out)?,
+        }
+    }
+    Ok(out)
+}
+
+impl FetchError {
+    /// Whether the failure may go away on its own (provider down, API hiccup).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            FetchError::Config(_) => false,
+            FetchError::Client { error, .. } => error.is_transient(),
+            FetchError::Provider { error, .. } => error.is_transient(),
+        }
+    }
+}

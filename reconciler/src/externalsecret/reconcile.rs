@@ -1,0 +1,268 @@
+//! One reconcile of an ExternalSecret: decide whether a refresh is due, fetch, write the target
+//! Secret according to the creation and deletion policies, and report status, events and
+//! metrics. A failure never touches the target: it keeps its last good data.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use keyward_crds::external_secret::{CreationPolicy, DeletionPolicy, reason};
+use keyward_crds::rules::parse_go_duration;
+use keyward_crds::{ExternalSecret, ExternalSecretStatus, LocalObjectReference};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::fetch::{FetchError, fetch};
+use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
+use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date};
+use crate::conditions;
+use crate::context::Context;
+use crate::metrics::ObjectLabels;
+
+/// A successful sync.
+struct Synced {
+    reason: &'static str,
+    message: String,
+    /// Event to publish when something changed: (reason, note).
+    event: Option<(&'static str, String)>,
+}
+
+/// A failed sync; the target is left as it was.
+struct Failed {
+    reason: &'static str,
+    message: String,
+}
+
+/// Errors that abort the reconcile (API trouble); the controller retries them.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// The reconcile entry point.
+pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let ns = es.namespace().unwrap_or_default();
+    let name = es.name_any();
+    if es.metadata.deletion_timestamp.is_some() {
+        ctx.metrics.forget_es(&name, &ns);
+        return Ok(Action::await_change());
+    }
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let policy = es.spec.target.creation_policy;
+    let target_name = es.target_secret_name();
+    let existing = if policy == CreationPolicy::None { None } else { secrets.get_opt(&target_name).await? };
+    let status = es.status.clone().unwrap_or_default();
+    let hash = object_hash(&es);
+    let interval = match parse_go_duration(&es.spec.refresh_interval) {
+        Ok(d) => d,
+        Err(e) => {
+            let failed = Failed { reason: reason::SECRET_SYNCED_ERROR, message: format!("spec.refreshInterval: {e}") };
+            return report_failure(&es, &ctx, status, failed, false).await;
+        }
+    };
+    let since_last_refresh = status.refresh_time.as_ref().map(|t| {
+        let elapsed = Timestamp::now().duration_since(t.0);
+        Duration::try_from(elapsed).unwrap_or(Duration::ZERO)
+    });
+    let jitter = jitter(es.uid().as_deref().unwrap_or(&name), interval);
+    let state = RefreshState {
+        policy: es.spec.refresh_policy,
+        interval,
+        since_last_refresh,
+        synced_hash: status.synced_resource_version.as_deref(),
+        current_hash: &hash,
+        target_missing: matches!(policy, CreationPolicy::Owner | CreationPolicy::Orphan) && existing.is_none(),
+        jitter,
+    };
+    match decide(state) {
+        Decision::Wait(d) => return Ok(Action::requeue(d)),
+        Decision::Never => return Ok(Action::await_change()),
+        Decision::Sync => {}
+    }
+
+    let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
+    ctx.metrics.sync_calls.get_or_create(&labels).inc();
+    let outcome = sync(&es, &ctx, &secrets, existing.as_ref()).await;
+    let action = match outcome {
+        Ok(synced) => {
+            ctx.clear_failures(&key(&ns, &name));
+            let conditions = vec![conditions::ready(
+                &status.conditions,
+                true,
+                synced.reason,
+                synced.message,
+                es.metadata.generation,
+            )];
+            let new_status = ExternalSecretStatus {
+                refresh_time: Some(Time(Timestamp::now())),
+                synced_resource_version: Some(hash.clone()),
+                conditions,
+                binding: (policy != CreationPolicy::None).then_some(LocalObjectReference { name: target_name }),
+            };
+            patch_status(&es, &ctx, &new_status).await?;
+            ctx.metrics.set_es_condition(&name, &ns, "Ready", true);
+            if let Some((event_reason, note)) = synced.event {
+                ctx.event(&es.object_ref(&()), false, event_reason, "Sync", note).await;
+            }
+            let next = decide(RefreshState {
+                since_last_refresh: Some(Duration::ZERO),
+                synced_hash: Some(&hash),
+                target_missing: false,
+                ..state
+            });
+            match next {
+                Decision::Wait(d) => Action::requeue(d),
+                Decision::Never | Decision::Sync => Action::await_change(),
+            }
+        }
+        Err(failed) => {
+            ctx.metrics.sync_errors.get_or_create(&labels).inc();
+            report_failure(&es, &ctx, status, failed, true).await?
+        }
+    };
+    ctx.metrics.reconcile_duration.get_or_create(&labels).set(started.elapsed().as_secs_f64());
+    Ok(action)
+}
+
+fn key(ns: &str, name: &str) -> String {
+    format!("ExternalSecret/{ns}/{name}")
+}
+
+async fn report_failure(
+    es: &ExternalSecret,
+    ctx: &Context,
+    status: ExternalSecretStatus,
+    failed: Failed,
+    retry: bool,
+) -> Result<Action, Error> {
+    let ns = es.namespace().unwrap_or_default();
+    let name = es.name_any();
+    tracing::info!(namespace = %ns, name = %name, reason = failed.reason, message = %failed.message, "sync failed");
+    let conditions = vec![conditions::ready(
+        &status.conditions,
+        false,
+        failed.reason,
+        failed.message.clone(),
+        es.metadata.generation,
+    )];
+    let changed = !conditions::same(&status.conditions, &conditions);
+    // refreshTime and syncedResourceVersion keep describing the last good sync.
+    let new_status = ExternalSecretStatus { conditions, ..status };
+    if changed {
+        patch_status(es, ctx, &new_status).await?;
+        ctx.event(&es.object_ref(&()), true, failed.reason, "Sync", failed.message).await;
+    }
+    ctx.metrics.set_es_condition(&name, &ns, "Ready", false);
+    Ok(if retry { Action::requeue(ctx.failure_delay(&key(&ns, &name))) } else { Action::await_change() })
+}
+
+async fn patch_status(es: &ExternalSecret, ctx: &Context, status: &ExternalSecretStatus) -> Result<(), Error> {
+    let api: Api<ExternalSecret> = Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
+    api.patch_status(&es.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await?;
+    Ok(())
+}
+
+async fn sync(
+    es: &ExternalSecret,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    existing: Option<&Secret>,
+) -> Result<Synced, Failed> {
+    let target = &es.spec.target;
+    let target_name = es.target_secret_name();
+    let err = |message: String| Failed { reason: reason::SECRET_SYNCED_ERROR, message };
+    if target.template.is_some() {
+        return Err(err(
+            "spec.target.template is not supported yet: the template engine is not wired into this reconciler; \
+             the target Secret was left unchanged"
+                .into(),
+        ));
+    }
+    let fetched = fetch(&ctx.manager, es).await.map_err(|e| {
+        let kind = match &e {
+            FetchError::Config(_) => "invalid ExternalSecret",
+            FetchError::Client { .. } => "cannot use store",
+            FetchError::Provider { .. } => "provider error",
+        };
+        err(format!("{kind}: {e}; the target Secret keeps its last data"))
+    })?;
+
+    if target.creation_policy == CreationPolicy::None {
+        return Ok(Synced {
+            reason: reason::SECRET_SYNCED,
+            message: format!("{} values fetched; creationPolicy None writes no Secret", fetched.data.len()),
+            event: None,
+        });
+    }
+    if target.creation_policy == CreationPolicy::Merge && existing.is_none() {
+        return Err(Failed {
+            reason: reason::SECRET_MISSING,
+            message: format!("Secret {target_name:?} does not exist; creationPolicy Merge never creates it"),
+        });
+    }
+
+    if fetched.all_gone() && target.deletion_policy == DeletionPolicy::Delete {
+        let Some(existing) = existing else {
+            return Ok(Synced {
+                reason: reason::SECRET_DELETED,
+                message: "every remote value is gone; no Secret (deletionPolicy Delete)".into(),
+                event: None,
+            });
+        };
+        // Only delete what this ExternalSecret created.
+        let ours = owned_by(existing, es) || existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true");
+        if ours && target.creation_policy != CreationPolicy::Merge {
+            secrets
+                .delete(&target_name, &Default::default())
+                .await
+                .map_err(|e| err(format!("deleting Secret {target_name:?}: {e}")))?;
+            return Ok(Synced {
+                reason: reason::SECRET_DELETED,
+                message: format!("every remote value is gone; Secret {target_name:?} deleted (deletionPolicy Delete)"),
+                event: Some((reason::SECRET_DELETED, format!("Secret {target_name:?} deleted"))),
+            });
+        }
+    }
+
+    let hash = data_hash(&fetched.data, target.creation_policy, target.immutable);
+    if let Some(existing) = existing {
+        if up_to_date(existing, es, &hash) {
+            return Ok(Synced {
+                reason: reason::SECRET_SYNCED,
+                message: synced_message(&fetched.missing),
+                event: None,
+            });
+        }
+        if existing.immutable == Some(true) {
+            return Err(err(format!(
+                "Secret {target_name:?} is immutable and holds other values; delete it to let the new values be written"
+            )));
+        }
+    }
+    let body = desired(es, &fetched.data, &hash);
+    secrets
+        .patch(&target_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
+        .await
+        .map_err(|e| err(format!("writing Secret {target_name:?}: {e}")))?;
+    let (event_reason, verb) = if existing.is_some() { ("Updated", "updated") } else { ("Created", "created") };
+    Ok(Synced {
+        reason: reason::SECRET_SYNCED,
+        message: synced_message(&fetched.missing),
+        event: Some((event_reason, format!("Secret {target_name:?} {verb} with {} keys", fetched.data.len()))),
+    })
+}
+
+fn synced_message(missing: &[String]) -> String {
+    if missing.is_empty() {
+        "Secret was synced".into()
+    } else {
+        format!("Secret was synced; gone remotely and removed: {}", missing.join(", "))
+    }
+}

@@ -1,0 +1,145 @@
+//! When an ExternalSecret is fetched again: the refresh policy, the interval, the `force-sync`
+//! annotation (part of the hash), and a per-object jitter so objects synced together (after a
+//! restart, or created in bulk) do not all come due at the same instant.
+
+use std::time::Duration;
+
+use keyward_crds::ExternalSecret;
+use keyward_crds::external_secret::RefreshPolicy;
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
+
+/// What to do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Fetch and write now.
+    Sync,
+    /// Nothing to do before this long.
+    Wait(Duration),
+    /// Nothing to do until the object changes.
+    Never,
+}
+
+/// Inputs of the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshState<'a> {
+    /// `spec.refreshPolicy` (omitted means Periodic).
+    pub policy: Option<RefreshPolicy>,
+    /// `spec.refreshInterval`, parsed.
+    pub interval: Duration,
+    /// Seconds since the last successful fetch, if there was one.
+    pub since_last_refresh: Option<Duration>,
+    /// `status.syncedResourceVersion`.
+    pub synced_hash: Option<&'a str>,
+    /// The hash of the object now.
+    pub current_hash: &'a str,
+    /// Whether a target Secret is expected and missing.
+    pub target_missing: bool,
+    /// This object's share of the jitter window.
+    pub jitter: Duration,
+}
+
+/// The refresh decision.
+pub fn decide(s: RefreshState<'_>) -> Decision {
+    if s.synced_hash != Some(s.current_hash) || s.target_missing {
+        return Decision::Sync;
+    }
+    let Some(elapsed) = s.since_last_refresh else {
+        return Decision::Sync;
+    };
+    match s.policy.unwrap_or(RefreshPolicy::Periodic) {
+        RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange => Decision::Never,
+        RefreshPolicy::Periodic if s.interval.is_zero() => Decision::Never,
+        RefreshPolicy::Periodic => {
+            let due = s.interval + s.jitter;
+            if elapsed >= due { Decision::Sync } else { Decision::Wait(due - elapsed) }
+        }
+    }
+}
+
+/// A stable per-object jitter in `[0, interval / 10)`, derived from the object's UID so every
+/// reconcile of the same object agrees on it.
+pub fn jitter(uid: &str, interval: Duration) -> Duration {
+    let digest = Sha256::digest(uid.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let fraction = u64::from_be_bytes(first) as f64 / u64::MAX as f64;
+    interval.mul_f64(0.1 * fraction)
+}
+
+/// The hash recorded as `status.syncedResourceVersion`: the generation plus labels and
+/// annotations, so a changed `force-sync` annotation forces a refresh.
+pub fn object_hash(es: &ExternalSecret) -> String {
+    let mut h = Sha256::new();
+    h.update(es.metadata.generation.unwrap_or_default().to_be_bytes());
+    for (k, v) in es.labels().iter().chain(es.annotations().iter()) {
+        // The last-applied annotation mirrors the spec, which the generation already covers.
+        if k == "kubectl.kubernetes.io/last-applied-configuration" {
+            continue;
+        }
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    format!("{}-{}", es.metadata.generation.unwrap_or_default(), &hex::encode(h.finalize())[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyward_crds::external_secret::FORCE_SYNC_ANNOTATION;
+
+    fn state(policy: Option<RefreshPolicy>) -> RefreshState<'static> {
+        RefreshState {
+            policy,
+            interval: Duration::from_secs(60),
+            since_last_refresh: Some(Duration::from_secs(10)),
+            synced_hash: Some("h"),
+            current_hash: "h",
+            target_missing: false,
+            jitter: Duration::from_secs(3),
+        }
+    }
+
+    #[test]
+    fn decision_table() {
+        use RefreshPolicy::*;
+        let s = state(None);
+        assert_eq!(decide(s), Decision::Wait(Duration::from_secs(53)));
+        assert_eq!(decide(RefreshState { since_last_refresh: Some(Duration::from_secs(63)), ..s }), Decision::Sync);
+        assert_eq!(decide(RefreshState { current_hash: "new", ..s }), Decision::Sync, "spec or force-sync change");
+        assert_eq!(decide(RefreshState { target_missing: true, ..s }), Decision::Sync);
+        assert_eq!(decide(RefreshState { synced_hash: None, ..s }), Decision::Sync);
+        assert_eq!(decide(RefreshState { interval: Duration::ZERO, ..s }), Decision::Never);
+        for p in [OnChange, CreatedOnce] {
+            let s = state(Some(p));
+            assert_eq!(
+                decide(RefreshState { since_last_refresh: Some(Duration::from_secs(1000)), ..s }),
+                Decision::Never
+            );
+            assert_eq!(decide(RefreshState { target_missing: true, ..s }), Decision::Sync);
+        }
+        assert_eq!(decide(RefreshState { current_hash: "x", ..state(Some(OnChange)) }), Decision::Sync);
+    }
+
+    #[test]
+    fn jitter_is_stable_bounded_and_spread() {
+        let i = Duration::from_secs(3600);
+        assert_eq!(jitter("a", i), jitter("a", i));
+        let all: Vec<Duration> = (0..1000).map(|n| jitter(&format!("uid-{n}"), i)).collect();
+        assert!(all.iter().all(|j| *j < Duration::from_secs(360)));
+        let early = all.iter().filter(|j| **j < Duration::from_secs(180)).count();
+        assert!((350..650).contains(&early), "jitter should be spread, {early} of 1000 in the first half");
+    }
+
+    #[test]
+    fn force_sync_annotation_changes_the_hash() {
+        let mut es = ExternalSecret::new("a", Default::default());
+        es.metadata.generation = Some(3);
+        let before = object_hash(&es);
+        assert!(before.starts_with("3-"));
+        es.annotations_mut().insert(FORCE_SYNC_ANNOTATION.into(), "1".into());
+        assert_ne!(object_hash(&es), before);
+    }
+}

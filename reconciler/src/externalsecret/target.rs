@@ -1,0 +1,145 @@
+//! The target Secret: what is applied (server-side apply, field manager `keyward-reconciler`),
+//! and whether the Secret already holds it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::ExternalSecret;
+use keyward_crds::external_secret::CreationPolicy;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// Field manager of every write the reconciler makes.
+pub const FIELD_MANAGER: &str = "keyward-reconciler";
+/// Label on every Secret the reconciler creates; it watches Secrets by this label only.
+pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
+/// Hash of what was last written, to skip writes that change nothing.
+pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
+
+/// Hash of the data and of the policy bits that shape the applied object.
+pub fn data_hash(data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immutable: bool) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in data {
+        h.update((k.len() as u64).to_be_bytes());
+        h.update(k.as_bytes());
+        h.update((v.len() as u64).to_be_bytes());
+        h.update(v);
+    }
+    h.update(format!("{policy:?}/{immutable}").as_bytes());
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The apply body. `Owner` adds a controller owner reference so the Secret is garbage
+/// collected with the ExternalSecret; `Merge` writes only the data keys (and the hash) into a
+/// Secret someone else owns.
+pub fn desired(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>, hash: &str) -> serde_json::Value {
+    let policy = es.spec.target.creation_policy;
+    let data: BTreeMap<&String, ByteString> = data.iter().map(|(k, v)| (k, ByteString(v.clone()))).collect();
+    let mut metadata = json!({
+        "name": es.target_secret_name(),
+        "namespace": es.namespace(),
+        "annotations": { DATA_HASH_ANNOTATION: hash },
+    });
+    if policy != CreationPolicy::Merge {
+        metadata["labels"] = json!({ MANAGED_LABEL: "true" });
+    }
+    if policy == CreationPolicy::Owner
+        && let Some(owner) = es.controller_owner_ref(&())
+    {
+        metadata["ownerReferences"] = json!([owner]);
+    }
+    let mut body = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "data": data,
+    });
+    if es.spec.target.immutable {
+        body["immutable"] = json!(true);
+    }
+    body
+}
+
+/// Whether `existing` already holds exactly what would be applied.
+pub fn up_to_date(existing: &Secret, es: &ExternalSecret, hash: &str) -> bool {
+    if existing.annotations().get(DATA_HASH_ANNOTATION).map(String::as_str) != Some(hash) {
+        return false;
+    }
+    match es.spec.target.creation_policy {
+        CreationPolicy::Owner => {
+            let uid = es.uid();
+            existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true")
+                && existing.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
+        }
+        CreationPolicy::Orphan => existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true"),
+        CreationPolicy::Merge | CreationPolicy::None => true,
+    }
+}
+
+/// Whether this ExternalSecret owns the Secret (its controller owner reference points here).
+pub fn owned_by(existing: &Secret, es: &ExternalSecret) -> bool {
+    let uid = es.uid();
+    existing.owner_references().iter().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyward_crds::external_secret::ExternalSecretTarget;
+
+    fn es(policy: CreationPolicy, immutable: bool) -> ExternalSecret {
+        let mut es = ExternalSecret::new("db", Default::default());
+        es.metadata.namespace = Some("team-a".into());
+        es.metadata.uid = Some("uid-1".into());
+        es.spec.target = ExternalSecretTarget {
+            name: Some("db-secret".into()),
+            creation_policy: policy,
+            immutable,
+            ..Default::default()
+        };
+        es
+    }
+
+    fn data() -> BTreeMap<String, Vec<u8>> {
+        [("password".to_string(), b"s3cret".to_vec())].into()
+    }
+
+    #[test]
+    fn owner_policy_sets_label_owner_and_data() {
+        let e = es(CreationPolicy::Owner, false);
+        let body = desired(&e, &data(), "h");
+        assert_eq!(body["metadata"]["name"], "db-secret");
+        assert_eq!(body["metadata"]["labels"][MANAGED_LABEL], "true");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "ExternalSecret");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(body["data"]["password"], "czNjcmV0");
+        assert!(body.get("immutable").is_none());
+        let secret: Secret = serde_json::from_value(body).unwrap();
+        assert!(up_to_date(&secret, &e, "h"));
+        assert!(!up_to_date(&secret, &e, "other"));
+        assert!(owned_by(&secret, &e));
+    }
+
+    #[test]
+    fn orphan_and_merge_policies() {
+        let orphan = desired(&es(CreationPolicy::Orphan, true), &data(), "h");
+        assert!(orphan["metadata"].get("ownerReferences").is_none());
+        assert_eq!(orphan["metadata"]["labels"][MANAGED_LABEL], "true");
+        assert_eq!(orphan["immutable"], true);
+        let merge = desired(&es(CreationPolicy::Merge, false), &data(), "h");
+        assert!(merge["metadata"].get("labels").is_none(), "a merged Secret is not ours to label");
+        assert!(merge["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn hash_covers_data_and_policy() {
+        let a = data_hash(&data(), CreationPolicy::Owner, false);
+        assert_eq!(a, data_hash(&data(), CreationPolicy::Owner, false));
+        assert_ne!(a, data_hash(&data(), CreationPolicy::Orphan, false));
+        assert_ne!(a, data_hash(&data(), CreationPolicy::Owner, true));
+        assert_ne!(a, data_hash(&BTreeMap::new(), CreationPolicy::Owner, false));
+    }
+}

@@ -1,0 +1,259 @@
+//! One reconcile of a PushSecret: push the selected keys of the source Secret to every store,
+//! remove remote copies that are no longer pushed (deletionPolicy Delete), and on deletion
+//! remove them all before releasing the finalizer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use keyward_crds::push_secret::{PushSecretData, PushSecretDeletionPolicy, PushSecretUpdatePolicy};
+use keyward_crds::rules::parse_go_duration;
+use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
+use keyward_proto::v1 as pb;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::stores::{Target, resolve_targets};
+use crate::clientmanager::Need;
+use crate::conditions;
+use crate::context::Context;
+use crate::metrics::ObjectLabels;
+
+/// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
+pub const FINALIZER: &str = "pushsecret.externalsecrets.io/finalizer";
+
+/// API failures; the controller retries them.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// Identifies one remote value inside a store's entry map.
+pub fn remote_id(remote_key: &str, property: Option<&str>) -> String {
+    match property {
+        Some(p) if !p.is_empty() => format!("{remote_key}/{p}"),
+        _ => remote_key.to_string(),
+    }
+}
+
+type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
+
+/// The reconcile entry point.
+pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = ps.namespace().unwrap_or_default();
+    let name = ps.name_any();
+    let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ns);
+    let status = ps.status.clone().unwrap_or_default();
+    let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
+
+    if ps.metadata.deletion_timestamp.is_some() {
+        if has_finalizer {
+            if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
+                && let Err(e) = delete_remote(&ctx, &ns, &status.synced_push_secrets, &BTreeMap::new()).await
+            {
+                return fail(&ps, &ctx, &api, status, format!("deleting remote copies: {e}")).await;
+            }
+            let finalizers: Vec<String> = ps.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})))
+                .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete && !has_finalizer {
+        let mut finalizers = ps.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})))
+            .await?;
+    }
+
+    let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
+    ctx.metrics.push_calls.get_or_create(&labels).inc();
+    match push(&ps, &ctx, &ns).await {
+        Ok(synced) => {
+            if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
+                && let Err(e) = delete_remote(&ctx, &ns, &status.synced_push_secrets, &synced).await
+            {
+                ctx.metrics.push_errors.get_or_create(&labels).inc();
+                return fail(&ps, &ctx, &api, status, format!("deleting remote copies no longer pushed: {e}")).await;
+            }
+            ctx.clear_failures(&key(&ns, &name));
+            let stores: Vec<&String> = synced.keys().collect();
+            let message = format!("pushed to {}", stores.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+            let new_status = PushSecretStatus {
+                refresh_time: Some(Time(Timestamp::now())),
+                synced_resource_version: Some(format!("{}", ps.metadata.generation.unwrap_or_default())),
+                conditions: vec![conditions::ready(
+                    &status.conditions,
+                    true,
+                    "Synced",
+                    message.clone(),
+                    ps.metadata.generation,
+                )],
+                synced_push_secrets: synced,
+            };
+            let changed = !conditions::same(&status.conditions, &new_status.conditions)
+                || status.synced_push_secrets != new_status.synced_push_secrets;
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": new_status }))).await?;
+            if changed {
+                ctx.event(&ps.object_ref(&()), false, "Synced", "Push", message).await;
+            }
+            let interval = parse_go_duration(&ps.spec.refresh_interval).unwrap_or(Duration::from_secs(3600));
+            Ok(if interval.is_zero() { Action::await_change() } else { Action::requeue(interval) })
+        }
+        Err(message) => {
+            ctx.metrics.push_errors.get_or_create(&labels).inc();
+            fail(&ps, &ctx, &api, status, message).await
+        }
+    }
+}
+
+fn key(ns: &str, name: &str) -> String {
+    format!("PushSecret/{ns}/{name}")
+}
+
+async fn fail(
+    ps: &PushSecret,
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    status: PushSecretStatus,
+    message: String,
+) -> Result<Action, Error> {
+    let ns = ps.namespace().unwrap_or_default();
+    let conditions =
+        vec![conditions::ready(&status.conditions, false, "Errored", message.clone(), ps.metadata.generation)];
+    if !conditions::same(&status.conditions, &conditions) {
+        let new_status = PushSecretStatus { conditions, ..status };
+        api.patch_status(&ps.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": new_status })))
+            .await?;
+        ctx.event(&ps.object_ref(&()), true, "Errored", "Push", message).await;
+    }
+    Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))))
+}
+
+async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, String> {
+    let source = match (&ps.spec.selector.secret, &ps.spec.selector.generator_ref) {
+        (Some(s), _) => s.name.clone(),
+        (None, Some(_)) => return Err("selector.generatorRef: generators are not supported by this controller".into()),
+        (None, None) => return Err("selector.secret.name is required".into()),
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = secrets
+        .get_opt(&source)
+        .await
+        .map_err(|e| format!("reading Secret {source:?}: {e}"))?
+        .ok_or_else(|| format!("source Secret {source:?} not found"))?;
+    let secret_data: HashMap<String, Vec<u8>> =
+        secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+    let targets = resolve_targets(&ctx.client, &ctx.manager, ns, &ps.spec.secret_store_refs).await?;
+    if targets.is_empty() {
+        return Err("no store matches secretStoreRefs".into());
+    }
+    let mut synced = Synced::new();
+    for t in &targets {
+        synced.insert(t.key.clone(), push_to(ps, ctx, ns, t, &secret_data).await?);
+    }
+    Ok(synced)
+}
+
+async fn push_to(
+    ps: &PushSecret,
+    ctx: &Context,
+    ns: &str,
+    t: &Target,
+    secret_data: &HashMap<String, Vec<u8>>,
+) -> Result<BTreeMap<String, PushSecretData>, String> {
+    let client =
+        ctx.manager.client_for_store(&t.store, ns, Need::Write).await.map_err(|e| format!("{}: {e}", t.key))?;
+    if t.requested_kind.is_none() {
+        tracing::debug!(store = %t.key, "secretStoreRefs kind omitted; resolved by lookup");
+    }
+    let mut entries = BTreeMap::new();
+    for (i, d) in ps.spec.data.iter().enumerate() {
+        let remote = &d.match_.remote_ref;
+        if let Some(k) = &d.match_.secret_key
+            && !secret_data.contains_key(k)
+        {
+            return Err(format!("data[{i}]: source Secret has no key {k:?}"));
+        }
+        let remote_ref = pb::PushSecretRemoteRef {
+            remote_key: remote.remote_key.clone(),
+            property: remote.property.clone().unwrap_or_default(),
+        };
+        let skip = ps.spec.update_policy == PushSecretUpdatePolicy::IfNotExists
+            && client
+                .secret_exists(remote_ref.clone())
+                .await
+                .map_err(|e| format!("{}: data[{i}] SecretExists: {e}", t.key))?;
+        if !skip {
+            // The metadata travels as JSON bytes, exactly as written in the manifest.
+            let metadata = match &d.metadata {
+                Some(m) => serde_json::to_vec(m).map_err(|e| format!("data[{i}].metadata: {e}"))?,
+                None => Vec::new(),
+            };
+            let data = pb::PushSecretData {
+                metadata,
+                secret_key: d.match_.secret_key.clone().unwrap_or_default(),
+                remote_key: remote.remote_key.clone(),
+                property: remote.property.clone().unwrap_or_default(),
+            };
+            client
+                .push_secret(secret_data.clone(), data)
+                .await
+                .map_err(|e| format!("{}: data[{i}] PushSecret: {e}", t.key))?;
+        }
+        entries.insert(remote_id(&remote.remote_key, remote.property.as_deref()), d.clone());
+    }
+    Ok(entries)
+}
+
+/// Deletes remote values recorded in `previous` and absent from `current`.
+async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Synced) -> Result<(), String> {
+    for (store_key, entries) in previous {
+        let gone: Vec<&PushSecretData> = entries
+            .iter()
+            .filter(|(id, _)| current.get(store_key).is_none_or(|c| !c.contains_key(*id)))
+            .map(|(_, d)| d)
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        let (kind, name) = store_key.split_once('/').ok_or_else(|| format!("malformed store key {store_key:?}"))?;
+        let kind = match kind {
+            "Provider" => StoreKind::Provider,
+            "ClusterProvider" => StoreKind::ClusterProvider,
+            other => return Err(format!("unknown store kind {other:?} in status")),
+        };
+        let (client, _) =
+            ctx.manager.client_for(kind, name, ns, Need::Write).await.map_err(|e| format!("{store_key}: {e}"))?;
+        for d in gone {
+            let r = &d.match_.remote_ref;
+            client
+                .delete_secret(pb::PushSecretRemoteRef {
+                    remote_key: r.remote_key.clone(),
+                    property: r.property.clone().unwrap_or_default(),
+                })
+                .await
+                .map_err(|e| format!("{store_key}: DeleteSecret {}: {e}", r.remote_key))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_ids_separate_properties() {
+        assert_eq!(remote_id("db", None), "db");
+        assert_eq!(remote_id("db", Some("")), "db");
+        assert_eq!(remote_id("db", Some("user")), "db/user");
+    }
+}
