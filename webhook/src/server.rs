@@ -13,7 +13,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
@@ -255,7 +255,10 @@ pub async fn serve_tls(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes sending its headers is dropped instead of holding a task.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+    builder.http2().timer(TokioTimer::new()).keep_alive_interval(Duration::from_secs(30));
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
