@@ -126,11 +126,13 @@ mod tests {
         }
     }
 
+    type Case<'a> = (&'a str, Vec<ClusterProviderCondition>, &'a str, &'a BTreeMap<String, String>, bool);
+
     #[test]
     fn admission_table() {
         let prod = labels(&[("env", "prod")]);
         let dev = labels(&[("env", "dev")]);
-        let cases: Vec<(&str, Vec<ClusterProviderCondition>, &str, &BTreeMap<String, String>, bool)> = vec![
+        let cases: Vec<Case> = vec![
             ("no conditions admit all", vec![], "anything", &dev, true),
             ("selector match", vec![by_labels(&[("env", "prod")])], "team-a", &prod, true),
             ("selector miss", vec![by_labels(&[("env", "prod")])], "team-a", &dev, false),

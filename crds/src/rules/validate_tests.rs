@@ -8,6 +8,11 @@ fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
     serde_yaml::from_str(text).expect("test manifest parses")
 }
 
+/// The field and message fragment a case expects, or `None` for a valid spec.
+type Expected<'a> = Option<(&'a str, &'a str)>;
+/// A named case: the spec as YAML and what validation must say.
+type Case<'a> = (&'a str, String, Expected<'a>);
+
 /// Asserts `result` holds exactly one error at `field` containing `message`, or none.
 fn expect(result: Result<(), ValidationErrors>, want: Option<(&str, &str)>, case: &str) {
     match (result, want) {
@@ -27,7 +32,7 @@ const ES_BASE: &str = "secretStoreRef: {name: store}\ndata: [{secretKey: a, remo
 
 #[test]
 fn external_secret_table() {
-    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("minimal", ES_BASE.into(), None),
         ("nothing to fetch", "secretStoreRef: {name: store}\n".into(), Some(("spec", "at least one entry"))),
         (
@@ -149,7 +154,7 @@ const PS_BASE: &str = "selector: {secret: {name: src}}\n";
 
 #[test]
 fn push_secret_table() {
-    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("by name", format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\n"), None),
         ("by selector", format!("{PS_BASE}secretStoreRefs: [{{labelSelector: {{matchLabels: {{a: b}}}}}}]\n"), None),
         ("no stores", format!("{PS_BASE}secretStoreRefs: []\n"), Some(("spec.secretStoreRefs", "at least one store"))),
@@ -205,7 +210,7 @@ const CONFIG: &str = "config: {address: 'p.keyward.svc:8443', providerRef: {apiV
 
 #[test]
 fn provider_table() {
-    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("valid", format!("{CONFIG}}}}}\n"), None),
         ("own namespace is fine", format!("{CONFIG}, namespace: team-a}}}}\n"), None),
         (
@@ -233,7 +238,7 @@ fn provider_table() {
 #[test]
 fn cluster_provider_table() {
     let with_ns = format!("{CONFIG}, namespace: creds}}}}\n");
-    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("ProviderNamespace with namespace", with_ns.clone(), None),
         (
             "ProviderNamespace without namespace",
@@ -277,7 +282,7 @@ fn cluster_provider_table() {
 #[test]
 fn kubernetes_config_table() {
     let token = "auth: {token: {bearerToken: {name: t, key: token}}}\n";
-    let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("token", token.into(), None),
         ("service account", "auth: {serviceAccount: {name: reader}}\n".into(), None),
         (
@@ -327,7 +332,7 @@ fn kubernetes_config_table() {
 
 #[test]
 fn fake_config_table() {
-    let cases: Vec<(&str, &str, Option<(&str, &str)>)> = vec![
+    let cases: Vec<(&str, &str, Expected)> = vec![
         ("entries", "data: [{key: a, value: x}, {key: a, version: v2, value: y}]\n", None),
         ("empty key", "data: [{key: '', value: x}]\n", Some(("spec.data[0].key", "must not be empty"))),
         (
