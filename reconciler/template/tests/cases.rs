@@ -111,6 +111,9 @@ const OK: &[(&str, &str)] = &[
     ("{{ printf \"%d\" \"x\" }}", "%!d(string=x)"),
     ("{{ printf \"%s %s\" \"a\" }}", "a %!s(MISSING)"),
     ("{{ printf \"%d%%\" 5 }}", "5%"),
+    // checked against Go's text/template
+    ("{{ 123456.0 }} {{ 0.00001 }} {{ printf \"%v\" 1.0 }} {{ printf \"%g\" 1e21 }}", "123456 1e-05 1 1e+21"),
+    ("{{ printf \"%q\" \"a\\tb\" }}", "\"a\\tb\""),
     ("{{ print \"a\" 1 2 \"b\" }}", "a1 2b"),
     ("{{ println \"a\" 1 }}", "a 1\n"),
     ("{{ len .user }} {{ len (list 1 2) }} {{ len (dict \"a\" 1) }}", "5 2 1"),
