@@ -63,7 +63,8 @@ impl RuntimeArgs {
     pub fn init_logging(&self) {
         use tracing_subscriber::EnvFilter;
         let filter = EnvFilter::try_new(&self.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
         let result = match self.log_format {
             LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).try_init(),
             LogFormat::Text => builder.try_init(),

@@ -19,6 +19,8 @@ mod metrics;
 mod provider;
 mod server;
 mod service;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod tls;
 
 pub use cli::{LogFormat, RuntimeArgs, install_crypto_provider, shutdown_signal};
