@@ -16,6 +16,9 @@ make -s generate-check
 step "local control plane binaries (built once, then cached)"
 bash e2e/scripts/build-controlplane.sh
 
+step "chart test tools: helm and cert-manager's CRDs (built once, then cached)"
+bash e2e/scripts/build-tools.sh
+
 step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
