@@ -1,0 +1,221 @@
+//! End-to-end support: real provider and reconciler processes, real mTLS material, the local
+//! control plane from `keyward-e2e`.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use keyward_certs::{CertificateAuthority, TlsFiles, Usage, write_tls_dir};
+use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, workspace_binary};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+pub const CLASS_LABEL: &str = "external-secrets.io/controller-class";
+
+/// Certificates for one test: a CA, a provider server certificate, a reconciler client one.
+pub struct Pki {
+    pub ca: String,
+    pub server_cert: String,
+    pub server_key: String,
+    pub client_cert: String,
+    pub client_key: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let ca = CertificateAuthority::generate("keyward-test-ca", Duration::from_secs(3600)).unwrap();
+        let server = ca.issue(&["127.0.0.1", "localhost"], Usage::Server, Duration::from_secs(3600)).unwrap();
+        let client = ca.issue(&["keyward-reconciler"], Usage::Client, Duration::from_secs(3600)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write_tls_dir(
+            &dir.path().join("provider"),
+            &TlsFiles { ca_pem: ca.cert_pem(), cert_pem: &server.cert_pem, key_pem: &server.key_pem },
+        )
+        .unwrap();
+        Pki {
+            ca: ca.cert_pem().to_string(),
+            server_cert: server.cert_pem,
+            server_key: server.key_pem,
+            client_cert: client.cert_pem,
+            client_key: client.key_pem,
+            dir,
+        }
+    }
+
+    pub fn provider_dir(&self) -> PathBuf {
+        self.dir.path().join("provider")
+    }
+
+    /// Creates `keyward-provider-tls` in `ns` with the reconciler's client material.
+    pub async fn install(&self, client: &Client, ns: &str) {
+        let data = [
+            ("ca.crt", self.ca.as_bytes()),
+            ("tls.crt", self.client_cert.as_bytes()),
+            ("tls.key", self.client_key.as_bytes()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+        .collect();
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta { name: Some("keyward-provider-tls".into()), ..Default::default() },
+            data: Some(data),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(client.clone(), ns).create(&PostParams::default(), &secret).await.unwrap();
+    }
+}
+
+/// A provider process.
+pub struct ProviderProcess {
+    pub name: String,
+    pub port: u16,
+    pub health_port: u16,
+    pub process: ChildProcess,
+    tls_dir: PathBuf,
+}
+
+impl ProviderProcess {
+    pub async fn start(binary: &str, tls_dir: PathBuf, port: Option<u16>) -> ProviderProcess {
+        let port = port.unwrap_or_else(free_port);
+        let health_port = free_port();
+        let mut cmd = Command::new(workspace_binary(binary));
+        cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--health-listen")
+            .arg(format!("127.0.0.1:{health_port}"))
+            .arg("--tls-dir")
+            .arg(&tls_dir);
+        let mut process = spawn_logged(binary, cmd);
+        process.wait_for_log("provider serving", Duration::from_secs(60)).await;
+        ProviderProcess { name: binary.to_string(), port, health_port, process, tls_dir }
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the process (SIGTERM).
+    pub fn stop(&mut self) {
+        self.process.terminate(Duration::from_secs(10));
+    }
+
+    /// Starts it again on the same port.
+    pub async fn restart(&mut self) {
+        self.stop();
+        let again = ProviderProcess::start(&self.name.clone(), self.tls_dir.clone(), Some(self.port)).await;
+        *self = again;
+    }
+
+    /// Established TCP connections to the provider's gRPC port (from /proc/net/tcp{,6}).
+    pub fn established_connections(&self) -> usize {
+        let mut n = 0;
+        for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for line in text.lines().skip(1) {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                if cols.len() < 4 {
+                    continue;
+                }
+                let local_port = cols[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+                // State 01 is ESTABLISHED; count the server side of each connection.
+                if local_port == Some(self.port) && cols[3] == "01" {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+/// A reconciler process scoped to one namespace and controller class.
+pub struct Reconciler {
+    pub process: ChildProcess,
+    pub metrics_port: u16,
+}
+
+impl Reconciler {
+    pub async fn start(ns: &str, extra: &[&str]) -> Reconciler {
+        let metrics_port = free_port();
+        let mut cmd = Command::new(workspace_binary("keyward-reconciler"));
+        cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
+            .env("RUST_LOG", "info,keyward_reconciler=debug,kube_runtime=warn")
+            .args(["--namespace", ns, "--controller-class", ns])
+            .args(["--lease-namespace", ns, "--lease-name", "keyward-reconciler"])
+            .args(["--log-format", "text", "--provider-check-interval", "3s", "--error-backoff", "500ms"])
+            .args(["--breaker-cooldown", "1s"])
+            .arg("--metrics-listen")
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .args(extra);
+        let mut process = spawn_logged("keyward-reconciler", cmd);
+        process.wait_for_log("controllers running", Duration::from_secs(120)).await;
+        Reconciler { process, metrics_port }
+    }
+
+    pub async fn metrics(&self) -> String {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("http://127.0.0.1:{}/metrics", self.metrics_port)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Polls `f` until it returns `Some` or `timeout` passes (then panics with `what`).
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Applies a manifest given as JSON (server-side apply as the test).
+pub async fn apply<K>(api: &Api<K>, body: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = body["metadata"]["name"].as_str().unwrap().to_string();
+    api.patch(&name, &PatchParams::apply("e2e-test").force(), &Patch::Apply(body))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"))
+}
+
+/// A Fake config object.
+pub fn fake_config(name: &str, entries: &[(&str, &str)]) -> serde_json::Value {
+    let data: Vec<serde_json::Value> = entries.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+    json!({
+        "apiVersion": "provider.external-secrets.io/v2alpha1",
+        "kind": "Fake",
+        "metadata": {"name": name},
+        "spec": {"data": data},
+    })
+}
+
+/// The value of a Secret key as text.
+pub fn value(secret: &Secret, key: &str) -> Option<String> {
+    secret.data.as_ref()?.get(key).map(|v| String::from_utf8_lossy(&v.0).into_owned())
+}
+
+/// The Ready condition of a status as (status, reason, message).
+pub fn ready_of(conditions: &[keyward_crds::Condition]) -> Option<(String, String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+}
