@@ -1,0 +1,483 @@
+//! The Kubernetes provider as a process, over real mTLS, against the local control plane:
+//! token, client-certificate and ServiceAccount (TokenRequest) credentials, reads, finds,
+//! pushes and the ClusterProvider-only remoteNamespace override.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use keyward_certs::{CertificateAuthority, Usage};
+use keyward_crds::Kubernetes;
+use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, with_temp_namespace, workspace_binary};
+use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+use keyward_proto::v1::{
+    DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
+    GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
+    SecretExistsRequest, ValidateRequest,
+};
+use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use tonic::transport::Channel;
+
+const CERT_USER: &str = "keyward-cert-user";
+
+struct Running {
+    child: ChildProcess,
+    client: SecretStoreProviderClient<Channel>,
+    _pki: TestPki,
+}
+
+async fn start_provider() -> Running {
+    let cp = control_plane().await;
+    let pki = TestPki::new().expect("pki");
+    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let health: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let mut cmd = Command::new(workspace_binary("keyward-provider-kubernetes"));
+    cmd.arg("--listen")
+        .arg(grpc.to_string())
+        .arg("--health-listen")
+        .arg(health.to_string())
+        .arg("--tls-dir")
+        .arg(pki.tls_dir())
+        .arg("--log-format")
+        .arg("text")
+        .env("KUBECONFIG", cp.kubeconfig());
+    let mut child = spawn_logged("keyward-provider-kubernetes", cmd);
+    child.wait_for_log("provider serving", Duration::from_secs(60)).await;
+    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+        panic!("{e}\n{}", child.log());
+    }
+    let id = pki.client().expect("client cert");
+    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
+    Running { child, client, _pki: pki }
+}
+
+fn meta(name: &str, ns: &str) -> ObjectMeta {
+    ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() }
+}
+
+fn secret(name: &str, ns: &str, data: &[(&str, &str)], labels: &[(&str, &str)]) -> Secret {
+    let mut m = meta(name, ns);
+    m.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    Secret {
+        metadata: m,
+        data: Some(data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect()),
+        ..Default::default()
+    }
+}
+
+async fn create<K>(client: &Client, ns: &str, obj: &K)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {obj:?}: {e}"));
+}
+
+/// RBAC: the ServiceAccount `reader` (in `config_ns`) and the user `keyward-cert-user` may
+/// read and write Secrets in `target_ns`.
+async fn grant(client: &Client, config_ns: &str, target_ns: &str) {
+    let role = Role {
+        metadata: meta("secrets-rw", target_ns),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            verbs: ["get", "list", "watch", "create", "update", "patch", "delete"].map(String::from).to_vec(),
+            ..Default::default()
+        }]),
+    };
+    create(client, target_ns, &role).await;
+    let binding = RoleBinding {
+        metadata: meta("secrets-rw", target_ns),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "secrets-rw".into(),
+        },
+        subjects: Some(vec![
+            Subject {
+                kind: "ServiceAccount".into(),
+                name: "reader".into(),
+                namespace: Some(config_ns.into()),
+                ..Default::default()
+            },
+            Subject {
+                kind: "User".into(),
+                name: CERT_USER.into(),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                ..Default::default()
+            },
+        ]),
+    };
+    create(client, target_ns, &binding).await;
+}
+
+fn kubernetes_config(
+    name: &str,
+    ns: &str,
+    remote: &str,
+    auth: serde_json::Value,
+    server: Option<(&str, &str)>,
+) -> Kubernetes {
+    let mut spec = serde_json::json!({ "remoteNamespace": remote, "auth": auth });
+    if let Some((url, ca)) = server {
+        spec["server"] = serde_json::json!({
+            "url": url,
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca),
+        });
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "provider.external-secrets.io/v2alpha1",
+        "kind": "Kubernetes",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .expect("Kubernetes config")
+}
+
+/// The control plane's CA certificate and key (PEM).
+async fn control_plane_ca() -> (String, String) {
+    let (crt, key) = control_plane().await.ca_files();
+    (std::fs::read_to_string(crt).expect("read ca.crt"), std::fs::read_to_string(key).expect("read ca.key"))
+}
+
+/// Everything the tests need in three namespaces: `ns` holds the configs and credentials,
+/// `remote` the remote Secrets, `third` is a second target for the remoteNamespace override.
+async fn setup(client: &Client, ns: &str, remote: &str, third: &str) {
+    for (name, value_ns) in [("reader", ns), ("nobody", ns)] {
+        let sa = ServiceAccount { metadata: meta(name, value_ns), ..Default::default() };
+        create(client, ns, &sa).await;
+    }
+    grant(client, ns, remote).await;
+    grant(client, ns, third).await;
+
+    // A token for `reader`, stored in a Secret (token auth).
+    let issued = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(
+            "reader",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() }),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("token request");
+    let token = issued.status.and_then(|s| s.token).expect("token issued");
+    create(client, ns, &secret("reader-token", ns, &[("token", &token)], &[])).await;
+
+    // A client certificate signed by the control plane's CA (cert auth).
+    let (ca_crt, ca_key) = control_plane_ca().await;
+    let ca = CertificateAuthority::from_pem(&ca_crt, &ca_key).expect("load the control plane CA");
+    let leaf = ca.issue(&[CERT_USER], Usage::Client, Duration::from_secs(3600)).expect("client certificate");
+    create(client, ns, &secret("reader-cert", ns, &[("tls.crt", &leaf.cert_pem), ("tls.key", &leaf.key_pem)], &[]))
+        .await;
+
+    // Remote Secrets.
+    let config = r#"{"host":"db.internal","port":5432}"#;
+    for s in [
+        secret("db", remote, &[("user", "app"), ("password", "s3cret"), ("config", config)], &[("team", "a")]),
+        secret("db-replica", remote, &[("user", "ro")], &[("team", "b")]),
+        secret("cache", remote, &[("url", "redis://cache")], &[("team", "a")]),
+    ] {
+        create(client, remote, &s).await;
+    }
+
+    // Provider configs.
+    let url = control_plane().await.server_url();
+    let server = Some((url.as_str(), ca_crt.as_str()));
+    let token_auth = serde_json::json!({"token": {"bearerToken": {"name": "reader-token", "key": "token"}}});
+    let configs = [
+        kubernetes_config("via-token", ns, remote, token_auth.clone(), server),
+        kubernetes_config("own-cluster", ns, remote, token_auth, None),
+        kubernetes_config(
+            "via-token-elsewhere",
+            ns,
+            remote,
+            serde_json::json!({"token": {"bearerToken": {"name": "reader-token", "key": "token", "namespace": third}}}),
+            server,
+        ),
+        kubernetes_config(
+            "via-cert",
+            ns,
+            remote,
+            serde_json::json!({"cert": {
+                "clientCert": {"name": "reader-cert", "key": "tls.crt"},
+                "clientKey": {"name": "reader-cert", "key": "tls.key"},
+            }}),
+            server,
+        ),
+        kubernetes_config("via-sa", ns, remote, serde_json::json!({"serviceAccount": {"name": "reader"}}), server),
+        kubernetes_config("via-nobody", ns, remote, serde_json::json!({"serviceAccount": {"name": "nobody"}}), server),
+    ];
+    for c in configs {
+        create(client, ns, &c).await;
+    }
+}
+
+/// Runs `test` with three fresh namespaces, set up by [`setup`].
+async fn with_env<F, Fut>(test: F)
+where
+    F: FnOnce(Client, String, String, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    control_plane().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        with_temp_namespace(&[], |_, remote| async move {
+            with_temp_namespace(&[], |_, third| async move {
+                setup(&client, &ns, &remote, &third).await;
+                test(client, ns, remote, third).await;
+            })
+            .await
+        })
+        .await
+    })
+    .await;
+}
+
+fn get(pref: &ProviderReference, source_ns: &str, key: &str, property: &str) -> GetSecretRequest {
+    GetSecretRequest {
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: key.into(),
+            property: property.into(),
+            ..Default::default()
+        }),
+        provider_ref: Some(pref.clone()),
+        source_namespace: source_ns.into(),
+    }
+}
+
+#[tokio::test]
+async fn token_auth_reads_finds_and_validates() {
+    with_env(|_client, ns, _remote, third| async move {
+        let mut p = start_provider().await;
+        let c = &mut p.client;
+        let token = provider_ref("Kubernetes", "via-token", "", "Provider");
+
+        // One property, the whole Secret as JSON, a JSON property as a map.
+        assert_eq!(c.get_secret(get(&token, &ns, "db", "user")).await.expect("user").into_inner().value, b"app");
+        let whole = c.get_secret(get(&token, &ns, "db", "")).await.expect("whole").into_inner().value;
+        let json: serde_json::Value = serde_json::from_slice(&whole).expect("JSON");
+        assert_eq!(json["password"], "s3cret");
+        assert_eq!(json.as_object().map(|o| o.len()), Some(3));
+        let map = c
+            .get_secret_map(GetSecretMapRequest {
+                remote_ref: Some(ExternalSecretDataRemoteRef {
+                    key: "db".into(),
+                    property: "config".into(),
+                    ..Default::default()
+                }),
+                provider_ref: Some(token.clone()),
+                source_namespace: ns.clone(),
+            })
+            .await
+            .expect("map")
+            .into_inner()
+            .secrets;
+        assert_eq!(map.get("host").map(Vec::as_slice), Some(&b"db.internal"[..]));
+        assert_eq!(map.get("port").map(Vec::as_slice), Some(&b"5432"[..]));
+        let mut fetch = get(&token, &ns, "db", "labels");
+        if let Some(r) = fetch.remote_ref.as_mut() {
+            r.metadata_policy = "Fetch".into();
+        }
+        assert_eq!(c.get_secret(fetch).await.expect("labels").into_inner().value, br#"{"team":"a"}"#);
+
+        // Not found: a missing Secret and a missing key.
+        let e = c.get_secret(get(&token, &ns, "missing", "")).await.expect_err("missing Secret");
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+        let e = c.get_secret(get(&token, &ns, "db", "missing")).await.expect_err("missing key");
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+
+        // Find by name regex, by labels (tags), and both.
+        let find = |regexp: &str, tags: &[(&str, &str)]| GetAllSecretsRequest {
+            provider_ref: Some(token.clone()),
+            find: Some(ExternalSecretFind {
+                name: Some(FindName { regexp: regexp.into() }),
+                tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..Default::default()
+            }),
+            source_namespace: ns.clone(),
+        };
+        let keys = |m: std::collections::HashMap<String, Vec<u8>>| {
+            let mut k: Vec<_> = m.into_keys().collect();
+            k.sort();
+            k
+        };
+        let found = c.get_all_secrets(find("^db", &[])).await.expect("regex").into_inner().secrets;
+        assert_eq!(keys(found.clone()), ["db", "db-replica"]);
+        let replica: serde_json::Value = serde_json::from_slice(&found["db-replica"]).expect("JSON");
+        assert_eq!(replica, serde_json::json!({"user": "ro"}));
+        let found = c.get_all_secrets(find("", &[("team", "a")])).await.expect("tags").into_inner().secrets;
+        assert_eq!(keys(found), ["cache", "db"]);
+        let found = c.get_all_secrets(find("^db", &[("team", "a")])).await.expect("both").into_inner().secrets;
+        assert_eq!(keys(found), ["db"]);
+
+        // The provider's own cluster when server.url is unset.
+        let own = provider_ref("Kubernetes", "own-cluster", "", "Provider");
+        assert_eq!(c.get_secret(get(&own, &ns, "db", "user")).await.expect("own cluster").into_inner().value, b"app");
+
+        // The config is read from providerRef.namespace when set, whatever the source namespace.
+        let cluster = provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider");
+        assert_eq!(
+            c.get_secret(get(&cluster, "some-other-namespace", "db", "user"))
+                .await
+                .expect("cluster")
+                .into_inner()
+                .value,
+            b"app"
+        );
+
+        // A Secret reference's own namespace counts only for ClusterProviders: the Provider reads
+        // the token from the config's namespace and works; the ClusterProvider looks in `third`,
+        // where there is no such Secret.
+        let elsewhere = provider_ref("Kubernetes", "via-token-elsewhere", "", "Provider");
+        assert_eq!(
+            c.get_secret(get(&elsewhere, &ns, "db", "user")).await.expect("provider").into_inner().value,
+            b"app"
+        );
+        let elsewhere_cluster = provider_ref("Kubernetes", "via-token-elsewhere", &ns, "ClusterProvider");
+        let e = c.get_secret(get(&elsewhere_cluster, &ns, "db", "user")).await.expect_err("cluster provider");
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains(&format!("Secret {third}/reader-token not found")), "{}", e.message());
+
+        // Validate: an access review for get and list in remoteNamespace.
+        let validate =
+            |pref: ProviderReference| ValidateRequest { provider_ref: Some(pref), source_namespace: ns.clone() };
+        let v = c.validate(validate(token.clone())).await.expect("validate").into_inner();
+        assert!(v.valid, "{v:?}");
+        let v = c
+            .validate(validate(provider_ref("Kubernetes", "via-nobody", "", "Provider")))
+            .await
+            .expect("validate")
+            .into_inner();
+        assert!(!v.valid, "{v:?}");
+        assert!(v.error.contains("cannot get or list Secrets"), "{}", v.error);
+
+        // The client is built once per config generation, not per call.
+        let log = p.child.log();
+        let built = log.matches("built a client for the target cluster").count();
+        assert!(built <= 5, "clients rebuilt per call ({built}):\n{log}");
+        assert!(!log.contains("s3cret"), "a value leaked into the log");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cert_and_service_account_auth() {
+    with_env(|_client, ns, _remote, _third| async move {
+        let mut p = start_provider().await;
+        let c = &mut p.client;
+        for name in ["via-cert", "via-sa"] {
+            let pref = provider_ref("Kubernetes", name, "", "Provider");
+            let got = c.get_secret(get(&pref, &ns, "db", "password")).await;
+            let got = got.unwrap_or_else(|e| panic!("{name}: {e:?}\n{}", p.child.log()));
+            assert_eq!(got.into_inner().value, b"s3cret", "{name}");
+        }
+        // A ServiceAccount without RBAC authenticates but may not read.
+        let nobody = provider_ref("Kubernetes", "via-nobody", "", "Provider");
+        let e = c.get_secret(get(&nobody, &ns, "db", "user")).await.expect_err("nobody");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn push_with_metadata_delete_exists_and_remote_namespace_override() {
+    with_env(|client, ns, remote, third| async move {
+        let mut p = start_provider().await;
+        let c = &mut p.client;
+        let token = provider_ref("Kubernetes", "via-token", "", "Provider");
+        let source: std::collections::HashMap<String, Vec<u8>> =
+            [("password".to_string(), b"pushed-pw".to_vec()), ("user".to_string(), b"svc".to_vec())].into();
+        let push = |pref: &ProviderReference, remote_key: &str, secret_key: &str, property: &str, metadata: &str| {
+            PushSecretRequest {
+                provider_ref: Some(pref.clone()),
+                secret_data: source.clone(),
+                push_secret_data: Some(PushSecretData {
+                    metadata: metadata.as_bytes().to_vec(),
+                    secret_key: secret_key.into(),
+                    remote_key: remote_key.into(),
+                    property: property.into(),
+                }),
+                source_namespace: ns.clone(),
+            }
+        };
+        let metadata = r#"{"apiVersion":"kubernetes.external-secrets.io/v1alpha1","kind":"PushSecretMetadata",
+            "spec":{"labels":{"pushed-by":"keyward"},"annotations":{"keyward.dev/note":"hello"},
+            "secretType":"kubernetes.io/basic-auth"}}"#;
+
+        // Push one key with labels, annotations and a type; the remote Secret has them.
+        c.push_secret(push(&token, "pushed", "password", "password", metadata)).await.expect("push");
+        let secrets = |ns: &str| Api::<Secret>::namespaced(client.clone(), ns);
+        let s = secrets(&remote).get("pushed").await.expect("pushed Secret");
+        assert_eq!(s.type_.as_deref(), Some("kubernetes.io/basic-auth"));
+        assert_eq!(s.data.as_ref().and_then(|d| d.get("password")).map(|v| v.0.as_slice()), Some(&b"pushed-pw"[..]));
+        let labels = s.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("pushed-by").map(String::as_str), Some("keyward"));
+        let annotations: BTreeMap<String, String> = s.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.get("keyward.dev/note").map(String::as_str), Some("hello"));
+
+        // A second push adds a key and keeps the first.
+        c.push_secret(push(&token, "pushed", "user", "username", "")).await.expect("second push");
+        let s = secrets(&remote).get("pushed").await.expect("pushed Secret");
+        let data = s.data.unwrap_or_default();
+        assert_eq!(data.get("username").map(|v| v.0.as_slice()), Some(&b"svc"[..]));
+        assert!(data.contains_key("password"));
+
+        // A type change is refused.
+        let opaque = r#"{"spec":{"secretType":"Opaque"}}"#;
+        let e = c.push_secret(push(&token, "pushed", "user", "", opaque)).await.expect_err("type change");
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+
+        // Exists, delete one property, delete the Secret, exists again.
+        let rref =
+            |key: &str, property: &str| Some(PushSecretRemoteRef { remote_key: key.into(), property: property.into() });
+        let exists = |key: &str, property: &str| SecretExistsRequest {
+            provider_ref: Some(token.clone()),
+            remote_ref: rref(key, property),
+            source_namespace: ns.clone(),
+        };
+        let delete = |key: &str, property: &str| DeleteSecretRequest {
+            provider_ref: Some(token.clone()),
+            remote_ref: rref(key, property),
+            source_namespace: ns.clone(),
+        };
+        assert!(c.secret_exists(exists("pushed", "username")).await.expect("exists").into_inner().exists);
+        c.delete_secret(delete("pushed", "username")).await.expect("delete property");
+        assert!(!c.secret_exists(exists("pushed", "username")).await.expect("exists").into_inner().exists);
+        assert!(c.secret_exists(exists("pushed", "")).await.expect("exists").into_inner().exists);
+        c.delete_secret(delete("pushed", "")).await.expect("delete");
+        assert!(!c.secret_exists(exists("pushed", "")).await.expect("exists").into_inner().exists);
+        c.delete_secret(delete("pushed", "")).await.expect("deleting what is gone succeeds");
+        assert!(secrets(&remote).get_opt("pushed").await.expect("get").is_none());
+
+        // remoteNamespace override: honoured for a ClusterProvider...
+        let over = format!(r#"{{"spec":{{"remoteNamespace":"{third}","labels":{{"via":"override"}}}}}}"#);
+        let cluster = provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider");
+        c.push_secret(push(&cluster, "moved", "password", "", &over)).await.expect("override push");
+        let s = secrets(&third).get("moved").await.expect("Secret in the override namespace");
+        assert_eq!(s.data.and_then(|d| d.get("password").cloned()).map(|v| v.0), Some(b"pushed-pw".to_vec()));
+        assert!(secrets(&remote).get_opt("moved").await.expect("get").is_none());
+
+        // ...and refused for a Provider, with nothing written.
+        let e = c.push_secret(push(&token, "refused", "password", "", &over)).await.expect_err("provider override");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("ClusterProviders only"), "{}", e.message());
+        assert!(secrets(&third).get_opt("refused").await.expect("get").is_none());
+        assert!(secrets(&remote).get_opt("refused").await.expect("get").is_none());
+    })
+    .await;
+}
