@@ -23,7 +23,7 @@ step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 step "build every binary the end-to-end tests start"
-cargo build --workspace --bins
+cargo build --workspace --bins --all-features
 
 step "unit, integration and end-to-end tests"
 # Each test binary starts its own control plane (about 5 s) unless KEYWARD_TEST_KUBECONFIG

@@ -20,8 +20,10 @@ pub fn free_port() -> u16 {
 
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
 
-/// Path of a workspace binary (`keyward-provider-fake`, …), built on first use with the same
-/// target directory as the tests (a no-op when `make test` built it already).
+/// Path of a workspace binary (`keyward-provider-fake`, …). The first call builds every
+/// binary of the workspace with the same feature set as `make test` (`--workspace
+/// --all-features`), so nothing is rebuilt with other features and the call is a no-op when
+/// `make test` built them already.
 pub fn workspace_binary(name: &str) -> PathBuf {
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let built = built.get_or_insert_with(HashMap::new);
@@ -30,13 +32,13 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     }
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(repo_root())
-        .args(["build", "--quiet", "--bin", name])
+        .args(["build", "--quiet", "--workspace", "--bins", "--all-features"])
         .status()
         .expect("run cargo build");
-    assert!(status.success(), "cargo build --bin {name} failed");
+    assert!(status.success(), "cargo build --workspace --bins failed");
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join("target"));
     let path = target.join("debug").join(name);
-    assert!(path.exists(), "{} was not built", path.display());
+    assert!(path.exists(), "{} is not a binary of this workspace", path.display());
     built.insert(name.to_string(), path.clone());
     path
 }
