@@ -77,14 +77,14 @@ impl AdmissionRequest {
         self.namespace.as_deref().unwrap_or_default()
     }
 
-    /// The name from the request, else from the object.
+    /// The name from the request, else from the object (or the old object on DELETE).
     pub fn object_name(&self) -> String {
         match self.name.as_deref() {
             Some(n) if !n.is_empty() => n.to_string(),
-            _ => self
-                .object
-                .as_ref()
-                .and_then(|o| o.pointer("/metadata/name"))
+            _ => [&self.object, &self.old_object]
+                .into_iter()
+                .flatten()
+                .find_map(|o| o.pointer("/metadata/name"))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),

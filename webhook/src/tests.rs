@@ -133,6 +133,7 @@ fn external_secret_in_a_namespace_the_cluster_provider_refuses_is_denied() {
             "conditions[0]: namespaceSelector env=prod does not match the namespace labels {env=dev}",
             "conditions[1]: namespaces [special] do not include it",
             "conditions[2]: namespaceRegexes [^ops-] do not match its name",
+            "ask its owner to admit it, or use a Provider in this namespace",
         ],
     );
     for ns in ["team-a", "special"] {
@@ -399,6 +400,13 @@ fn narrowing_a_cluster_provider_warns_about_the_objects_that_lose_access() {
         d.warnings,
         ["ClusterProvider \"shared\": 4 objects in 2 namespaces lose access with these conditions: \
           special (1 ExternalSecret), team-a (2 ExternalSecrets, 1 PushSecret)"]
+    );
+    // Deleting it is allowed, and says who is left without it.
+    let d = run(Mode::Validate, &body(CPROV, "DELETE", None, None, Some(old.clone())), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["ClusterProvider \"shared\" is still used by 4 objects in 2 namespaces; they stop syncing until it is back"]
     );
     // Widening (or keeping) access says nothing.
     let d = run(Mode::Validate, &body(CPROV, "UPDATE", None, Some(old.clone()), Some(new)), &c);

@@ -90,6 +90,10 @@ pub fn is_write(req: &AdmissionRequest) -> bool {
 
 /// Answers a validating review from the cached state.
 pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
+    if req.operation == "DELETE" && Kind::of(req) == Some(Kind::ClusterProvider) {
+        // Always allowed; its users are told what they lose.
+        return Decision::allow().with_warnings(in_use_warning(state, &req.object_name()).into_iter().collect());
+    }
     if !is_write(req) {
         return Decision::allow();
     }
@@ -231,7 +235,10 @@ impl Check {
                      namespaceSelector of ClusterProvider {name:?} cannot be checked; retry in a moment"
                 ));
             } else {
-                self.denied.push(format!("{path}: {denied}"));
+                self.denied.push(format!(
+                    "{path}: {denied}. Use a ClusterProvider whose spec.conditions admit namespace {ns:?}, \
+                     ask its owner to admit it, or use a Provider in this namespace"
+                ));
             }
             return;
         }
@@ -311,6 +318,19 @@ pub fn excluded_users_warning(
         plural(lost.len() as u32, "namespace"),
         parts.join(", ")
     ))
+}
+
+/// The warning for deleting a ClusterProvider that objects still use.
+pub fn in_use_warning(state: &State, name: &str) -> Option<String> {
+    let users = state.refs.users_of(name)?;
+    let total: u32 = users.values().map(|c| c.external_secrets + c.push_secrets + c.push_secrets_unqualified).sum();
+    (total > 0).then(|| {
+        format!(
+            "ClusterProvider {name:?} is still used by {} in {}; they stop syncing until it is back",
+            plural(total, "object"),
+            plural(users.len() as u32, "namespace")
+        )
+    })
 }
 
 fn plural(n: u32, word: &str) -> String {

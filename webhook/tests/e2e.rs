@@ -337,7 +337,12 @@ async fn admission_through_the_api_server() {
         let out = accepts_in(&ns, &cluster_provider(&run_id, &shared, &narrowed));
         assert!(out.contains(&format!("1 object in 1 namespace lose access with these conditions: {ns} (1 ExternalSecret)")), "{out}");
 
-        // 8. DELETE is always allowed, even for an object the policy now refuses.
+        // 8. DELETE is always allowed, even for an object the policy now refuses; deleting a
+        //    ClusterProvider in use warns about its users.
+        let out = kubectl().args(["delete", "clusterprovider", &shared]).output().expect("kubectl delete");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains(&format!("ClusterProvider \"{shared}\" is still used by 1 object in 1 namespace")), "{text}");
         run(kubectl().args(["delete", "externalsecret", "db", "-n", &ns]));
 
         // 9. With the webhook stopped, our kinds fail closed with the API server's error.
