@@ -113,7 +113,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_external_secret(&es.spec));
-            for (path, r) in es.store_refs() {
+            for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
                 check.store_ref(state, ns, &path, &r.name, Some(r.effective_kind()));
             }
         }
