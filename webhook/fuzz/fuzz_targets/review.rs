@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use keyward_webhook::cache::Caches;
 use keyward_webhook::fixtures::sample_caches;
-use keyward_webhook::server::{handle_body, Mode};
+use keyward_webhook::server::{Mode, handle_body};
 use libfuzzer_sys::fuzz_target;
 
 static CACHES: OnceLock<Caches> = OnceLock::new();
