@@ -169,3 +169,78 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         )),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    fn ns(name: &str, env: &str) -> PartialObjectMeta<Namespace> {
+        PartialObjectMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("env".to_string(), env.to_string())].into()),
+                ..Default::default()
+            },
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    fn es(ns: &str, name: &str, store: &str) -> DynamicObject {
+        let ar = ApiResource::erase::<ExternalSecret>(&());
+        DynamicObject::new(name, &ar).within(ns).data(json!({
+            "spec": {"secretStoreRef": {"name": store, "kind": "ClusterProvider"}}
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_relist_replaces_and_events_update_the_namespace_cache() {
+        let caches = Arc::new(Caches::new());
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(ns("a", "prod"))),
+            Ok(Event::InitApply(ns("b", "dev"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(ns("b", "prod"))),
+            Ok(Event::Delete(ns("a", "prod"))),
+            // A relist that no longer has "b": it is dropped.
+            Ok(Event::Init),
+            Ok(Event::InitApply(ns("c", "dev"))),
+            Ok(Event::InitDone),
+        ];
+        run(Source::Namespaces, futures::stream::iter(events), caches.clone(), Namespaces).await;
+        let s = caches.read();
+        assert_eq!(s.namespaces.keys().collect::<Vec<_>>(), ["c"]);
+        assert!(caches.unsynced().iter().all(|u| *u != "namespaces"));
+    }
+
+    #[tokio::test]
+    async fn external_secrets_land_in_the_index_only() {
+        let caches = Arc::new(Caches::new());
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(es("team-a", "one", "shared"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(es("team-b", "two", "shared"))),
+            Ok(Event::Apply(es("team-a", "one", "other"))),
+        ];
+        run(Source::ExternalSecrets, futures::stream::iter(events), caches.clone(), Users(UserKind::ExternalSecret))
+            .await;
+        let s = caches.read();
+        let shared = s.refs.users_of("shared").expect("used");
+        assert_eq!(shared.keys().collect::<Vec<_>>(), ["team-b"]);
+        assert_eq!(s.refs.users_of("other").expect("used")["team-a"].external_secrets, 1);
+        assert!(!caches.is_synced(), "only one source listed");
+    }
+
+    #[test]
+    fn unreadable_cluster_providers_are_kept_with_the_reason() {
+        let ar = ApiResource::erase::<ClusterProvider>(&());
+        let bad = DynamicObject::new("bad", &ar).data(json!({"spec": {"config": 3}}));
+        assert!(cluster_provider_spec(&bad).is_err());
+        let none = DynamicObject::new("none", &ar);
+        assert_eq!(cluster_provider_spec(&none), Err("it has no spec".to_string()));
+    }
+}
