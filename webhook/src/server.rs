@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -93,7 +93,8 @@ pub fn admission_router(state: AppState) -> Router {
         .route("/validate", post(validate_handler))
         .route("/mutate", post(mutate_handler))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        // The handlers read the body themselves, with the size limit and under the timeout.
+        .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
@@ -141,12 +142,26 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn validate_handler(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn validate_handler(State(state): State<AppState>, body: Body) -> Response {
     review_endpoint(state, Mode::Validate, body).await
 }
 
-async fn mutate_handler(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn mutate_handler(State(state): State<AppState>, body: Body) -> Response {
     review_endpoint(state, Mode::Mutate, body).await
+}
+
+/// Reads the body within the size limit and the review's time budget.
+async fn read_body(body: Body, limits: &Limits) -> Result<Bytes, (StatusCode, String)> {
+    let limited = Limited::new(body, limits.max_body_bytes);
+    match tokio::time::timeout(limits.request_timeout, limited.collect()).await {
+        Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time".into())),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {} bytes", limits.max_body_bytes),
+        )),
+        Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, format!("reading the request body failed: {e}"))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
 }
 
 /// Answers a decoded review from the caches, synchronously. This is what the fuzz target and
@@ -171,15 +186,14 @@ pub fn handle_body(mode: Mode, body: &[u8], caches: &Caches) -> Result<Vec<u8>, 
     Ok(encode(&uid, &decision))
 }
 
-async fn review_endpoint(state: AppState, mode: Mode, body: Result<Bytes, BytesRejection>) -> Response {
+async fn review_endpoint(state: AppState, mode: Mode, body: Body) -> Response {
     let started = Instant::now();
-    let body = match body {
+    let body = match read_body(body, &state.limits).await {
         Ok(b) => b,
-        Err(rejection) => {
+        Err((status, message)) => {
             state.metrics.bad_requests.inc();
-            let status = rejection.status();
-            tracing::warn!(webhook = mode.as_str(), %status, "request body rejected: {}", rejection.body_text());
-            return json_error(status, &rejection.body_text());
+            tracing::warn!(webhook = mode.as_str(), %status, "request body rejected: {message}");
+            return json_error(status, &message);
         }
     };
     let decoded = match decode(&body) {

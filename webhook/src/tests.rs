@@ -664,6 +664,28 @@ mod https {
     }
 
     #[tokio::test]
+    async fn a_body_that_never_arrives_times_out_with_a_json_error() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let s = start(caches(), |st| st.limits.request_timeout = Duration::from_millis(300)).await;
+        let config = client_config(s.ca.cert_pem()).expect("config");
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1".to_string()).expect("name");
+        let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.expect("handshake");
+        tls.write_all(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"apiVersion\"")
+            .await
+            .expect("write");
+        tls.flush().await.expect("flush");
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+            .await
+            .expect("answered before the client gave up")
+            .expect("read");
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("did not arrive in time"), "{text}");
+    }
+
+    #[tokio::test]
     async fn readiness_waits_for_the_caches() {
         let s = start(Caches::new(), |_| {}).await;
         let (status, text) = http_get(s.health, "/readyz").await;
