@@ -38,26 +38,31 @@ pub struct CacheKey {
     pub store_kind: StoreRefKind,
 }
 
-struct Cached {
-    client: Client,
+struct Cached<C> {
+    client: C,
     built: Instant,
 }
 
 /// Cached target-cluster clients.
-#[derive(Default)]
-pub struct ClientCache {
-    entries: Mutex<HashMap<CacheKey, Cached>>,
+pub struct ClientCache<C = Client> {
+    entries: Mutex<HashMap<CacheKey, Cached<C>>>,
 }
 
-impl ClientCache {
+impl<C> Default for ClientCache<C> {
+    fn default() -> Self {
+        ClientCache { entries: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<C: Clone> ClientCache<C> {
     /// The cached client for `key`, if still fresh.
-    pub fn get(&self, key: &CacheKey) -> Option<Client> {
+    pub fn get(&self, key: &CacheKey) -> Option<C> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.get(key).filter(|c| c.built.elapsed() < CLIENT_TTL).map(|c| c.client.clone())
     }
 
     /// Stores a client; older generations of the same config object are dropped.
-    pub fn put(&self, key: CacheKey, client: Client) {
+    pub fn put(&self, key: CacheKey, client: C) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.retain(|k, c| {
             !(k.namespace == key.namespace && k.name == key.name && k.generation != key.generation)
@@ -257,6 +262,26 @@ pub async fn build_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(name: &str, generation: i64, store_kind: StoreRefKind) -> CacheKey {
+        CacheKey { namespace: "team-a".into(), name: name.into(), generation, store_kind }
+    }
+
+    #[test]
+    fn cache_is_keyed_by_config_generation_and_store_kind() {
+        let cache = ClientCache::<&str>::default();
+        cache.put(key("remote", 1, StoreRefKind::Provider), "gen1");
+        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::Provider)), Some("gen1"));
+        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::ClusterProvider)), None, "store kind matters");
+        assert_eq!(cache.get(&key("other", 1, StoreRefKind::Provider)), None);
+        // A new generation replaces the old one.
+        cache.put(key("remote", 2, StoreRefKind::Provider), "gen2");
+        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::Provider)), None);
+        assert_eq!(cache.get(&key("remote", 2, StoreRefKind::Provider)), Some("gen2"));
+        assert_eq!(cache.len(), 1);
+        cache.evict(&key("remote", 2, StoreRefKind::Provider));
+        assert!(cache.is_empty());
+    }
 
     #[test]
     fn pem_bundles() {
