@@ -23,7 +23,7 @@ struct Running {
     health: SocketAddr,
 }
 
-async fn start_fake(pki: &TestPki) -> Running {
+async fn start_fake(pki: &TestPki, log_format: &str) -> Running {
     let cp = control_plane().await;
     let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let health: SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -35,7 +35,7 @@ async fn start_fake(pki: &TestPki) -> Running {
         .arg("--tls-dir")
         .arg(pki.tls_dir())
         .arg("--log-format")
-        .arg("text")
+        .arg(log_format)
         .env("KUBECONFIG", cp.kubeconfig());
     let mut child = spawn_logged("keyward-provider-fake", cmd);
     child.wait_for_log("provider serving", Duration::from_secs(60)).await;
@@ -75,7 +75,7 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
     with_temp_namespace(&[], |client, ns| async move {
         create_fake(client, &ns).await;
         let pki = TestPki::new().expect("pki");
-        let running = start_fake(&pki).await;
+        let running = start_fake(&pki, "text").await;
         let id = pki.client().expect("client cert");
         let mut c = connect(running.grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
         let pref = Some(provider_ref("Fake", "static", "", "Provider"));
@@ -266,7 +266,7 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
     with_temp_namespace(&[], |client, ns| async move {
         create_fake(client, &ns).await;
         let pki = TestPki::new().expect("pki");
-        let mut running = start_fake(&pki).await;
+        let mut running = start_fake(&pki, "json").await;
         let pid = running.child.pid();
         let req = GetSecretRequest {
             remote_ref: remote("api-token", "", ""),
@@ -278,6 +278,18 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
         let id = pki.client().expect("client cert");
         let mut good = connect(running.grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
         assert_eq!(good.get_secret(req.clone()).await.expect("get").into_inner().value, b"t0ken");
+        let missing = GetSecretRequest { remote_ref: remote("missing", "", ""), ..req.clone() };
+        assert_eq!(good.get_secret(missing).await.expect_err("missing").code(), tonic::Code::NotFound);
+        // JSON logs: the line about the call carries the reference and source namespace.
+        let log = running.child.log();
+        let line = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["fields"]["status"] == "NOT_FOUND")
+            .unwrap_or_else(|| panic!("no JSON line for the NOT_FOUND call:\n{log}"));
+        assert_eq!(line["span"]["source_namespace"], ns.as_str(), "{line}");
+        assert_eq!(line["span"]["provider_name"], "static", "{line}");
+        assert_eq!(line["span"]["store_kind"], "Provider", "{line}");
 
         // No client certificate: the handshake or the first call fails.
         let refused = async {
@@ -331,9 +343,18 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
         assert_eq!(running.child.pid(), pid);
         assert!(running.child.log().contains("reloaded TLS certificates"));
 
-        // SIGTERM: a clean exit.
+        // SIGTERM: a clean, prompt exit once the idle client connection is gone. (`terminate`
+        // blocks this test's runtime, so a live client here could not answer the server's
+        // GOAWAY ping.)
+        drop(good);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stopping = Instant::now();
         let status = running.child.terminate(Duration::from_secs(30)).expect("exited on SIGTERM");
         assert!(status.success(), "exit status {status:?}\n{}", running.child.log());
+        assert!(stopping.elapsed() < Duration::from_secs(10), "shutdown took {:?}", stopping.elapsed());
+        let log = running.child.log();
+        assert!(log.contains("SIGTERM received") && log.contains("stopped"), "{log}");
+        assert!(!log.contains("did not finish in time"), "{log}");
         let _ = running.health;
     })
     .await;
