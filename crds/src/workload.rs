@@ -27,6 +27,8 @@ pub const INJECTED_ANNOTATION: &str = "keyward.dev/injected";
 pub const RELOAD_ANNOTATION: &str = "keyward.dev/reload";
 /// Pod template annotation holding the hash of the synced Secrets the workload uses.
 pub const SECRETS_HASH_ANNOTATION: &str = "keyward.dev/secrets-hash";
+/// Label on every Secret Keyward manages; watches select managed Secrets by it.
+pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
 /// Annotation the reconciler writes on every Secret it manages: a hash of its data.
 pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
 /// Where volume-mode injection mounts each ExternalSecret's Secret.

@@ -29,12 +29,20 @@ pub enum Source {
     ExternalSecrets = 3,
     /// PushSecrets (kept as store-reference index entries).
     PushSecrets = 4,
+    /// Keyward-managed Secrets (metadata only, label-selected; their data hash annotation).
+    ManagedSecrets = 5,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 5] =
-        [Source::Namespaces, Source::ClusterProviders, Source::Providers, Source::ExternalSecrets, Source::PushSecrets];
+    pub const ALL: [Source; 6] = [
+        Source::Namespaces,
+        Source::ClusterProviders,
+        Source::Providers,
+        Source::ExternalSecrets,
+        Source::PushSecrets,
+        Source::ManagedSecrets,
+    ];
 
     /// Name for logs and metrics.
     pub fn as_str(self) -> &'static str {
@@ -44,6 +52,7 @@ impl Source {
             Source::Providers => "providers",
             Source::ExternalSecrets => "externalsecrets",
             Source::PushSecrets => "pushsecrets",
+            Source::ManagedSecrets => "managed-secrets",
         }
     }
 
@@ -192,6 +201,8 @@ pub struct State {
     pub providers: HashMap<String, HashSet<String>>,
     /// Store references of ExternalSecrets and PushSecrets.
     pub refs: RefIndex,
+    /// ExternalSecret targets and managed Secret data hashes, for Pod injection and reload.
+    pub injection: crate::inject::index::InjectionIndex,
 }
 
 impl State {

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 #[doc(hidden)]
 pub mod fixtures;
+pub mod inject;
 pub mod metrics;
 pub mod mutate;
 pub mod review;

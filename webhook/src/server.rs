@@ -172,7 +172,7 @@ pub fn answer(mode: Mode, decoded: &Decoded, caches: &Caches) -> (String, Decisi
         Decoded::Request(req) => {
             let decision = match mode {
                 Mode::Validate => crate::validate::validate(req, &caches.read()),
-                Mode::Mutate => crate::mutate::mutate(req),
+                Mode::Mutate => crate::mutate::mutate(req, &caches.read()),
             };
             (req.uid.clone(), decision)
         }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use keyward_crds::workload::MANAGED_LABEL;
 use keyward_crds::{ClusterProvider, ClusterProviderSpec, ExternalSecret, Provider, PushSecret};
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
@@ -91,12 +92,41 @@ impl Feed<DynamicObject> for Users {
     fn replace(&self, state: &mut State, items: Vec<DynamicObject>) {
         let entries = items.iter().map(|o| (self.key(o), self.uses(o))).collect();
         state.refs.replace_kind(self.0, entries);
+        if self.0 == UserKind::ExternalSecret {
+            state.injection.clear_external_secrets();
+            for o in &items {
+                state.injection.upsert_external_secret(&o.namespace().unwrap_or_default(), &o.name_any(), &o.data);
+            }
+        }
     }
     fn apply(&self, state: &mut State, o: DynamicObject) {
         state.refs.upsert(self.key(&o), self.uses(&o));
+        if self.0 == UserKind::ExternalSecret {
+            state.injection.upsert_external_secret(&o.namespace().unwrap_or_default(), &o.name_any(), &o.data);
+        }
     }
     fn delete(&self, state: &mut State, o: DynamicObject) {
         state.refs.remove(&self.key(&o));
+        if self.0 == UserKind::ExternalSecret {
+            state.injection.remove_external_secret(&o.namespace().unwrap_or_default(), &o.name_any());
+        }
+    }
+}
+
+/// Keyward-managed Secrets, metadata only: the data hash annotation is all injection needs.
+struct ManagedSecrets;
+impl Feed<PartialObjectMeta<Secret>> for ManagedSecrets {
+    fn replace(&self, state: &mut State, items: Vec<PartialObjectMeta<Secret>>) {
+        state.injection.clear_secrets();
+        for s in items {
+            self.apply(state, s);
+        }
+    }
+    fn apply(&self, state: &mut State, s: PartialObjectMeta<Secret>) {
+        state.injection.upsert_secret(&s.namespace().unwrap_or_default(), &s.name_any(), s.annotations());
+    }
+    fn delete(&self, state: &mut State, s: PartialObjectMeta<Secret>) {
+        state.injection.remove_secret(&s.namespace().unwrap_or_default(), &s.name_any());
     }
 }
 
@@ -164,8 +194,18 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         tokio::spawn(run(
             Source::PushSecrets,
             watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).default_backoff(),
-            caches,
+            caches.clone(),
             Users(UserKind::PushSecret),
+        )),
+        tokio::spawn(run(
+            Source::ManagedSecrets,
+            watcher(
+                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+                cfg().labels(&format!("{MANAGED_LABEL}=true")),
+            )
+            .default_backoff(),
+            caches,
+            ManagedSecrets,
         )),
     ]
 }

@@ -1,20 +1,24 @@
 //! Mutating admission, dispatched by kind. Each kind's changes live in their own module and
 //! come back as typed RFC 6902 operations; this module only routes and wraps them.
 //!
-//! A later module (Pod secret injection) plugs in here by matching its own kind before the
-//! Keyward kinds.
+//! Pods and workloads (secret injection and reload hashes) are routed to [`crate::inject`]
+//! before the Keyward kinds.
 
 pub mod defaults;
 
 use json_patch::{Patch, PatchOperation};
 
+use crate::cache::State;
 use crate::review::{AdmissionRequest, Decision};
 use crate::validate::{Kind, is_write, unknown_kind};
 
 /// Answers a mutating review.
-pub fn mutate(req: &AdmissionRequest) -> Decision {
+pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
     if !is_write(req) {
         return Decision::allow();
+    }
+    if crate::inject::handles(req) {
+        return crate::inject::mutate(req, state);
     }
     let Some(kind) = Kind::of(req) else {
         return unknown_kind(req);

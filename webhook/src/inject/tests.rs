@@ -1,0 +1,101 @@
+use serde_json::json;
+
+use super::*;
+use crate::cache::State;
+use keyward_crds::workload::DATA_HASH_ANNOTATION;
+
+fn request(kind: (&str, &str), operation: &str, object: Value) -> AdmissionRequest {
+    serde_json::from_value(json!({
+        "uid": "u1",
+        "kind": {"group": kind.0, "version": "v1", "kind": kind.1},
+        "operation": operation,
+        "namespace": "team-a",
+        "object": object,
+    }))
+    .expect("request")
+}
+
+fn state() -> State {
+    let mut s = State::default();
+    let ready = json!({"spec": {"target": {"name": "db-secret"}}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced"}]}});
+    s.injection.upsert_external_secret("team-a", "db", &ready);
+    s.injection.upsert_external_secret("team-a", "pending", &json!({"spec": {}}));
+    let hash = |h: &str| [(DATA_HASH_ANNOTATION.to_string(), h.to_string())].into_iter().collect();
+    s.injection.upsert_secret("team-a", "db-secret", &hash("h1"));
+    s
+}
+
+/// The object after applying the decision's patch.
+fn patched(object: &Value, decision: &Decision) -> Value {
+    assert!(decision.allowed, "denied: {:?}", decision.message);
+    let mut out = object.clone();
+    if let Some(patch) = &decision.patch {
+        json_patch::patch(&mut out, patch).expect("patch applies");
+    }
+    out
+}
+
+fn pod(annotations: Value) -> Value {
+    json!({"metadata": {"name": "web", "annotations": annotations}, "spec": {"containers": [{"name": "app", "image": "app"}]}})
+}
+
+#[test]
+fn pods_get_the_synced_secret_by_reference_and_an_annotation() {
+    let object = pod(json!({"keyward.dev/inject": "db"}));
+    let decision = mutate(&request(("", "Pod"), "CREATE", object.clone()), &state());
+    let out = patched(&object, &decision);
+    assert_eq!(out.pointer("/spec/containers/0/envFrom/0/secretRef/name"), Some(&json!("db-secret")));
+    assert_eq!(out.pointer("/metadata/annotations/keyward.dev~1injected"), Some(&json!("db=db-secret")));
+    // Reinvocation on the injected Pod changes nothing more.
+    let again = mutate(&request(("", "Pod"), "CREATE", out.clone()), &state());
+    assert_eq!(patched(&out, &again), out);
+}
+
+#[test]
+fn pods_without_annotations_metadata_are_patched_safely() {
+    let object = json!({"spec": {"containers": [{"name": "app"}]}});
+    let decision = mutate(&request(("", "Pod"), "CREATE", object.clone()), &state());
+    assert_eq!(patched(&object, &decision), object, "nothing asked, nothing changed");
+}
+
+#[test]
+fn unsynced_or_missing_external_secrets_deny_the_pod() {
+    for (name, want) in [("pending", "has not synced its Secret"), ("nope", "does not exist in namespace \"team-a\"")] {
+        let decision = mutate(&request(("", "Pod"), "CREATE", pod(json!({"keyward.dev/inject": name}))), &state());
+        assert!(!decision.allowed, "{name}");
+        assert!(decision.message.as_deref().unwrap_or_default().contains(want), "{:?}", decision.message);
+    }
+    let bad_mode = pod(json!({"keyward.dev/inject": "db", "keyward.dev/inject-mode": "file"}));
+    let decision = mutate(&request(("", "Pod"), "CREATE", bad_mode), &state());
+    assert_eq!((decision.allowed, decision.code), (false, 400));
+}
+
+fn deployment(reload: bool, template_annotations: Value) -> Value {
+    let mut d = json!({
+        "metadata": {"name": "web", "annotations": {}},
+        "spec": {"template": {"metadata": {"annotations": template_annotations}, "spec": {"containers": [
+            {"name": "app", "envFrom": [{"secretRef": {"name": "db-secret"}}]}
+        ]}}}
+    });
+    if reload {
+        d["metadata"]["annotations"] = json!({"keyward.dev/reload": "true"});
+    }
+    d
+}
+
+#[test]
+fn reloadable_workloads_get_the_secrets_hash_on_create_only() {
+    let object = deployment(true, json!({}));
+    let decision = mutate(&request(("apps", "Deployment"), "CREATE", object.clone()), &state());
+    let out = patched(&object, &decision);
+    let hash = out.pointer("/spec/template/metadata/annotations/keyward.dev~1secrets-hash").cloned();
+    assert_eq!(hash, workload::secrets_hash([("db-secret", "h1")]).map(Value::String));
+
+    // An update that already carries a hash keeps it: the reconciler owns rotations.
+    let decision = mutate(&request(("apps", "Deployment"), "UPDATE", out.clone()), &state());
+    assert_eq!(patched(&out, &decision), out);
+    // Without the opt-in annotation nothing is added.
+    let plain = deployment(false, json!({}));
+    let decision = mutate(&request(("apps", "Deployment"), "CREATE", plain.clone()), &state());
+    assert_eq!(patched(&plain, &decision), plain);
+}
