@@ -65,6 +65,10 @@ pub struct Cli {
     /// First retry delay after a failed sync (doubles up to 5m).
     #[arg(long, env = "KEYWARD_ERROR_BACKOFF", default_value = "2s", value_parser = duration)]
     pub error_backoff: Duration,
+    /// Quiet time before a workload is rolled after its Secrets changed, so a burst of
+    /// rotations causes one rollout.
+    #[arg(long, env = "KEYWARD_RELOAD_DEBOUNCE", default_value = "2s", value_parser = duration)]
+    pub reload_debounce: Duration,
     /// Log format: `json` or `text`.
     #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
     pub log_format: String,

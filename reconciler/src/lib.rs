@@ -13,5 +13,6 @@ pub mod metrics;
 pub mod predicate;
 pub mod provider;
 pub mod pushsecret;
+pub mod reload;
 pub mod run;
 pub mod selector;

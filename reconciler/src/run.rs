@@ -217,10 +217,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let prov = crate::provider::run(
         ctx.clone(),
         crate::provider::Scope { client: client.clone(), namespace: cli.namespace.clone(), watch: class_watch },
-        shutdown,
+        shutdown.clone(),
     );
+    let reload = crate::reload::run(client.clone(), cli.namespace.clone(), cli.reload_debounce, shutdown.clone());
     tracing::info!("controllers running");
-    futures::join!(es, ps, prov);
+    futures::join!(es, ps, prov, reload);
 
     manager.close();
     let signalled = cancel.is_cancelled();

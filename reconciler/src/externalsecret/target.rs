@@ -13,10 +13,8 @@ use sha2::{Digest, Sha256};
 
 /// Field manager of every write the reconciler makes.
 pub const FIELD_MANAGER: &str = "keyward-reconciler";
-/// Label on every Secret the reconciler creates; it watches Secrets by this label only.
-pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
-/// Hash of what was last written, to skip writes that change nothing.
-pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
+// One definition, shared with the webhook and the reload controller.
+pub use keyward_crds::workload::{DATA_HASH_ANNOTATION, MANAGED_LABEL};
 
 /// Hash of the data and of the policy bits that shape the applied object.
 pub fn data_hash(data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immutable: bool) -> String {
