@@ -8,6 +8,14 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
 # with 10,000 namespaces and 1,000 ClusterProviders.
 cargo run --release -q -p keyward-webhook --bin keyward-webhook-bench -- --connections 16 --seconds 5
 
+# keyward-reconciler: time to first sync of N ExternalSecrets on the Fake provider against the local
+# control plane, the reconciler's peak RSS, and a plain client creating N Secrets (API server ceiling).
+cargo build --release -q -p keyward-reconciler -p keyward-provider-fake --bins
+KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
+KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
+KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-1000,10000}" \
+  cargo bench -q -p keyward-reconciler --bench sync
+
 # keyward-provider-fake: GetSecret round trip over one pooled mTLS connection (p50/p99 in µs) and
 # the provider's RSS after 10,000 calls, against the local control plane.
 cargo bench -q -p keyward-provider-fake --bench get_secret

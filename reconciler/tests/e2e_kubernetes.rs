@@ -1,0 +1,159 @@
+//! End to end with the Kubernetes provider: a namespaced Provider reads Secrets of another
+//! namespace with ServiceAccount credentials; broken credentials keep everything Ready=False
+//! with no target until they are fixed.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use keyward_crds::{ExternalSecret, Kubernetes, Provider};
+use keyward_e2e::{control_plane, with_temp_namespace};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use serde_json::json;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta { name: Some(name.into()), ..Default::default() }
+}
+
+async fn allow_reading(client: &kube::Client, remote: &str, sa_ns: &str, sa: &str) {
+    let roles: Api<Role> = Api::namespaced(client.clone(), remote);
+    if roles.get_opt("read-secrets").await.unwrap().is_none() {
+        let role = Role {
+            metadata: meta("read-secrets"),
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["secrets".into()]),
+                verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+                ..Default::default()
+            }]),
+        };
+        roles.create(&PostParams::default(), &role).await.unwrap();
+    }
+    let binding = RoleBinding {
+        metadata: meta(&format!("read-secrets-{sa}")),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "read-secrets".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: sa.into(),
+            namespace: Some(sa_ns.into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), remote).create(&PostParams::default(), &binding).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth() {
+    with_temp_namespace(&[], |_client, remote| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let pki = Pki::new();
+            pki.install(&client, &ns).await;
+            let kube_provider = ProviderProcess::start("keyward-provider-kubernetes", pki.provider_dir(), None).await;
+            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+            for sa in ["reader", "nobody"] {
+                sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(sa), ..Default::default() })
+                    .await
+                    .unwrap();
+            }
+            allow_reading(&client, &remote, &ns, "reader").await;
+            let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
+            apply(
+                &remote_secrets,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app"}}),
+            )
+            .await;
+
+            let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
+            let server = json!({"url": control_plane().await.server_url(),
+                                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
+            let configs: Api<Kubernetes> = Api::namespaced(client.clone(), &ns);
+            let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
+            for (name, sa) in [("good", "reader"), ("broken", "nobody")] {
+                apply(
+                    &configs,
+                    json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                           "metadata": {"name": name},
+                           "spec": {"server": server, "auth": {"serviceAccount": {"name": sa}}, "remoteNamespace": remote}}),
+                )
+                .await;
+                apply(
+                    &providers,
+                    json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
+                           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+                           "spec": {"config": {"address": kube_provider.address(), "providerRef": {
+                               "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": name}}}}),
+                )
+                .await;
+            }
+            let _reconciler = Reconciler::start(&ns, &[]).await;
+            let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+            for name in ["good", "broken"] {
+                apply(
+                    &ess,
+                    json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+                           "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": name, "kind": "Provider"},
+                                    "data": [{"secretKey": "user", "remoteRef": {"key": "db", "property": "user"}}]}}),
+                )
+                .await;
+            }
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let synced = |want: &'static str, name: &'static str| {
+                let secrets = secrets.clone();
+                async move {
+                    eventually(&format!("{name} holds {want}"), WAIT, || async {
+                        let s = secrets.get_opt(name).await.ok()??;
+                        (value(&s, "user").as_deref() == Some(want)).then_some(())
+                    })
+                    .await
+                }
+            };
+            synced("app", "good").await;
+            apply(
+                &remote_secrets,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app2"}}),
+            )
+            .await;
+            synced("app2", "good").await;
+
+            // Broken credentials: Provider and ExternalSecret not ready, no target.
+            eventually("broken Provider not ready", WAIT, || async {
+                let p = providers.get("broken").await.ok()?;
+                (ready_of(&p.status?.conditions)?.0 == "False").then_some(())
+            })
+            .await;
+            eventually("broken ExternalSecret not ready", WAIT, || async {
+                let es = ess.get("broken").await.ok()?;
+                (ready_of(&es.status?.conditions)?.0 == "False").then_some(())
+            })
+            .await;
+            assert!(secrets.get_opt("broken").await.unwrap().is_none());
+            let good = providers.get("good").await.unwrap();
+            assert_eq!(ready_of(&good.status.unwrap().conditions).unwrap().0, "True");
+
+            // Fixed: both recover without restarting anything.
+            allow_reading(&client, &remote, &ns, "nobody").await;
+            synced("app2", "broken").await;
+            eventually("broken Provider ready", WAIT, || async {
+                let p = providers.get("broken").await.ok()?;
+                (ready_of(&p.status?.conditions)?.0 == "True").then_some(())
+            })
+            .await;
+        })
+        .await
+    })
+    .await;
+}
