@@ -45,11 +45,17 @@ pub fn rewrite(
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
     let mut map = map;
     for (i, r) in rewrites.iter().enumerate() {
-        if r.transform.is_some() {
-            return Err(format!(
-                "dataFrom rewrite[{i}].transform needs the template engine, which this reconciler does not use \
-                 yet; use rewrite.regexp"
-            ));
+        if let Some(t) = &r.transform {
+            let limits = keyward_template::Limits::default();
+            map = map
+                .into_iter()
+                .map(|(k, v)| {
+                    keyward_template::transform_key(&t.template, &k, &limits)
+                        .map(|k| (k, v))
+                        .map_err(|e| format!("rewrite[{i}].transform: {e}"))
+                })
+                .collect::<Result<_, _>>()?;
+            continue;
         }
         let Some(re) = &r.regexp else { continue };
         let pattern = Regex::new(&re.source)
@@ -89,7 +95,7 @@ mod tests {
     }
 
     #[test]
-    fn regexp_rewrites_chain_and_transform_is_refused() {
+    fn regexp_and_template_rewrites() {
         let map: BTreeMap<String, Vec<u8>> =
             [("db-user".to_string(), vec![1]), ("db-pass".to_string(), vec![2])].into();
         let rw = vec![
@@ -108,6 +114,13 @@ mod tests {
             regexp: None,
             transform: Some(RewriteTransform { template: "{{ .value }}".into() }),
         }];
-        assert!(rewrite(&t, map).unwrap_err().contains("template engine"));
+        let out = rewrite(&t, map.clone()).unwrap();
+        assert_eq!(out.keys().collect::<Vec<_>>(), map.keys().collect::<Vec<_>>(), "identity transform");
+        let upper = vec![ExternalSecretRewrite {
+            transform: Some(RewriteTransform { template: "{{ .value | upper }}".into() }),
+            ..Default::default()
+        }];
+        let out = rewrite(&upper, map.clone()).unwrap();
+        assert!(out.keys().all(|k| k.chars().all(|c| !c.is_lowercase())), "{out:?}");
     }
 }

@@ -4,6 +4,7 @@ pub mod decode;
 pub mod fetch;
 pub mod reconcile;
 pub mod refresh;
+pub mod render;
 pub mod target;
 
 use std::sync::Arc;

@@ -18,7 +18,8 @@ use serde_json::json;
 
 use super::fetch::{FetchError, fetch};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
-use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date};
+use super::render::{load_sources, render};
+use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
 use crate::conditions;
 use crate::context::Context;
 use crate::metrics::ObjectLabels;
@@ -178,13 +179,6 @@ async fn sync(
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
     let err = |message: String| Failed { reason: reason::SECRET_SYNCED_ERROR, message };
-    if target.template.is_some() {
-        return Err(err(
-            "spec.target.template is not supported yet: the template engine is not wired into this reconciler; \
-             the target Secret was left unchanged"
-                .into(),
-        ));
-    }
     let fetched = fetch(&ctx.manager, es).await.map_err(|e| {
         let kind = match &e {
             FetchError::Config(_) => "invalid ExternalSecret",
@@ -231,7 +225,23 @@ async fn sync(
         }
     }
 
-    let hash = data_hash(&fetched.data, target.creation_policy, target.immutable);
+    let rendered = match &target.template {
+        None => None,
+        Some(template) => {
+            let ns = es.namespace().unwrap_or_default();
+            let sources = load_sources(&ctx.client, &ns, template)
+                .await
+                .map_err(|e| err(format!("cannot load templates: {e}; the target Secret keeps its last data")))?;
+            let r = render(template, &sources, &fetched.data)
+                .map_err(|e| err(format!("template failed: {e}; the target Secret keeps its last data")))?;
+            Some(r)
+        }
+    };
+    let data = rendered.as_ref().map_or(&fetched.data, |r| &r.data);
+    let mut hash = data_hash(data, target.creation_policy, target.immutable);
+    if let Some(r) = &rendered {
+        hash = with_rendered_metadata(&hash, r);
+    }
     if let Some(existing) = existing {
         if up_to_date(existing, es, &hash) {
             return Ok(Synced {
@@ -246,7 +256,7 @@ async fn sync(
             )));
         }
     }
-    let body = desired(es, &fetched.data, &hash);
+    let body = desired(es, data, &hash, rendered.as_ref());
     secrets
         .patch(&target_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
         .await
@@ -255,7 +265,7 @@ async fn sync(
     Ok(Synced {
         reason: reason::SECRET_SYNCED,
         message: synced_message(&fetched.missing),
-        event: Some((event_reason, format!("Secret {target_name:?} {verb} with {} keys", fetched.data.len()))),
+        event: Some((event_reason, format!("Secret {target_name:?} {verb} with {} keys", data.len()))),
     })
 }
 

@@ -9,6 +9,8 @@ use keyward_crds::ExternalSecret;
 use keyward_crds::external_secret::CreationPolicy;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+
+use super::render::Rendered;
 use sha2::{Digest, Sha256};
 
 /// Field manager of every write the reconciler makes.
@@ -32,7 +34,13 @@ pub fn data_hash(data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immut
 /// The apply body. `Owner` adds a controller owner reference so the Secret is garbage
 /// collected with the ExternalSecret; `Merge` writes only the data keys (and the hash) into a
 /// Secret someone else owns.
-pub fn desired(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>, hash: &str) -> serde_json::Value {
+/// A rendered template adds the Secret type, labels and annotations.
+pub fn desired(
+    es: &ExternalSecret,
+    data: &BTreeMap<String, Vec<u8>>,
+    hash: &str,
+    rendered: Option<&Rendered>,
+) -> serde_json::Value {
     let policy = es.spec.target.creation_policy;
     let data: BTreeMap<&String, ByteString> = data.iter().map(|(k, v)| (k, ByteString(v.clone()))).collect();
     let mut metadata = json!({
@@ -57,7 +65,27 @@ pub fn desired(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>, hash: &str
     if es.spec.target.immutable {
         body["immutable"] = json!(true);
     }
+    if let Some(r) = rendered {
+        if let Some(t) = &r.type_ {
+            body["type"] = json!(t);
+        }
+        for (k, v) in &r.labels {
+            body["metadata"]["labels"][k] = json!(v);
+        }
+        for (k, v) in &r.annotations {
+            body["metadata"]["annotations"][k] = json!(v);
+        }
+    }
     body
+}
+
+/// Extends a data hash with a template's type, labels and annotations, so a change in
+/// rendered metadata is written too.
+pub fn with_rendered_metadata(hash: &str, rendered: &Rendered) -> String {
+    let mut h = Sha256::new();
+    h.update(hash.as_bytes());
+    h.update(serde_json::to_vec(&(&rendered.type_, &rendered.labels, &rendered.annotations)).unwrap_or_default());
+    hex::encode(&h.finalize()[..16])
 }
 
 /// Whether `existing` already holds exactly what would be applied.
@@ -107,7 +135,7 @@ mod tests {
     #[test]
     fn owner_policy_sets_label_owner_and_data() {
         let e = es(CreationPolicy::Owner, false);
-        let body = desired(&e, &data(), "h");
+        let body = desired(&e, &data(), "h", None);
         assert_eq!(body["metadata"]["name"], "db-secret");
         assert_eq!(body["metadata"]["labels"][MANAGED_LABEL], "true");
         assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "ExternalSecret");
@@ -123,11 +151,11 @@ mod tests {
 
     #[test]
     fn orphan_and_merge_policies() {
-        let orphan = desired(&es(CreationPolicy::Orphan, true), &data(), "h");
+        let orphan = desired(&es(CreationPolicy::Orphan, true), &data(), "h", None);
         assert!(orphan["metadata"].get("ownerReferences").is_none());
         assert_eq!(orphan["metadata"]["labels"][MANAGED_LABEL], "true");
         assert_eq!(orphan["immutable"], true);
-        let merge = desired(&es(CreationPolicy::Merge, false), &data(), "h");
+        let merge = desired(&es(CreationPolicy::Merge, false), &data(), "h", None);
         assert!(merge["metadata"].get("labels").is_none(), "a merged Secret is not ours to label");
         assert!(merge["metadata"].get("ownerReferences").is_none());
     }

@@ -1,0 +1,230 @@
+//! Target templates (`spec.target.template`): renders the Secret's data, type, labels and
+//! annotations from the fetched values with the Go text/template engine of
+//! `keyward-template`. Loading `templateFrom` ConfigMaps and Secrets is the only I/O; rendering
+//! itself is pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use keyward_crds::external_secret::{
+    ExternalSecretTemplate, TemplateMergePolicy, TemplateRef, TemplateScope, TemplateTarget,
+};
+use keyward_template::{Limits, Scope};
+use kube::{Api, Client};
+
+/// What a template produces for the target Secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// The Secret's data.
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// The Secret's type, when the template sets one.
+    pub type_: Option<String>,
+    /// Labels to add.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations to add.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Object name → key → template.
+type Loaded = BTreeMap<String, BTreeMap<String, String>>;
+
+/// Contents of the ConfigMaps and Secrets named in `templateFrom`, by name, then key.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// ConfigMap name → key → template.
+    pub config_maps: Loaded,
+    /// Secret name → key → template.
+    pub secrets: Loaded,
+}
+
+/// Reads the ConfigMaps and Secrets `templateFrom` names, from the ExternalSecret's namespace.
+pub async fn load_sources(
+    client: &Client,
+    namespace: &str,
+    template: &ExternalSecretTemplate,
+) -> Result<Sources, String> {
+    let mut sources = Sources::default();
+    for from in &template.template_from {
+        if let Some(r) = &from.config_map {
+            let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .get(&r.name)
+                .await
+                .map_err(|e| format!("templateFrom ConfigMap {:?}: {e}", r.name))?;
+            sources.config_maps.insert(r.name.clone(), cm.data.unwrap_or_default());
+        }
+        if let Some(r) = &from.secret {
+            let s = Api::<Secret>::namespaced(client.clone(), namespace)
+                .get(&r.name)
+                .await
+                .map_err(|e| format!("templateFrom Secret {:?}: {e}", r.name))?;
+            let data = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect();
+            sources.secrets.insert(r.name.clone(), data);
+        }
+    }
+    Ok(sources)
+}
+
+fn scope(s: Option<TemplateScope>) -> Scope {
+    match s {
+        Some(TemplateScope::KeysAndValues) => Scope::KeysAndValues,
+        Some(TemplateScope::Values) | None => Scope::Values,
+    }
+}
+
+/// Renders `template` over the fetched `data`.
+///
+/// With neither `data` nor `templateFrom`, the fetched data passes through (a template that
+/// only sets the type or metadata). `mergePolicy: Merge` keeps the fetched keys next to the
+/// rendered ones (rendered keys win); `Replace` (the default) keeps only rendered keys.
+pub fn render(
+    template: &ExternalSecretTemplate,
+    sources: &Sources,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Rendered, String> {
+    let limits = Limits::default();
+    let e = |e: keyward_template::TemplateError| e.to_string();
+    let mut out = Rendered { type_: template.type_.clone(), ..Default::default() };
+    let inline: Vec<(&str, &str)> = template.data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    out.data.extend(keyward_template::render(&inline, data, &limits).map_err(e)?);
+
+    for (i, from) in template.template_from.iter().enumerate() {
+        let target = from.target.unwrap_or(TemplateTarget::Data);
+        let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let sourced: [(&Option<TemplateRef>, &Loaded, &str); 2] =
+            [(&from.config_map, &sources.config_maps, "ConfigMap"), (&from.secret, &sources.secrets, "Secret")];
+        for (reference, loaded, kind) in sourced {
+            let Some(r) = reference else { continue };
+            let contents =
+                loaded.get(&r.name).ok_or_else(|| format!("templateFrom[{i}]: {kind} {:?} not loaded", r.name))?;
+            for item in &r.items {
+                let source = contents
+                    .get(&item.key)
+                    .ok_or_else(|| format!("templateFrom[{i}]: {kind} {:?} has no key {:?}", r.name, item.key))?;
+                let one = [(item.key.as_str(), source.as_str())];
+                rendered
+                    .extend(keyward_template::render_scoped(scope(item.template_as), &one, data, &limits).map_err(e)?);
+            }
+        }
+        if let Some(literal) = &from.literal {
+            let name = format!("templateFrom[{i}].literal");
+            rendered.extend(keyward_template::render_keys_and_values(&name, literal, data, &limits).map_err(e)?);
+        }
+        match target {
+            TemplateTarget::Data => out.data.extend(rendered),
+            TemplateTarget::Labels => out.labels.extend(text(rendered, i)?),
+            TemplateTarget::Annotations => out.annotations.extend(text(rendered, i)?),
+        }
+    }
+
+    if let Some(meta) = &template.metadata {
+        let as_pairs = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
+            m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        for (map, target) in [(&meta.labels, &mut out.labels), (&meta.annotations, &mut out.annotations)] {
+            let pairs = as_pairs(map);
+            let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            target.extend(keyward_template::render_strings(Scope::Values, &refs, data, &limits).map_err(e)?);
+        }
+    }
+
+    let renders_data = !template.data.is_empty()
+        || template.template_from.iter().any(|f| f.target.unwrap_or(TemplateTarget::Data) == TemplateTarget::Data);
+    if !renders_data || template.merge_policy == Some(TemplateMergePolicy::Merge) {
+        let mut merged = data.clone();
+        merged.extend(out.data);
+        out.data = merged;
+    }
+    Ok(out)
+}
+
+fn text(rendered: BTreeMap<String, Vec<u8>>, i: usize) -> Result<BTreeMap<String, String>, String> {
+    rendered
+        .into_iter()
+        .map(|(k, v)| {
+            String::from_utf8(v).map(|v| (k.clone(), v)).map_err(|_| format!("templateFrom[{i}]: {k:?} is not text"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+    }
+
+    fn template(yaml: &str) -> ExternalSecretTemplate {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn text_of(r: &Rendered, key: &str) -> String {
+        String::from_utf8(r.data[key].clone()).unwrap()
+    }
+
+    #[test]
+    fn inline_templates_replace_the_data_by_default() {
+        let t = template(
+            "type: kubernetes.io/dockerconfigjson\ndata:\n  url: 'postgres://{{ .user }}:{{ .pass }}@db:5432/app'\n",
+        );
+        let r = render(&t, &Sources::default(), &data(&[("user", "app"), ("pass", "pw")])).unwrap();
+        assert_eq!(r.data.keys().collect::<Vec<_>>(), ["url"]);
+        assert_eq!(text_of(&r, "url"), "postgres://app:pw@db:5432/app");
+        assert_eq!(r.type_.as_deref(), Some("kubernetes.io/dockerconfigjson"));
+    }
+
+    #[test]
+    fn merge_policy_keeps_fetched_keys_and_metadata_is_rendered() {
+        let t = template(
+            "mergePolicy: Merge\nmetadata:\n  labels: {team: '{{ .team }}'}\n  annotations: {owner: fixed}\ndata:\n  greeting: 'hi {{ .team }}'\n",
+        );
+        let r = render(&t, &Sources::default(), &data(&[("team", "payments")])).unwrap();
+        assert_eq!(text_of(&r, "team"), "payments");
+        assert_eq!(text_of(&r, "greeting"), "hi payments");
+        assert_eq!(r.labels["team"], "payments");
+        assert_eq!(r.annotations["owner"], "fixed");
+    }
+
+    #[test]
+    fn template_from_config_maps_secrets_and_literals() {
+        let t = template(
+            "templateFrom:\n- configMap: {name: tpl, items: [{key: config.yaml}, {key: multi, templateAs: KeysAndValues}]}\n\
+             - secret: {name: stpl, items: [{key: note}]}\n  target: Annotations\n- literal: 'extra: {{ .a }}'\n",
+        );
+        let mut sources = Sources::default();
+        sources.config_maps.insert(
+            "tpl".into(),
+            [
+                ("config.yaml".to_string(), "password: {{ .a }}\n".to_string()),
+                ("multi".to_string(), "k1: '{{ .a }}1'\nk2: '{{ .a }}2'\n".to_string()),
+            ]
+            .into(),
+        );
+        sources.secrets.insert("stpl".into(), [("note".to_string(), "from {{ .a }}".to_string())].into());
+        let r = render(&t, &sources, &data(&[("a", "x")])).unwrap();
+        assert_eq!(text_of(&r, "config.yaml"), "password: x\n");
+        assert_eq!((text_of(&r, "k1"), text_of(&r, "k2")), ("x1".into(), "x2".into()));
+        assert_eq!(text_of(&r, "extra"), "x");
+        assert_eq!(r.annotations["note"], "from x");
+        assert!(!r.data.contains_key("a"), "Replace drops fetched keys");
+    }
+
+    #[test]
+    fn a_missing_key_names_the_template_and_line() {
+        let t = template("data:\n  conn: \"line1\\n{{ .nope }}\"\n");
+        let err = render(&t, &Sources::default(), &data(&[("a", "x")])).unwrap_err();
+        assert!(err.contains("conn") && err.contains("line 2") && err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn metadata_only_templates_pass_the_data_through() {
+        let t = template("type: Opaque\nmetadata: {labels: {a: b}}\n");
+        let r = render(&t, &Sources::default(), &data(&[("k", "v")])).unwrap();
+        assert_eq!(text_of(&r, "k"), "v");
+    }
+}
