@@ -18,16 +18,6 @@ use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn provider(name: &str, ns: &str, address: &str, config: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "external-secrets.io/v1",
-        "kind": "Provider",
-        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {"config": {"address": address, "providerRef": {
-            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "name": config}}},
-    })
-}
-
 fn external_secret(name: &str, ns: &str, store: serde_json::Value, spec: serde_json::Value) -> serde_json::Value {
     let mut body = json!({
         "apiVersion": "external-secrets.io/v1",

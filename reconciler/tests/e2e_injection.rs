@@ -168,21 +168,11 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
     with_temp_namespace(&labels, |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
-        let _fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
         let fakes: Api<Fake> = Api::namespaced(client.clone(), &ns);
         apply(&fakes, fake_config("data", &[("db", SECRET_VALUE), ("api", "api-v1")])).await;
         let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
-        let address = _fake.address();
-        apply(
-            &providers,
-            json!({
-                "apiVersion": "external-secrets.io/v1", "kind": "Provider",
-                "metadata": {"name": "fake", "labels": {CLASS_LABEL: ns.as_str()}},
-                "spec": {"config": {"address": address, "providerRef": {
-                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "name": "data"}}},
-            }),
-        )
-        .await;
+        apply(&providers, provider("fake", &ns, &fake.address(), "data")).await;
         let _reconciler = Reconciler::start(&ns, &["--reload-debounce", "2s"]).await;
         let _webhook = Webhook::start(&client, &run_id).await;
 

@@ -44,16 +44,7 @@ async fn templates_render_connection_strings_docker_configs_and_config_files() {
         apply(&fakes, fake_config("data", &[("db", r#"{"user":"app","password":"pw"}"#), ("registry", "reg.example")]))
             .await;
         let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
-        apply(
-            &providers,
-            json!({
-                "apiVersion": "external-secrets.io/v1", "kind": "Provider",
-                "metadata": {"name": "fake", "labels": {CLASS_LABEL: ns.as_str()}},
-                "spec": {"config": {"address": fake.address(), "providerRef": {
-                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "name": "data"}}},
-            }),
-        )
-        .await;
+        apply(&providers, provider("fake", &ns, &fake.address(), "data")).await;
         let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
         apply(
             &config_maps,

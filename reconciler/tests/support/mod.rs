@@ -196,6 +196,17 @@ where
         .unwrap_or_else(|e| panic!("apply {name}: {e}"))
 }
 
+/// A namespaced Provider for the Fake config `config`, served by this run's reconciler.
+pub fn provider(name: &str, ns: &str, address: &str, config: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "Provider",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {"config": {"address": address, "providerRef": {
+            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "name": config}}},
+    })
+}
+
 /// A Fake config object.
 pub fn fake_config(name: &str, entries: &[(&str, &str)]) -> serde_json::Value {
     let data: Vec<serde_json::Value> = entries.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
