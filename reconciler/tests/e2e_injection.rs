@@ -7,22 +7,15 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, WebhookClientConfig,
-};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use keyward_certs::{CertificateAuthority, TlsFiles, Usage, write_tls_dir};
 use keyward_crds::{ExternalSecret, Fake, Provider};
-use keyward_e2e::{
-    ChildProcess, control_plane, free_port, kubectl, spawn_logged, with_temp_namespace, workspace_binary,
-};
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use keyward_e2e::{kubectl, with_temp_namespace};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::*;
@@ -31,83 +24,29 @@ const WAIT: Duration = Duration::from_secs(60);
 const RUN_LABEL: &str = "keyward.dev/injection-e2e";
 const SECRET_VALUE: &str = "s3cret-value-never-in-a-pod";
 
-/// The webhook process and its registration for Pods and Deployments of one run.
-struct Webhook {
-    _process: ChildProcess,
-    name: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = kubectl().args(["delete", "mutatingwebhookconfiguration", &self.name, "--ignore-not-found"]).output();
-    }
-}
-
-fn rule(group: &str, resource: &str) -> RuleWithOperations {
-    RuleWithOperations {
-        api_groups: Some(vec![group.into()]),
-        api_versions: Some(vec!["v1".into()]),
-        operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-        resources: Some(vec![resource.into()]),
-        scope: None,
-    }
-}
-
-impl Webhook {
-    async fn start(client: &Client, run_id: &str) -> Webhook {
-        let ca = CertificateAuthority::generate("keyward-webhook-test", Duration::from_secs(3600)).unwrap();
-        let leaf = ca.issue(&["127.0.0.1"], Usage::Server, Duration::from_secs(3600)).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        write_tls_dir(
-            dir.path(),
-            &TlsFiles { ca_pem: ca.cert_pem(), cert_pem: &leaf.cert_pem, key_pem: &leaf.key_pem },
-        )
-        .unwrap();
-        let (port, health) = (free_port(), free_port());
-        let mut cmd = Command::new(workspace_binary("keyward-webhook"));
-        cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--health-listen", &format!("127.0.0.1:{health}")])
-            .arg("--tls-dir")
-            .arg(dir.path())
-            .args(["--log-format", "text"]);
-        let process = spawn_logged("keyward-webhook", cmd);
-        eventually("webhook ready", WAIT, || async {
-            let out = Command::new("curl").args(["-sf", &format!("http://127.0.0.1:{health}/readyz")]).output().ok()?;
-            out.status.success().then_some(())
-        })
-        .await;
-        let name = format!("keyward-injection-e2e-{run_id}");
-        // Only namespaces that opted in (and belong to this run) ever call the webhook.
-        let selector = LabelSelector {
-            match_labels: Some(
-                [("keyward.dev/injection".to_string(), "enabled".to_string()), (RUN_LABEL.to_string(), run_id.into())]
-                    .into(),
-            ),
-            match_expressions: None,
-        };
-        let config = MutatingWebhookConfiguration {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            webhooks: Some(vec![MutatingWebhook {
-                name: "inject.keyward.dev".into(),
-                client_config: WebhookClientConfig {
-                    url: Some(format!("https://127.0.0.1:{port}/mutate")),
-                    ca_bundle: Some(ByteString(ca.cert_pem().as_bytes().to_vec())),
-                    service: None,
-                },
-                rules: Some(vec![rule("", "pods"), rule("apps", "deployments")]),
-                namespace_selector: Some(selector),
-                failure_policy: Some("Fail".into()),
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                reinvocation_policy: Some("IfNeeded".into()),
-                timeout_seconds: Some(10),
-                ..Default::default()
-            }]),
-        };
-        Api::<MutatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &config).await.unwrap();
-        Webhook { _process: process, name, _dir: dir }
-    }
+/// Starts the webhook and registers it for Pods and Deployments of this run's namespaces: only
+/// namespaces that opted in (and belong to this run) ever call it.
+async fn start_webhook(client: &Client, pki: &Pki, run_id: &str) -> Webhook {
+    let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
+    let rule = |group: &str, resource: &str| json!({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]});
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": format!("keyward-injection-e2e-{run_id}")},
+        "webhooks": [{
+            "name": "inject.keyward.dev",
+            "clientConfig": {"url": format!("{}/mutate", webhook.url()), "caBundle": BASE64.encode(&pki.ca)},
+            "rules": [rule("", "pods"), rule("apps", "deployments")],
+            "namespaceSelector": {"matchLabels": {"keyward.dev/injection": "enabled", RUN_LABEL: run_id}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "reinvocationPolicy": "IfNeeded",
+            "timeoutSeconds": 10,
+        }],
+    });
+    webhook.register(client, config).await;
+    webhook
 }
 
 fn pod(name: &str, annotations: serde_json::Value) -> Pod {
@@ -174,7 +113,7 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
         let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
         apply(&providers, provider("fake", &ns, &fake.address(), "data")).await;
         let _reconciler = Reconciler::start(&ns, &["--reload-debounce", "2s"]).await;
-        let _webhook = Webhook::start(&client, &run_id).await;
+        let _webhook = start_webhook(&client, &pki, &run_id).await;
 
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         apply(&ess, external_secret("db", &ns, "db")).await;

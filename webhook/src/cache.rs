@@ -439,7 +439,7 @@ mod tests {
     fn synced_only_when_every_source_listed() {
         let caches = Caches::new();
         assert!(!caches.is_synced());
-        for s in &Source::ALL[..4] {
+        for s in Source::ALL.iter().filter(|s| **s != Source::PushSecrets) {
             caches.mark_synced(*s);
         }
         assert_eq!(caches.unsynced(), ["pushsecrets"]);

@@ -21,6 +21,7 @@ pub const CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
 /// Certificates for one test: a CA, a provider server certificate, a reconciler client one.
 pub struct Pki {
+    pub authority: CertificateAuthority,
     pub ca: String,
     pub server_cert: String,
     pub server_key: String,
@@ -42,6 +43,7 @@ impl Pki {
         .unwrap();
         Pki {
             ca: ca.cert_pem().to_string(),
+            authority: ca,
             server_cert: server.cert_pem,
             server_key: server.key_pem,
             client_cert: client.cert_pem,
@@ -52,6 +54,15 @@ impl Pki {
 
     pub fn provider_dir(&self) -> PathBuf {
         self.dir.path().join("provider")
+    }
+
+    /// Issues a new serving certificate for 127.0.0.1 into `<dir>/<name>` (Kubernetes-style
+    /// `..data` swap): the first call creates the directory, later calls rotate it.
+    pub fn issue_server_dir(&self, name: &str) -> PathBuf {
+        let leaf = self.authority.issue(&["127.0.0.1", "localhost"], Usage::Server, Duration::from_secs(3600)).unwrap();
+        let dir = self.dir.path().join(name);
+        write_tls_dir(&dir, &TlsFiles { ca_pem: &self.ca, cert_pem: &leaf.cert_pem, key_pem: &leaf.key_pem }).unwrap();
+        dir
     }
 
     /// Creates `keyward-provider-tls` in `ns` with the reconciler's client material.
@@ -133,6 +144,65 @@ impl ProviderProcess {
             }
         }
         n
+    }
+}
+
+/// A keyward-webhook process and the webhook configurations registered for it (deleted on
+/// drop, so a failing test leaves no webhook behind that would block other tests).
+pub struct Webhook {
+    pub process: ChildProcess,
+    pub port: u16,
+    registered: Vec<(String, String)>,
+}
+
+impl Webhook {
+    /// Starts the webhook with the certificate in `tls_dir` and waits until its caches synced.
+    pub async fn start(tls_dir: &std::path::Path) -> Webhook {
+        let (port, health) = (free_port(), free_port());
+        let mut cmd = Command::new(workspace_binary("keyward-webhook"));
+        cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--health-listen", &format!("127.0.0.1:{health}")])
+            .arg("--tls-dir")
+            .arg(tls_dir)
+            .args(["--log-format", "text", "--tls-reload-interval", "1s"]);
+        let process = spawn_logged("keyward-webhook", cmd);
+        eventually("webhook ready", Duration::from_secs(60), || async {
+            let out = Command::new("curl").args(["-sf", &format!("http://127.0.0.1:{health}/readyz")]).output().ok()?;
+            out.status.success().then_some(())
+        })
+        .await;
+        Webhook { process, port, registered: Vec::new() }
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates a webhook configuration (given as JSON) and remembers it for cleanup.
+    pub async fn register(&mut self, client: &Client, config: serde_json::Value) {
+        let kind = config["kind"].as_str().unwrap().to_string();
+        let name = config["metadata"]["name"].as_str().unwrap().to_string();
+        let resource = if kind == "MutatingWebhookConfiguration" {
+            kube::api::ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(
+                &(),
+            )
+        } else {
+            kube::api::ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>(
+                &(),
+            )
+        };
+        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+        api.patch(&name, &PatchParams::apply("e2e-test").force(), &Patch::Apply(config)).await.unwrap();
+        self.registered.push((kind.to_lowercase(), name));
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        for (kind, name) in &self.registered {
+            let _ = keyward_e2e::kubectl().args(["delete", kind, name, "--ignore-not-found"]).output();
+        }
     }
 }
 
