@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use keyward_crds::{ExternalSecret, Kubernetes, Provider};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
@@ -22,37 +21,6 @@ const WAIT: Duration = Duration::from_secs(90);
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), ..Default::default() }
-}
-
-async fn allow_reading(client: &kube::Client, remote: &str, sa_ns: &str, sa: &str) {
-    let roles: Api<Role> = Api::namespaced(client.clone(), remote);
-    if roles.get_opt("read-secrets").await.unwrap().is_none() {
-        let role = Role {
-            metadata: meta("read-secrets"),
-            rules: Some(vec![PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["secrets".into()]),
-                verbs: ["get", "list", "watch"].map(String::from).to_vec(),
-                ..Default::default()
-            }]),
-        };
-        roles.create(&PostParams::default(), &role).await.unwrap();
-    }
-    let binding = RoleBinding {
-        metadata: meta(&format!("read-secrets-{sa}")),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "read-secrets".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(sa_ns.into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(client.clone(), remote).create(&PostParams::default(), &binding).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -68,7 +36,7 @@ async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth
                     .await
                     .unwrap();
             }
-            allow_reading(&client, &remote, &ns, "reader").await;
+            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch"]).await;
             let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
             apply(
                 &remote_secrets,
@@ -145,7 +113,7 @@ async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth
             assert_eq!(ready_of(&good.status.unwrap().conditions).unwrap().0, "True");
 
             // Fixed: both recover without restarting anything.
-            allow_reading(&client, &remote, &ns, "nobody").await;
+            grant_secrets(&client, &remote, &ns, "nobody", &["get", "list", "watch"]).await;
             synced("app2", "broken").await;
             eventually("broken Provider ready", WAIT, || async {
                 let p = providers.get("broken").await.ok()?;

@@ -277,6 +277,19 @@ pub fn provider(name: &str, ns: &str, address: &str, config: &str) -> serde_json
     })
 }
 
+/// Lets ServiceAccount `sa_ns/sa` use `verbs` on Secrets in namespace `target`.
+pub async fn grant_secrets(client: &Client, target: &str, sa_ns: &str, sa: &str, verbs: &[&str]) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let name = format!("secrets-{sa_ns}-{sa}");
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": verbs}]});
+    apply(&Api::<Role>::namespaced(client.clone(), target), role).await;
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}]});
+    apply(&Api::<RoleBinding>::namespaced(client.clone(), target), binding).await;
+}
+
 /// A Fake config object.
 pub fn fake_config(name: &str, entries: &[(&str, &str)]) -> serde_json::Value {
     let data: Vec<serde_json::Value> = entries.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
