@@ -69,6 +69,9 @@ pub struct Cli {
     /// rotations causes one rollout.
     #[arg(long, env = "KEYWARD_RELOAD_DEBOUNCE", default_value = "2s", value_parser = duration)]
     pub reload_debounce: Duration,
+    /// How long in-flight reconciles may run on after a shutdown signal.
+    #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
+    pub shutdown_grace: Duration,
     /// Log format: `json` or `text`.
     #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
     pub log_format: String,

@@ -221,7 +221,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     );
     let reload = crate::reload::run(client.clone(), cli.namespace.clone(), cli.reload_debounce, shutdown.clone());
     tracing::info!("controllers running");
-    futures::join!(es, ps, prov, reload);
+    let stopped = |name: &'static str| move |_| tracing::info!(controller = name, "controller stopped");
+    let controllers = async {
+        use futures::FutureExt as _;
+        futures::join!(
+            es.map(stopped("externalsecret")),
+            ps.map(stopped("pushsecret")),
+            prov.map(stopped("provider")),
+            reload.map(stopped("reload")),
+        );
+    };
+    // In-flight reconciles get a grace period to finish; past it they are dropped (cancelled),
+    // so the Lease is released and a standby takes over without waiting for its expiry.
+    let grace = async {
+        stop.cancelled().await;
+        tokio::time::sleep(cli.shutdown_grace).await;
+    };
+    tokio::select! {
+        _ = controllers => {}
+        _ = grace => tracing::warn!(grace = ?cli.shutdown_grace, "controllers did not stop in time; exiting anyway"),
+    }
 
     manager.close();
     let signalled = cancel.is_cancelled();

@@ -214,6 +214,13 @@ pub struct Reconciler {
 
 impl Reconciler {
     pub async fn start(ns: &str, extra: &[&str]) -> Reconciler {
+        let mut r = Reconciler::spawn(ns, extra).await;
+        r.process.wait_for_log("controllers running", Duration::from_secs(120)).await;
+        r
+    }
+
+    /// Starts a reconciler without waiting for it to lead.
+    pub async fn spawn(ns: &str, extra: &[&str]) -> Reconciler {
         let metrics_port = free_port();
         let mut cmd = Command::new(workspace_binary("keyward-reconciler"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
@@ -225,8 +232,7 @@ impl Reconciler {
             .arg("--metrics-listen")
             .arg(format!("127.0.0.1:{metrics_port}"))
             .args(extra);
-        let mut process = spawn_logged("keyward-reconciler", cmd);
-        process.wait_for_log("controllers running", Duration::from_secs(120)).await;
+        let process = spawn_logged("keyward-reconciler", cmd);
         Reconciler { process, metrics_port }
     }
 
