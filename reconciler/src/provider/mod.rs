@@ -32,36 +32,40 @@ pub enum Error {
 async fn reconcile_provider(p: Arc<Provider>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = p.namespace().unwrap_or_default();
     let api: Api<Provider> = Api::namespaced(ctx.client.clone(), &ns);
-    let previous = p.status.clone().unwrap_or_default();
-    let checked = check::check(&ctx, &StoreObject::Provider(p.clone()), &previous, p.metadata.generation).await;
-    ctx.metrics.set_provider_condition("Provider", &p.name_any(), &ns, checked.ready);
-    if checked.status != previous {
-        api.patch_status(
-            &p.name_any(),
-            &Default::default(),
-            &kube::api::Patch::Merge(json!({"status": checked.status})),
-        )
-        .await?;
-    }
-    report(&ctx, &p.object_ref(&()), &previous, &checked).await;
-    Ok(next(&ctx, checked.ready))
+    let store = StoreObject::Provider(p.clone());
+    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, &ns).await
 }
 
 async fn reconcile_cluster(p: Arc<ClusterProvider>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ClusterProvider> = Api::all(ctx.client.clone());
-    let previous = p.status.clone().unwrap_or_default();
-    let checked = check::check(&ctx, &StoreObject::ClusterProvider(p.clone()), &previous, p.metadata.generation).await;
-    ctx.metrics.set_provider_condition("ClusterProvider", &p.name_any(), "", checked.ready);
+    let store = StoreObject::ClusterProvider(p.clone());
+    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, "").await
+}
+
+/// Checks one Provider or ClusterProvider, writes its status when it changed, reports it.
+async fn reconcile_store<K>(
+    ctx: &Context,
+    api: Api<K>,
+    object: &K,
+    previous: keyward_crds::ProviderStatus,
+    store: StoreObject,
+    ns: &str,
+) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let checked = check::check(ctx, &store, &previous, object.meta().generation).await;
+    ctx.metrics.set_provider_condition(&K::kind(&()), &object.name_any(), ns, checked.ready);
     if checked.status != previous {
         api.patch_status(
-            &p.name_any(),
+            &object.name_any(),
             &Default::default(),
             &kube::api::Patch::Merge(json!({"status": checked.status})),
         )
         .await?;
     }
-    report(&ctx, &p.object_ref(&()), &previous, &checked).await;
-    Ok(next(&ctx, checked.ready))
+    report(ctx, &object.object_ref(&()), &previous, &checked).await;
+    Ok(next(ctx, checked.ready))
 }
 
 async fn report(
