@@ -24,27 +24,42 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
 const RUN_LABEL: &str = "keyward.dev/webhook-e2e";
 
-fn apply(ns: &str, manifest: &str) -> (bool, String) {
+/// Runs kubectl with `manifest` on stdin; returns whether it succeeded and what it printed.
+fn kubectl_with_stdin(args: &[&str], manifest: &str) -> (bool, String) {
     use std::io::Write;
     let mut child = kubectl()
-        .args(["apply", "-n", ns, "-f", "-"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("kubectl");
     child.stdin.take().expect("stdin").write_all(manifest.as_bytes()).expect("write");
-    let out = child.wait_with_output().expect("kubectl apply");
+    let out = child.wait_with_output().expect("kubectl");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
+fn apply(ns: &str, manifest: &str) -> (bool, String) {
+    kubectl_with_stdin(&["apply", "-n", ns, "-f", "-"], manifest)
+}
+
+fn delete(ns: &str, manifest: &str) {
+    let (ok, out) = kubectl_with_stdin(&["delete", "-n", ns, "--ignore-not-found", "--wait", "-f", "-"], manifest);
+    assert!(ok, "kubectl delete failed: {out}");
+}
+
 /// Applies until the outcome holds (watches reach the webhook's caches a moment after a change).
+/// An apply that was admitted with the wrong outcome is deleted again, so that the next try is
+/// a fresh CREATE through the webhooks rather than a no-op "unchanged".
 async fn eventually(ns: &str, manifest: &str, what: &str, check: impl Fn(bool, &str) -> bool) -> String {
     let start = Instant::now();
     loop {
         let (ok, out) = apply(ns, manifest);
         if check(ok, &out) {
             return out;
+        }
+        if ok {
+            delete(ns, manifest);
         }
         assert!(start.elapsed() < Duration::from_secs(20), "{what} did not happen; last kubectl output:\n{out}");
         tokio::time::sleep(Duration::from_millis(250)).await;
