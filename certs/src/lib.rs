@@ -1,6 +1,7 @@
 //! Certificate material for Keyward: a CA and the leaf certificates it issues (webhook serving
 //! certificates, provider server certificates, reconciler client certificates), and writing
-//! them the way Kubernetes mounts a Secret, so readers can reload them without restart.
+//! them the way Kubernetes mounts a Secret, so readers can reload them without restart
+//! (module `reload`, feature `reload`).
 //!
 //! The self-managed mode of the chart runs [`manager::reconcile`] in a leader-elected loop (the
 //! `keyward-certs run` binary): it keeps a CA Secret and the leaf Secrets current, rotates them
@@ -12,6 +13,8 @@ mod files;
 pub mod lease;
 pub mod manager;
 pub mod plan;
+#[cfg(feature = "reload")]
+pub mod reload;
 
 use std::time::Duration;
 

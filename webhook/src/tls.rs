@@ -1,139 +1,79 @@
 //! Serving certificate: loaded from a Kubernetes-style TLS directory (`tls.crt`, `tls.key`,
 //! usually symlinks into `..data`) and reloaded when the files change, without restart.
+//!
+//! Reading, polling and keeping the last good certificate are [`keyward_certs::reload`]'s; what
+//! is the webhook's own is handing the certificate to rustls per handshake (the API server needs
+//! no client certificate) and counting reloads in its metrics.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use keyward_certs::reload::{Reloading, certificate_chain, private_key};
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::CertificateDer;
+
+pub use keyward_certs::reload::TlsError;
+pub use keyward_certs::{CERT_FILE, KEY_FILE};
 
 use crate::metrics::Metrics;
-
-/// Certificate file in the TLS directory.
-pub const CERT_FILE: &str = "tls.crt";
-/// Key file in the TLS directory.
-pub const KEY_FILE: &str = "tls.key";
-
-/// Why the serving certificate could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    /// A file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The PEM contents are not usable.
-    #[error("{0}")]
-    Pem(String),
-    /// rustls refused the configuration.
-    #[error("TLS configuration: {0}")]
-    Rustls(#[from] rustls::Error),
-}
-
-#[derive(Debug)]
-struct Loaded {
-    cert_pem: Vec<u8>,
-    key_pem: Vec<u8>,
-    key: Arc<CertifiedKey>,
-}
 
 /// A certificate resolver that always hands out the latest good certificate of a directory.
 #[derive(Debug)]
 pub struct ReloadingCert {
-    dir: PathBuf,
-    provider: Arc<CryptoProvider>,
-    current: RwLock<Arc<Loaded>>,
+    files: Reloading<CertifiedKey, 2>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read { path: path.display().to_string(), source })
-}
-
+/// The certificate and a signing key for it; a key that does not belong to the certificate is
+/// refused here rather than failing every handshake.
 fn certified_key(provider: &CryptoProvider, cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
-    let chain = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem(format!("{CERT_FILE}: {e}")))?;
-    if chain.is_empty() {
-        return Err(TlsError::Pem(format!("{CERT_FILE} holds no certificate")));
-    }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Pem(format!("{KEY_FILE}: {e}")))?;
-    let signing = provider.key_provider.load_private_key(key)?;
-    let ck = CertifiedKey::new(chain, signing);
-    ck.keys_match()?;
-    Ok(ck)
+    let chain = certificate_chain(cert_pem)?;
+    let signing = provider.key_provider.load_private_key(private_key(key_pem)?)?;
+    let key = CertifiedKey::new(chain, signing);
+    key.keys_match()?;
+    Ok(key)
 }
 
 impl ReloadingCert {
     /// Loads the certificate of `dir`; fails if it is missing or unusable.
     pub fn load(dir: impl Into<PathBuf>, provider: Arc<CryptoProvider>) -> Result<Arc<Self>, TlsError> {
-        let dir = dir.into();
-        let loaded = Self::read_dir(&dir, &provider)?;
-        Ok(Arc::new(ReloadingCert { dir, provider, current: RwLock::new(Arc::new(loaded)) }))
-    }
-
-    fn read_dir(dir: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
-        let cert_pem = read(&dir.join(CERT_FILE))?;
-        let key_pem = read(&dir.join(KEY_FILE))?;
-        let key = Arc::new(certified_key(provider, &cert_pem, &key_pem)?);
-        Ok(Loaded { cert_pem, key_pem, key })
+        let files =
+            Reloading::load(dir, [CERT_FILE, KEY_FILE], move |[cert, key]| certified_key(&provider, cert, key))?;
+        Ok(Arc::new(ReloadingCert { files }))
     }
 
     /// Re-reads the files (following the `..data` symlink) and swaps the certificate when they
-    /// changed. Returns whether a new certificate is in use. On error the old one stays.
+    /// changed. Returns whether a new certificate is in use. On error the old one stays, and the
+    /// same broken files are not reported again.
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let cert_pem = read(&self.dir.join(CERT_FILE))?;
-        let key_pem = read(&self.dir.join(KEY_FILE))?;
-        {
-            let cur = self.current.read().unwrap_or_else(PoisonError::into_inner);
-            if cur.cert_pem == cert_pem && cur.key_pem == key_pem {
-                return Ok(false);
-            }
-        }
-        let key = Arc::new(certified_key(&self.provider, &cert_pem, &key_pem)?);
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Loaded { cert_pem, key_pem, key });
-        Ok(true)
+        self.files.reload_if_changed()
     }
 
     /// The certificate chain in use (first is the leaf), DER.
     pub fn chain(&self) -> Vec<CertificateDer<'static>> {
-        self.current.read().unwrap_or_else(PoisonError::into_inner).key.cert.clone()
+        self.files.current().cert.clone()
     }
 
-    /// Polls the directory every `interval` until the process ends.
+    /// Polls the directory every `interval` until the process ends, counting reloads and
+    /// refused rotations in `metrics`.
     pub fn spawn_reloader(self: &Arc<Self>, interval: Duration, metrics: Arc<Metrics>) -> tokio::task::JoinHandle<()> {
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                match this.reload_if_changed() {
-                    Ok(true) => {
-                        metrics.cert_reloads.inc();
-                        tracing::info!(dir = %this.dir.display(), "serving certificate reloaded");
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        metrics.cert_reload_errors.inc();
-                        tracing::warn!(dir = %this.dir.display(), error = %e, "serving certificate not reloaded; keeping the previous one");
-                    }
-                }
-            }
+        self.files.spawn_watch(interval, move |outcome| {
+            let counter = match outcome {
+                Ok(true) => &metrics.cert_reloads,
+                Ok(false) => return,
+                Err(_) => &metrics.cert_reload_errors,
+            };
+            counter.inc();
         })
     }
 }
 
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.read().unwrap_or_else(PoisonError::into_inner).key.clone())
+        Some(self.files.current())
     }
 }
 
@@ -145,4 +85,43 @@ pub fn server_config(provider: Arc<CryptoProvider>, cert: Arc<ReloadingCert>) ->
         .with_cert_resolver(cert);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyward_certs::{CertificateAuthority, TlsFiles, Usage, write_tls_dir};
+    use rustls_pki_types::pem::PemObject;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    #[test]
+    fn resolves_the_rotated_certificate_and_refuses_a_key_of_another_certificate() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let ca = CertificateAuthority::generate("test-ca", DAY).expect("ca");
+        let one = ca.issue(&["localhost"], Usage::Server, DAY).expect("leaf");
+        let two = ca.issue(&["localhost"], Usage::Server, DAY).expect("leaf");
+        let dir = tempfile::tempdir().expect("dir");
+        let write = |cert_pem: &str, key_pem: &str| {
+            write_tls_dir(dir.path(), &TlsFiles { ca_pem: ca.cert_pem(), cert_pem, key_pem }).expect("write")
+        };
+        let leaf = |pem: &str| CertificateDer::from_pem_slice(pem.as_bytes()).expect("pem");
+
+        write(&one.cert_pem, &one.key_pem);
+        let cert = ReloadingCert::load(dir.path(), provider.clone()).expect("load");
+        let config = server_config(provider, cert.clone()).expect("config");
+        assert_eq!(config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(cert.chain(), vec![leaf(&one.cert_pem)]);
+
+        write(&two.cert_pem, &two.key_pem);
+        assert!(cert.reload_if_changed().expect("reload"));
+        assert_eq!(cert.chain(), vec![leaf(&two.cert_pem)]);
+
+        // The key of the first certificate with the second one: refused, the second stays.
+        write(&two.cert_pem, &one.key_pem);
+        let err = cert.reload_if_changed().expect_err("mismatched key");
+        assert!(matches!(err, TlsError::Rustls(_)), "{err:?}");
+        assert!(err.to_string().starts_with("TLS configuration: "), "{err}");
+        assert_eq!(cert.chain(), vec![leaf(&two.cert_pem)]);
+    }
 }
