@@ -286,6 +286,8 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
         assert!(can_i(kc, &ns, &sa("certs"), "patch", &format!("validatingwebhookconfigurations/{f}")));
         assert!(!can_i(kc, &ns, &sa("certs"), "patch", "validatingwebhookconfigurations/other"));
         assert!(!can_i(kc, &ns, &sa("webhook"), "get", "secrets/anything"), "the webhook reads no Secrets");
+        assert!(!can_i(kc, &ns, &sa("webhook"), "list", "secrets"), "the webhook lists no Secrets");
+        assert!(!can_i(kc, &ns, &sa("webhook"), "watch", "secrets"), "the webhook watches no Secrets");
         assert!(!can_i(kc, &ns, &sa("reconciler"), "patch", &format!("mutatingwebhookconfigurations/{f}")));
         assert!(can_i(kc, &ns, &sa("reconciler"), "create", "secrets"));
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));

@@ -106,6 +106,14 @@ pub enum CreationPolicy {
     None,
 }
 
+impl CreationPolicy {
+    /// Whether the ExternalSecret creates its Secret and so labels it as Keyward-managed. Only
+    /// those Secrets count for rollouts on rotation: a merged-into Secret belongs to someone else.
+    pub fn manages_target(self) -> bool {
+        matches!(self, CreationPolicy::Owner | CreationPolicy::Orphan)
+    }
+}
+
 /// What happens to the target Secret when the provider has no values any more.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum DeletionPolicy {
@@ -428,6 +436,11 @@ pub struct ExternalSecretStatus {
     /// The Secret this ExternalSecret writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<LocalObjectReference>,
+    /// The data hash the last sync wrote to the target Secret (its
+    /// `reconcile.external-secrets.io/data-hash` annotation). Workloads that reload on rotation
+    /// are stamped with it at admission, without anyone reading the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_data_hash: Option<String>,
 }
 
 /// Reasons of the ExternalSecret `Ready` condition.
@@ -443,6 +456,15 @@ pub mod reason {
 }
 
 impl ExternalSecret {
+    /// The data hash of its Secret when that Secret counts for rollouts on rotation: only a
+    /// Secret this ExternalSecret creates (see [`CreationPolicy::manages_target`]).
+    pub fn rollout_data_hash(&self) -> Option<&str> {
+        if !self.spec.target.creation_policy.manages_target() {
+            return None;
+        }
+        self.status.as_ref()?.synced_data_hash.as_deref()
+    }
+
     /// Name of the target Secret: `spec.target.name`, else the ExternalSecret's own name.
     pub fn target_secret_name(&self) -> String {
         self.spec

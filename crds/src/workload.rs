@@ -287,6 +287,23 @@ pub fn secrets_hash<'a>(managed: impl IntoIterator<Item = (&'a str, &'a str)>) -
     Some(hex::encode(&h.finalize()[..16]))
 }
 
+/// The hash a reloadable workload's pod template should carry: over the data hashes of the
+/// Keyward-managed Secrets it uses. `target_of` maps an ExternalSecret named for injection to
+/// its Secret; `data_hash_of` gives a managed Secret's data hash (`None` for other Secrets).
+/// The webhook (at creation) and the reconciler (on rotation) both call this, so they agree.
+pub fn template_secrets_hash(
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    target_of: impl Fn(&str) -> Option<String>,
+    data_hash_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let hashes: Vec<(String, String)> = secrets_used(spec, annotations, target_of)
+        .into_iter()
+        .filter_map(|secret| data_hash_of(&secret).map(|h| (secret, h)))
+        .collect();
+    secrets_hash(hashes.iter().map(|(s, h)| (s.as_str(), h.as_str())))
+}
+
 #[cfg(test)]
 #[path = "workload_tests.rs"]
 mod tests;

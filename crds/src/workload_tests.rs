@@ -165,3 +165,48 @@ fn secrets_hash_changes_only_with_data() {
     assert_ne!(a, secrets_hash([("db", "h1")]), "a dropped Secret changes the hash");
     assert_eq!(a.as_ref().map(String::len), Some(32));
 }
+
+#[test]
+fn template_secrets_hash_counts_only_managed_secrets_it_uses() {
+    let mut spec = pod(&["app"]);
+    spec.containers[0].env_from = Some(vec![
+        EnvFromSource {
+            secret_ref: Some(SecretEnvSource { name: "api-secret".into(), optional: None }),
+            ..Default::default()
+        },
+        EnvFromSource {
+            secret_ref: Some(SecretEnvSource { name: "hand-made".into(), optional: None }),
+            ..Default::default()
+        },
+    ]);
+    let injected = annotations(&[(INJECT_ANNOTATION, "db")]);
+    let target_of = |es: &str| (es == "db").then(|| "db-secret".to_string());
+    let managed = |hashes: &'static [(&'static str, &'static str)]| {
+        move |secret: &str| hashes.iter().find(|(s, _)| *s == secret).map(|(_, h)| h.to_string())
+    };
+    let hash =
+        template_secrets_hash(&spec, &injected, target_of, managed(&[("db-secret", "h1"), ("api-secret", "h2")]));
+    assert_eq!(
+        hash,
+        secrets_hash([("db-secret", "h1"), ("api-secret", "h2")]),
+        "injected and referenced, not hand-made"
+    );
+    let without_injection = template_secrets_hash(&spec, &BTreeMap::new(), target_of, managed(&[("db-secret", "h1")]));
+    assert_eq!(without_injection, None, "no managed Secret used, no hash");
+}
+
+#[test]
+fn rollout_data_hash_only_for_secrets_the_external_secret_creates() {
+    use crate::ExternalSecret;
+    use crate::external_secret::{CreationPolicy, ExternalSecretStatus};
+    let mut es = ExternalSecret::new("db", Default::default());
+    assert_eq!(es.rollout_data_hash(), None, "never synced");
+    es.status = Some(ExternalSecretStatus { synced_data_hash: Some("h1".into()), ..Default::default() });
+    assert_eq!(es.rollout_data_hash(), Some("h1"));
+    es.spec.target.creation_policy = CreationPolicy::Orphan;
+    assert_eq!(es.rollout_data_hash(), Some("h1"));
+    for policy in [CreationPolicy::Merge, CreationPolicy::None] {
+        es.spec.target.creation_policy = policy;
+        assert_eq!(es.rollout_data_hash(), None, "{policy:?}");
+    }
+}

@@ -1,18 +1,21 @@
 //! Rollouts on rotation: Deployments, StatefulSets and DaemonSets annotated
 //! `keyward.dev/reload: "true"` carry, in their pod template, a hash of the data of the
-//! Keyward-managed Secrets they use. When a managed Secret's data hash changes, the hash is
-//! recomputed and written, which rolls the workload. A refresh that fetched the same values
+//! Keyward-managed Secrets they use. Each ExternalSecret mirrors the data hash it wrote into
+//! `status.syncedDataHash`; when that changes, the workloads of its namespace recompute their
+//! hash and write it if it changed, which rolls them. A refresh that fetched the same values
 //! leaves the data hash alone, so nothing rolls; a burst of rotations inside the debounce
-//! window lands as one write.
+//! window lands as one write. No Secret is watched: one shared ExternalSecret watch feeds the
+//! cache and the triggers of every workload kind.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{PodSpec, Secret};
+use k8s_openapi::api::core::v1::PodSpec;
 use keyward_crds::ExternalSecret;
-use keyward_crds::workload::{self, DATA_HASH_ANNOTATION, MANAGED_LABEL, RELOAD_ANNOTATION, SECRETS_HASH_ANNOTATION};
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use keyward_crds::workload::{self, RELOAD_ANNOTATION, SECRETS_HASH_ANNOTATION};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -35,7 +38,6 @@ fn workload_kinds() -> [ApiResource; 3] {
 struct Ctx {
     client: Client,
     resource: ApiResource,
-    secrets: Store<PartialObjectMeta<Secret>>,
     external_secrets: Store<ExternalSecret>,
 }
 
@@ -59,17 +61,37 @@ fn desired_hash(ctx: &Ctx, workload: &DynamicObject) -> Option<String> {
         .pointer("/metadata/annotations")
         .and_then(|a| serde_json::from_value(a.clone()).ok())
         .unwrap_or_default();
-    let used = workload::secrets_used(&spec, &annotations, |es| {
-        ctx.external_secrets.get(&ObjectRef::new(es).within(&namespace)).map(|es| es.target_secret_name())
-    });
-    let hashes: Vec<(String, String)> = used
-        .into_iter()
-        .filter_map(|name| {
-            let secret = ctx.secrets.get(&ObjectRef::new(&name).within(&namespace))?;
-            Some((name, secret.annotations().get(DATA_HASH_ANNOTATION)?.clone()))
-        })
-        .collect();
-    workload::secrets_hash(hashes.iter().map(|(n, h)| (n.as_str(), h.as_str())))
+    let mut in_namespace: Vec<Arc<ExternalSecret>> =
+        ctx.external_secrets.state().into_iter().filter(|es| es.namespace().as_deref() == Some(&namespace)).collect();
+    // Two ExternalSecrets creating one Secret is a conflict; like the webhook, take the first
+    // by name so both compute the same hash.
+    in_namespace.sort_by_key(|es| es.name_any());
+    let mut data_hashes: HashMap<String, &str> = HashMap::new();
+    for es in &in_namespace {
+        if let Some(hash) = es.rollout_data_hash() {
+            data_hashes.entry(es.target_secret_name()).or_insert(hash);
+        }
+    }
+    workload::template_secrets_hash(
+        &spec,
+        &annotations,
+        |es| ctx.external_secrets.get(&ObjectRef::new(es).within(&namespace)).map(|es| es.target_secret_name()),
+        |secret| data_hashes.get(secret).map(|h| h.to_string()),
+    )
+}
+
+/// What of an ExternalSecret can change a workload's hash: its target Secret and data hash.
+type RolloutInput = (String, Option<String>);
+
+/// Passes on only the ExternalSecrets whose rollout input changed since last seen, so the
+/// status writes of no-op refreshes do not wake every workload of the namespace.
+fn rollout_input_changed() -> impl FnMut(&Arc<ExternalSecret>) -> bool {
+    let seen: Mutex<HashMap<ObjectRef<ExternalSecret>, RolloutInput>> = Mutex::default();
+    move |es| {
+        let input = (es.target_secret_name(), es.rollout_data_hash().map(str::to_string));
+        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.insert(ObjectRef::from_obj(es.as_ref()), input.clone()) != Some(input)
+    }
 }
 
 fn wants_reload(workload: &DynamicObject) -> bool {
@@ -117,41 +139,36 @@ pub async fn run(
         Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar),
         None => Api::<DynamicObject>::all_with(client.clone(), ar),
     };
-    let secrets_api: Api<PartialObjectMeta<Secret>> = match &namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
     let es_api: Api<ExternalSecret> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let managed = || watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
-    let (es_store, es_writer) = reflector::store();
-    tokio::spawn(
-        watcher(es_api, watcher::Config::default()).default_backoff().reflect(es_writer).for_each(|_| async {}),
-    );
-    // Managed Secrets are watched metadata-only and label-selected: their data hash annotation
-    // is all reload needs, and no other Secret is ever cached.
-    let (secret_store, secret_writer) = reflector::store();
-    tokio::spawn(
-        watcher(secrets_api.clone(), managed()).default_backoff().reflect(secret_writer).for_each(|_| async {}),
-    );
+    // One watch of ExternalSecrets: a shared cache, and a subscription per workload kind.
+    let (es_store, es_writer) = reflector::store_shared(256);
+    let mut subscriptions = Vec::new();
     let mut controllers = Vec::new();
     for resource in workload_kinds() {
-        let ctx = Arc::new(Ctx {
-            client: client.clone(),
-            resource: resource.clone(),
-            secrets: secret_store.clone(),
-            external_secrets: es_store.clone(),
-        });
+        let Some(subscription) = es_writer.subscribe() else {
+            tracing::error!("the ExternalSecret cache cannot be shared; rollouts on rotation are off");
+            return;
+        };
+        subscriptions.push((resource, subscription));
+    }
+    tokio::spawn(
+        watcher(es_api, watcher::Config::default()).default_backoff().reflect_shared(es_writer).for_each(|_| async {}),
+    );
+    for (resource, subscription) in subscriptions {
+        let ctx =
+            Arc::new(Ctx { client: client.clone(), resource: resource.clone(), external_secrets: es_store.clone() });
         let controller = Controller::new_with(scoped(&resource), watcher::Config::default(), resource.clone())
             .with_config(Config::default().debounce(debounce));
         let workloads = controller.store();
-        let triggers = watcher(secrets_api.clone(), managed()).default_backoff().touched_objects();
-        // A Secret change concerns the reloadable workloads of its namespace; each reconcile
-        // recomputes its own hash and writes only when it changed.
-        let controller = controller.watches_stream(triggers, move |secret: PartialObjectMeta<Secret>| {
-            let ns = secret.namespace();
+        let mut changed = rollout_input_changed();
+        let triggers = subscription.filter(move |es| std::future::ready(changed(es)));
+        // An ExternalSecret's change concerns the reloadable workloads of its namespace; each
+        // reconcile recomputes its own hash and writes only when it changed.
+        let controller = controller.watches_shared_stream(triggers, move |es: Arc<ExternalSecret>| {
+            let ns = es.namespace();
             workloads
                 .state()
                 .into_iter()
@@ -168,4 +185,35 @@ pub async fn run(
         );
     }
     futures::future::join_all(controllers).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyward_crds::external_secret::ExternalSecretStatus;
+
+    fn es(name: &str, hash: Option<&str>, refreshed: &str) -> Arc<ExternalSecret> {
+        let mut es = ExternalSecret::new(name, Default::default());
+        es.metadata.namespace = Some("team-a".into());
+        es.status = Some(ExternalSecretStatus {
+            synced_data_hash: hash.map(str::to_string),
+            synced_resource_version: Some(refreshed.into()),
+            ..Default::default()
+        });
+        Arc::new(es)
+    }
+
+    #[test]
+    fn only_a_changed_target_or_data_hash_triggers_workloads() {
+        let mut changed = rollout_input_changed();
+        assert!(changed(&es("db", None, "r1")), "first sight");
+        assert!(!changed(&es("db", None, "r2")), "a status write that changes nothing else");
+        assert!(changed(&es("db", Some("h1"), "r3")), "first sync");
+        assert!(!changed(&es("db", Some("h1"), "r4")), "a no-op refresh");
+        assert!(changed(&es("db", Some("h2"), "r5")), "a rotation");
+        assert!(changed(&es("api", Some("h2"), "r1")), "tracked per ExternalSecret");
+        let mut renamed = (*es("db", Some("h2"), "r6")).clone();
+        renamed.spec.target.name = Some("db-v2".into());
+        assert!(changed(&Arc::new(renamed)), "a new target Secret");
+    }
 }

@@ -224,6 +224,15 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
             (value(&s, "value")? == "rotated-3").then_some(())
         })
         .await;
+        // The ExternalSecret mirrors the Secret's data hash: the webhook's only source for it.
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        eventually("status.syncedDataHash mirrors the Secret", WAIT, || async {
+            let s = secrets.get("db-secret").await.ok()?;
+            let annotated = s.metadata.annotations?.get("reconcile.external-secrets.io/data-hash")?.clone();
+            let mirrored = ess.get("db").await.ok()?.status?.synced_data_hash?;
+            (annotated == mirrored).then_some(())
+        })
+        .await;
         let rolled = eventually("template hash changed", WAIT, || async {
             let d = deployments.get("web").await.ok()?;
             (template_hash(&d)? != first).then_some(d)

@@ -29,20 +29,12 @@ pub enum Source {
     ExternalSecrets = 3,
     /// PushSecrets (kept as store-reference index entries).
     PushSecrets = 4,
-    /// Keyward-managed Secrets (metadata only, label-selected; their data hash annotation).
-    ManagedSecrets = 5,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 6] = [
-        Source::Namespaces,
-        Source::ClusterProviders,
-        Source::Providers,
-        Source::ExternalSecrets,
-        Source::PushSecrets,
-        Source::ManagedSecrets,
-    ];
+    pub const ALL: [Source; 5] =
+        [Source::Namespaces, Source::ClusterProviders, Source::Providers, Source::ExternalSecrets, Source::PushSecrets];
 
     /// Name for logs and metrics.
     pub fn as_str(self) -> &'static str {
@@ -52,7 +44,6 @@ impl Source {
             Source::Providers => "providers",
             Source::ExternalSecrets => "externalsecrets",
             Source::PushSecrets => "pushsecrets",
-            Source::ManagedSecrets => "managed-secrets",
         }
     }
 

@@ -1,12 +1,12 @@
 //! Watches that feed the caches. Namespaces and Providers are watched metadata-only;
 //! ClusterProviders keep their spec; ExternalSecrets and PushSecrets only leave their
-//! ClusterProvider references in a small index.
+//! ClusterProvider references in a small index (ExternalSecrets also their injection target).
+//! No Secret is ever watched: the webhook has no access to Secrets at all.
 
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use keyward_crds::workload::MANAGED_LABEL;
+use k8s_openapi::api::core::v1::Namespace;
 use keyward_crds::{ClusterProvider, ClusterProviderSpec, ExternalSecret, Provider, PushSecret};
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
@@ -113,23 +113,6 @@ impl Feed<DynamicObject> for Users {
     }
 }
 
-/// Keyward-managed Secrets, metadata only: the data hash annotation is all injection needs.
-struct ManagedSecrets;
-impl Feed<PartialObjectMeta<Secret>> for ManagedSecrets {
-    fn replace(&self, state: &mut State, items: Vec<PartialObjectMeta<Secret>>) {
-        state.injection.clear_secrets();
-        for s in items {
-            self.apply(state, s);
-        }
-    }
-    fn apply(&self, state: &mut State, s: PartialObjectMeta<Secret>) {
-        state.injection.upsert_secret(&s.namespace().unwrap_or_default(), &s.name_any(), s.annotations());
-    }
-    fn delete(&self, state: &mut State, s: PartialObjectMeta<Secret>) {
-        state.injection.remove_secret(&s.namespace().unwrap_or_default(), &s.name_any());
-    }
-}
-
 async fn run<K, S, F>(source: Source, stream: S, caches: Arc<Caches>, feed: F)
 where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
@@ -194,18 +177,8 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         tokio::spawn(run(
             Source::PushSecrets,
             watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).default_backoff(),
-            caches.clone(),
-            Users(UserKind::PushSecret),
-        )),
-        tokio::spawn(run(
-            Source::ManagedSecrets,
-            watcher(
-                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-                cfg().labels(&format!("{MANAGED_LABEL}=true")),
-            )
-            .default_backoff(),
             caches,
-            ManagedSecrets,
+            Users(UserKind::PushSecret),
         )),
     ]
 }

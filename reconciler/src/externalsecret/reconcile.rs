@@ -30,6 +30,8 @@ struct Synced {
     message: String,
     /// Event to publish when something changed: (reason, note).
     event: Option<(&'static str, String)>,
+    /// The data hash the target Secret now carries; `None` when no Secret was written.
+    data_hash: Option<String>,
 }
 
 /// A failed sync; the target is left as it was.
@@ -106,6 +108,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
                 synced_resource_version: Some(hash.clone()),
                 conditions,
                 binding: (policy != CreationPolicy::None).then_some(LocalObjectReference { name: target_name }),
+                synced_data_hash: synced.data_hash,
             };
             patch_status(&es, &ctx, &new_status).await?;
             ctx.metrics.set_es_condition(&name, &ns, "Ready", true);
@@ -166,7 +169,13 @@ async fn report_failure(
 
 async fn patch_status(es: &ExternalSecret, ctx: &Context, status: &ExternalSecretStatus) -> Result<(), Error> {
     let api: Api<ExternalSecret> = Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    api.patch_status(&es.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await?;
+    let mut body = json!({ "status": status });
+    // A merge patch keeps fields it does not mention: a Secret that is no longer written must
+    // not keep advertising its old hash.
+    if status.synced_data_hash.is_none() {
+        body["status"]["syncedDataHash"] = serde_json::Value::Null;
+    }
+    api.patch_status(&es.name_any(), &PatchParams::default(), &Patch::Merge(body)).await?;
     Ok(())
 }
 
@@ -193,6 +202,7 @@ async fn sync(
             reason: reason::SECRET_SYNCED,
             message: format!("{} values fetched; creationPolicy None writes no Secret", fetched.data.len()),
             event: None,
+            data_hash: None,
         });
     }
     if target.creation_policy == CreationPolicy::Merge && existing.is_none() {
@@ -208,6 +218,7 @@ async fn sync(
                 reason: reason::SECRET_DELETED,
                 message: "every remote value is gone; no Secret (deletionPolicy Delete)".into(),
                 event: None,
+                data_hash: None,
             });
         };
         // Only delete what this ExternalSecret created.
@@ -221,6 +232,7 @@ async fn sync(
                 reason: reason::SECRET_DELETED,
                 message: format!("every remote value is gone; Secret {target_name:?} deleted (deletionPolicy Delete)"),
                 event: Some((reason::SECRET_DELETED, format!("Secret {target_name:?} deleted"))),
+                data_hash: None,
             });
         }
     }
@@ -248,6 +260,7 @@ async fn sync(
                 reason: reason::SECRET_SYNCED,
                 message: synced_message(&fetched.missing),
                 event: None,
+                data_hash: Some(hash),
             });
         }
         if existing.immutable == Some(true) {
@@ -266,6 +279,7 @@ async fn sync(
         reason: reason::SECRET_SYNCED,
         message: synced_message(&fetched.missing),
         event: Some((event_reason, format!("Secret {target_name:?} {verb} with {} keys", data.len()))),
+        data_hash: Some(hash),
     })
 }
 

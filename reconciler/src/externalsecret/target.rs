@@ -48,7 +48,7 @@ pub fn desired(
         "namespace": es.namespace(),
         "annotations": { DATA_HASH_ANNOTATION: hash },
     });
-    if policy != CreationPolicy::Merge {
+    if policy.manages_target() {
         metadata["labels"] = json!({ MANAGED_LABEL: "true" });
     }
     if policy == CreationPolicy::Owner

@@ -1,10 +1,11 @@
 //! What injection and reload decisions need, kept small: for each ExternalSecret its target
-//! Secret name and Ready state, and for each Keyward-managed Secret its data hash (read from
-//! an annotation, so Secrets are watched metadata-only and no secret value is ever cached).
+//! Secret name, its Ready state and the data hash its last sync wrote. All of it comes from the
+//! ExternalSecret itself, so the webhook never watches or reads a Secret.
 
 use std::collections::{BTreeMap, HashMap};
 
-use keyward_crds::workload::{DATA_HASH_ANNOTATION, TargetState};
+use keyward_crds::external_secret::CreationPolicy;
+use keyward_crds::workload::TargetState;
 use serde_json::Value;
 
 /// An ExternalSecret as injection sees it.
@@ -14,75 +15,58 @@ pub struct EsTarget {
     pub secret: String,
     /// `None` when synced, else the Ready reason and message.
     pub not_synced: Option<String>,
+    /// The data hash of the Secret it created (`status.syncedDataHash`); `None` when it does not
+    /// create its Secret (creationPolicy Merge or None) or has not written it yet.
+    pub data_hash: Option<String>,
 }
 
-/// (namespace, name) of an object.
-type Key = (String, String);
-
-/// ExternalSecret targets and managed Secret hashes.
+/// ExternalSecrets by namespace, then name (sorted, so a lookup by Secret is deterministic).
 #[derive(Debug, Default)]
 pub struct InjectionIndex {
-    targets: HashMap<Key, EsTarget>,
-    data_hashes: HashMap<Key, String>,
-}
-
-fn key(namespace: &str, name: &str) -> Key {
-    (namespace.to_string(), name.to_string())
+    targets: HashMap<String, BTreeMap<String, EsTarget>>,
 }
 
 impl InjectionIndex {
     /// The state of ExternalSecret `name` in `namespace`.
     pub fn target(&self, namespace: &str, name: &str) -> TargetState {
-        match self.targets.get(&key(namespace, name)) {
+        match self.targets.get(namespace).and_then(|m| m.get(name)) {
             None => TargetState::Missing,
-            Some(EsTarget { secret, not_synced: None }) => TargetState::Synced { secret: secret.clone() },
-            Some(EsTarget { secret, not_synced: Some(why) }) => {
+            Some(EsTarget { secret, not_synced: None, .. }) => TargetState::Synced { secret: secret.clone() },
+            Some(EsTarget { secret, not_synced: Some(why), .. }) => {
                 TargetState::NotSynced { secret: secret.clone(), why: why.clone() }
             }
         }
     }
 
-    /// The data hash of managed Secret `name` in `namespace`.
-    pub fn data_hash(&self, namespace: &str, name: &str) -> Option<&str> {
-        self.data_hashes.get(&key(namespace, name)).map(String::as_str)
+    /// The data hash of Secret `secret` in `namespace`, as written by the ExternalSecret that
+    /// creates it.
+    pub fn data_hash(&self, namespace: &str, secret: &str) -> Option<&str> {
+        self.targets.get(namespace)?.values().filter(|t| t.secret == secret).find_map(|t| t.data_hash.as_deref())
     }
 
     /// Records an ExternalSecret (as JSON).
     pub fn upsert_external_secret(&mut self, namespace: &str, name: &str, object: &Value) {
-        self.targets.insert(key(namespace, name), es_target(name, object));
+        self.targets.entry(namespace.to_string()).or_default().insert(name.to_string(), es_target(name, object));
     }
 
     /// Forgets an ExternalSecret.
     pub fn remove_external_secret(&mut self, namespace: &str, name: &str) {
-        self.targets.remove(&key(namespace, name));
+        if let Some(m) = self.targets.get_mut(namespace) {
+            m.remove(name);
+            if m.is_empty() {
+                self.targets.remove(namespace);
+            }
+        }
     }
 
     /// Drops every ExternalSecret before a relist.
     pub fn clear_external_secrets(&mut self) {
         self.targets.clear();
     }
-
-    /// Records a managed Secret's annotations; one without a data hash is forgotten.
-    pub fn upsert_secret(&mut self, namespace: &str, name: &str, annotations: &BTreeMap<String, String>) {
-        match annotations.get(DATA_HASH_ANNOTATION) {
-            Some(hash) => self.data_hashes.insert(key(namespace, name), hash.clone()),
-            None => self.data_hashes.remove(&key(namespace, name)),
-        };
-    }
-
-    /// Forgets a managed Secret.
-    pub fn remove_secret(&mut self, namespace: &str, name: &str) {
-        self.data_hashes.remove(&key(namespace, name));
-    }
-
-    /// Drops every managed Secret before a relist.
-    pub fn clear_secrets(&mut self) {
-        self.data_hashes.clear();
-    }
 }
 
-/// The target and Ready state of an ExternalSecret. Lenient: a missing or odd status reads as
-/// "not synced yet".
+/// The target, Ready state and data hash of an ExternalSecret. Lenient: a missing or odd
+/// status reads as "not synced yet".
 fn es_target(name: &str, object: &Value) -> EsTarget {
     let secret = object
         .pointer("/spec/target/name")
@@ -102,7 +86,16 @@ fn es_target(name: &str, object: &Value) -> EsTarget {
         }
         None => Some("no Ready condition yet: the reconciler has not synced it".to_string()),
     };
-    EsTarget { secret, not_synced }
+    let policy: CreationPolicy = object
+        .pointer("/spec/target/creationPolicy")
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or_default();
+    let data_hash = policy
+        .manages_target()
+        .then(|| object.pointer("/status/syncedDataHash").and_then(Value::as_str))
+        .flatten()
+        .map(str::to_string);
+    EsTarget { secret, not_synced, data_hash }
 }
 
 #[cfg(test)]
@@ -142,15 +135,28 @@ mod tests {
     }
 
     #[test]
-    fn secrets_keep_only_their_data_hash() {
+    fn data_hashes_come_from_the_external_secret_that_creates_the_secret() {
         let mut idx = InjectionIndex::default();
-        let ann = |h: &str| [(DATA_HASH_ANNOTATION.to_string(), h.to_string())].into_iter().collect();
-        idx.upsert_secret("a", "db", &ann("h1"));
-        assert_eq!(idx.data_hash("a", "db"), Some("h1"));
-        idx.upsert_secret("a", "db", &BTreeMap::new());
+        let es = |policy: &str, hash: &str| {
+            json!({"spec": {"target": {"name": "db-secret", "creationPolicy": policy}},
+                   "status": {"syncedDataHash": hash}})
+        };
+        idx.upsert_external_secret("a", "db", &es("Owner", "h1"));
+        assert_eq!(idx.data_hash("a", "db-secret"), Some("h1"));
+        assert_eq!(idx.data_hash("a", "db"), None, "looked up by Secret name, not ExternalSecret name");
+        assert_eq!(idx.data_hash("b", "db-secret"), None, "namespaced");
+        idx.upsert_external_secret("a", "db", &es("Orphan", "h2"));
+        assert_eq!(idx.data_hash("a", "db-secret"), Some("h2"));
+        // A Secret merged into belongs to someone else: it does not count for rollouts.
+        idx.upsert_external_secret("a", "db", &es("Merge", "h3"));
+        assert_eq!(idx.data_hash("a", "db-secret"), None);
+        // The default policy is Owner.
+        idx.upsert_external_secret("a", "db", &json!({"status": {"syncedDataHash": "h4"}}));
+        assert_eq!(idx.data_hash("a", "db"), Some("h4"));
+        idx.remove_external_secret("a", "db");
         assert_eq!(idx.data_hash("a", "db"), None);
-        idx.upsert_secret("a", "db", &ann("h2"));
-        idx.clear_secrets();
-        assert_eq!(idx.data_hash("a", "db"), None);
+        idx.upsert_external_secret("a", "db", &es("Owner", "h1"));
+        idx.clear_external_secrets();
+        assert_eq!(idx.data_hash("a", "db-secret"), None);
     }
 }

@@ -78,15 +78,16 @@ fn workload(req: &AdmissionRequest, namespace: &str, object: &Value, state: &Sta
     else {
         return Decision::allow();
     };
-    let used = workload::secrets_used(&spec, &template_annotations, |es| match state.injection.target(namespace, es) {
-        TargetState::Synced { secret } | TargetState::NotSynced { secret, .. } => Some(secret),
-        TargetState::Missing => None,
-    });
-    let hashes: Vec<(String, String)> = used
-        .into_iter()
-        .filter_map(|secret| state.injection.data_hash(namespace, &secret).map(|h| (secret, h.to_string())))
-        .collect();
-    let Some(hash) = workload::secrets_hash(hashes.iter().map(|(s, h)| (s.as_str(), h.as_str()))) else {
+    let hash = workload::template_secrets_hash(
+        &spec,
+        &template_annotations,
+        |es| match state.injection.target(namespace, es) {
+            TargetState::Synced { secret } | TargetState::NotSynced { secret, .. } => Some(secret),
+            TargetState::Missing => None,
+        },
+        |secret| state.injection.data_hash(namespace, secret).map(str::to_string),
+    );
+    let Some(hash) = hash else {
         return Decision::allow();
     };
     let ops = annotation_ops(object, &["spec", "template", "metadata"], SECRETS_HASH_ANNOTATION, &hash);

@@ -2,7 +2,6 @@ use serde_json::json;
 
 use super::*;
 use crate::cache::State;
-use keyward_crds::workload::DATA_HASH_ANNOTATION;
 
 fn request(kind: (&str, &str), operation: &str, object: Value) -> AdmissionRequest {
     serde_json::from_value(json!({
@@ -17,11 +16,9 @@ fn request(kind: (&str, &str), operation: &str, object: Value) -> AdmissionReque
 
 fn state() -> State {
     let mut s = State::default();
-    let ready = json!({"spec": {"target": {"name": "db-secret"}}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced"}]}});
+    let ready = json!({"spec": {"target": {"name": "db-secret"}}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced"}], "syncedDataHash": "h1"}});
     s.injection.upsert_external_secret("team-a", "db", &ready);
     s.injection.upsert_external_secret("team-a", "pending", &json!({"spec": {}}));
-    let hash = |h: &str| [(DATA_HASH_ANNOTATION.to_string(), h.to_string())].into_iter().collect();
-    s.injection.upsert_secret("team-a", "db-secret", &hash("h1"));
     s
 }
 
