@@ -103,7 +103,7 @@ async fn rotating_serving_certificates_fails_no_admission_and_no_provider_call()
         assert!(applied > 40, "only {applied} admissions in 20 s");
         assert!(served("decision") > reviews_before, "the webhook answered the applies");
         // Both processes picked the new certificates up while running (no restart).
-        assert_eq!(webhook.process.log().matches("serving certificate reloaded").count(), 2, "webhook reloads");
+        assert_eq!(webhook.process.log().matches("reloaded TLS certificates").count(), 2, "webhook reloads");
         assert_eq!(fake.process.log().matches("reloaded TLS certificates").count(), 2, "provider reloads");
         let log = reconciler.process.log();
         assert!(!log.contains("SecretSyncedError"), "a sync failed during rotation:\n{log}");
