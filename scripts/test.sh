@@ -16,7 +16,7 @@ make -s generate-check
 step "local control plane binaries (built once, then cached)"
 bash e2e/scripts/build-controlplane.sh
 
-step "chart test tools: helm and cert-manager's CRDs (built once, then cached)"
+step "chart test tools: helm, cert-manager's CRDs, controller and CA injector (built once, then cached)"
 bash e2e/scripts/build-tools.sh
 
 step "clippy"

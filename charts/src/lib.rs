@@ -1,6 +1,9 @@
 //! Support for the chart tests: the `helm` binary (built from its Go module by
-//! `e2e/scripts/build-tools.sh`, cached), cert-manager's CRDs, and `helm` commands pointed at
-//! the local control plane with a private Helm home.
+//! `e2e/scripts/build-tools.sh`, cached), `helm` commands pointed at a cluster with a private
+//! Helm home, the test values of an installed release, and real cert-manager
+//! ([`cert_manager()`]: its CRDs, controller and CA injector).
+
+mod cert_manager;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,7 +11,10 @@ use std::sync::OnceLock;
 
 use keyward_e2e::repo_root;
 
-/// The directory holding `helm` and `cert-manager-crds/`, built on first use.
+pub use cert_manager::{CertManager, CertManagerOptions, cert_manager, cert_manager_crds, install_cert_manager_crds};
+
+/// The directory holding `helm`, `cert-manager-crds/`, `cert-manager-controller` and
+/// `cert-manager-cainjector`, built on first use.
 ///
 /// # Panics
 /// When the tools cannot be built: every chart test needs them.
@@ -19,7 +25,7 @@ pub fn tools_dir() -> &'static Path {
             .arg(repo_root().join("e2e/scripts/build-tools.sh"))
             .output()
             .expect("run e2e/scripts/build-tools.sh");
-        assert!(out.status.success(), "building helm failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "building the tools failed:\n{}", String::from_utf8_lossy(&out.stderr));
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     })
 }
@@ -27,11 +33,6 @@ pub fn tools_dir() -> &'static Path {
 /// The chart's directory.
 pub fn chart_dir() -> PathBuf {
     repo_root().join("charts/keyward")
-}
-
-/// cert-manager's CRDs (from its Go module).
-pub fn cert_manager_crds() -> PathBuf {
-    tools_dir().join("cert-manager-crds")
 }
 
 /// `helm` with `KUBECONFIG` set and its config, cache and data in a private directory.
@@ -64,4 +65,62 @@ pub fn run_fails(mut cmd: Command) -> String {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "{cmd:?} should have failed:\n{text}");
     text
+}
+
+/// Values that keep an installed release from intercepting other tests' objects: no Pod of the
+/// chart runs on the local control plane, so a `failurePolicy: Fail` webhook would refuse
+/// everything it selects. Both providers are enabled.
+pub fn test_values(fullname: &str, cert_manager: bool) -> String {
+    format!(
+        r#"fullnameOverride: {fullname}
+certManager:
+  enabled: {cert_manager}
+webhook:
+  namespaceSelector:
+    matchLabels: {{keyward.dev/chart-test: never}}
+  objectSelector:
+    matchLabels: {{keyward.dev/chart-test: never}}
+providers:
+  - name: kubernetes
+    enabled: true
+    command: keyward-provider-kubernetes
+    port: 8443
+    healthPort: 8080
+    rules:
+      - apiGroups: ["provider.external-secrets.io"]
+        resources: ["kubernetes"]
+        verbs: ["get", "list", "watch"]
+  - name: fake
+    enabled: true
+    command: keyward-provider-fake
+    port: 8443
+    healthPort: 8080
+    rules:
+      - apiGroups: ["provider.external-secrets.io"]
+        resources: ["fakes"]
+        verbs: ["get", "list", "watch"]
+"#
+    )
+}
+
+/// Writes `text` to `dir/name`; returns the path.
+pub fn write_values(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write values");
+    path
+}
+
+/// `helm install release` of the chart into `ns` with a values file; asserts it deployed.
+pub fn helm_install(kubeconfig: &Path, release: &str, ns: &str, values: &Path) {
+    let mut cmd = helm(kubeconfig);
+    cmd.args(["install", release]).arg(chart_dir()).args(["-n", ns, "-f"]).arg(values);
+    let out = run(cmd);
+    assert!(out.contains("STATUS: deployed"), "helm install output:\n{out}");
+}
+
+/// `helm uninstall release -n ns`.
+pub fn helm_uninstall(kubeconfig: &Path, release: &str, ns: &str) {
+    let mut cmd = helm(kubeconfig);
+    cmd.args(["uninstall", release, "-n", ns]);
+    run(cmd);
 }

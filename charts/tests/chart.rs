@@ -18,50 +18,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use keyward_chart_tests::{cert_manager_crds, chart_dir, helm, run, run_fails};
+use keyward_chart_tests::{
+    chart_dir, helm, helm_install, helm_uninstall, install_cert_manager_crds, run, run_fails, test_values, write_values,
+};
 use keyward_e2e::{control_plane, spawn_logged, with_temp_namespace, workspace_binary};
 use kube::{Api, Client};
-
-/// Values that keep an installed release from intercepting other tests' objects: no Pod of the
-/// chart runs here, so a `failurePolicy: Fail` webhook would refuse everything it selects.
-fn values(fullname: &str, cert_manager: bool) -> String {
-    format!(
-        r#"fullnameOverride: {fullname}
-certManager:
-  enabled: {cert_manager}
-webhook:
-  namespaceSelector:
-    matchLabels: {{keyward.dev/chart-test: never}}
-  objectSelector:
-    matchLabels: {{keyward.dev/chart-test: never}}
-providers:
-  - name: kubernetes
-    enabled: true
-    command: keyward-provider-kubernetes
-    port: 8443
-    healthPort: 8080
-    rules:
-      - apiGroups: ["provider.external-secrets.io"]
-        resources: ["kubernetes"]
-        verbs: ["get", "list", "watch"]
-  - name: fake
-    enabled: true
-    command: keyward-provider-fake
-    port: 8443
-    healthPort: 8080
-    rules:
-      - apiGroups: ["provider.external-secrets.io"]
-        resources: ["fakes"]
-        verbs: ["get", "list", "watch"]
-"#
-    )
-}
-
-fn write_values(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write values");
-    path
-}
 
 fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String) {
     let mut child = Command::new("kubectl")
@@ -75,17 +36,6 @@ fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String
     child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
     let out = child.wait_with_output().expect("kubectl finishes");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-async fn install_cert_manager_crds() {
-    let cp = control_plane().await;
-    let dir = cert_manager_crds();
-    let mut apply = cp.kubectl();
-    apply.args(["apply", "--server-side", "--force-conflicts", "-f"]).arg(&dir);
-    run(apply);
-    let mut wait = cp.kubectl();
-    wait.args(["wait", "--for", "condition=Established", "--timeout", "60s", "-f"]).arg(&dir);
-    run(wait);
 }
 
 fn template(kubeconfig: &Path, release: &str, ns: &str, values: &Path, extra: &[&str]) -> String {
@@ -123,7 +73,7 @@ fn helm_lint_passes_in_both_modes_and_the_schema_refuses_bad_values() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
-    install_cert_manager_crds().await;
+    install_cert_manager_crds(control_plane().await.kubeconfig());
     with_temp_namespace(&[], |_client, ns| async move {
         let cp = control_plane().await;
         let dir = tempfile::tempdir().expect("tempdir");
@@ -141,7 +91,7 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
                 ],
             ),
         ] {
-            let values = write_values(dir.path(), "values.yaml", &values(&format!("{ns}-dry"), cert_manager));
+            let values = write_values(dir.path(), "values.yaml", &test_values(&format!("{ns}-dry"), cert_manager));
             let rendered = template(cp.kubeconfig(), "kw", &ns, &values, &extra);
             let (ok, out) =
                 kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
@@ -163,26 +113,13 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
             }
         }
         // The dry run is a real check: an object the API server refuses fails it.
-        let values = write_values(dir.path(), "values.yaml", &values(&format!("{ns}-dry"), false));
+        let values = write_values(dir.path(), "values.yaml", &test_values(&format!("{ns}-dry"), false));
         let broken =
             template(cp.kubeconfig(), "kw", &ns, &values, &[]).replace("sideEffects: None", "sideEffects: Sometimes");
         let (ok, out) = kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &broken);
         assert!(!ok && out.contains("sideEffects"), "a broken manifest must fail the dry run:\n{out}");
     })
     .await;
-}
-
-fn helm_install(kubeconfig: &Path, release: &str, ns: &str, values: &Path) {
-    let mut cmd = helm(kubeconfig);
-    cmd.args(["install", release]).arg(chart_dir()).args(["-n", ns, "-f"]).arg(values);
-    let out = run(cmd);
-    assert!(out.contains("STATUS: deployed"), "helm install output:\n{out}");
-}
-
-fn helm_uninstall(kubeconfig: &Path, release: &str, ns: &str) {
-    let mut cmd = helm(kubeconfig);
-    cmd.args(["uninstall", release, "-n", ns]);
-    run(cmd);
 }
 
 async fn assert_common_objects(client: &Client, ns: &str, f: &str) {
@@ -269,7 +206,7 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
         let cp = control_plane().await;
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format!("{ns}-sm");
-        let values = write_values(dir.path(), "values.yaml", &values(&f, false));
+        let values = write_values(dir.path(), "values.yaml", &test_values(&f, false));
         helm_install(cp.kubeconfig(), "keyward", &ns, &values);
         assert_common_objects(&client, &ns, &f).await;
 
@@ -361,12 +298,12 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_cert_manager_mode_creates_issuers_certificates_and_injection_annotations() {
-    install_cert_manager_crds().await;
+    install_cert_manager_crds(control_plane().await.kubeconfig());
     with_temp_namespace(&[], |client, ns| async move {
         let cp = control_plane().await;
         let dir = tempfile::tempdir().expect("tempdir");
         let f = format!("{ns}-cm");
-        let values = write_values(dir.path(), "values.yaml", &values(&f, true));
+        let values = write_values(dir.path(), "values.yaml", &test_values(&f, true));
         helm_install(cp.kubeconfig(), "keyward", &ns, &values);
         assert_common_objects(&client, &ns, &f).await;
 

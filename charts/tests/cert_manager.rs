@@ -1,0 +1,221 @@
+//! The chart's cert-manager mode with real cert-manager: its controller and CA injector (built
+//! from the pinned cert-manager Go module, see `e2e/scripts/build-tools.sh`) run as local
+//! processes against the local control plane, next to `helm install --set
+//! certManager.enabled=true`. The release uses webhook selectors that never match, so it cannot
+//! block other tests.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::Secret;
+use keyward_certs::bundle::{same_certificates, signed_by, subject_alt_names, verifies_against_bundle};
+use keyward_chart_tests::{
+    CertManager, CertManagerOptions, cert_manager, helm_install, helm_uninstall, test_values, write_values,
+};
+use keyward_e2e::{control_plane, with_temp_namespace};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::{Api, Client};
+use time::OffsetDateTime;
+use x509_parser::extensions::ParsedExtension;
+use x509_parser::pem::parse_x509_pem;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn certificates(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk))
+}
+
+/// The status of condition `kind` of a cert-manager object.
+fn condition(obj: &DynamicObject, kind: &str) -> Option<String> {
+    obj.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+/// Polls `check` until it returns `Some`, while cert-manager keeps running.
+async fn eventually<T, Fut: Future<Output = Option<T>>>(
+    cm: &mut CertManager,
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        cm.assert_running();
+        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `tls.crt`, `tls.key` and `ca.crt` of a Secret, as text.
+async fn tls_secret(secrets: &Api<Secret>, name: &str) -> Option<(String, String, String)> {
+    let data = secrets.get_opt(name).await.expect("get Secret")?.data?;
+    let text = |k: &str| data.get(k).map(|b| String::from_utf8(b.0.clone()).expect("PEM is text"));
+    Some((text("tls.crt")?, text("tls.key")?, text("ca.crt")?))
+}
+
+/// The caBundle of every webhook of both configurations named `name` (`None` while unset).
+async fn ca_bundles(client: &Client, name: &str) -> Vec<Option<String>> {
+    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone()).get(name).await.expect("vwc");
+    let mwc = Api::<MutatingWebhookConfiguration>::all(client.clone()).get(name).await.expect("mwc");
+    let validating = vwc.webhooks.unwrap_or_default().into_iter().map(|w| w.client_config.ca_bundle);
+    let mutating = mwc.webhooks.unwrap_or_default().into_iter().map(|w| w.client_config.ca_bundle);
+    validating.chain(mutating).map(|b| b.map(|b| String::from_utf8(b.0).expect("PEM is text"))).collect()
+}
+
+/// Whether the certificate is a CA, and its extended key usages (`serverAuth`, `clientAuth`).
+fn ca_and_usages(pem: &str) -> (bool, Vec<&'static str>) {
+    let (_, pem) = parse_x509_pem(pem.as_bytes()).expect("PEM");
+    let cert = pem.parse_x509().expect("X.509");
+    let mut is_ca = false;
+    let mut usages = Vec::new();
+    for ext in cert.extensions() {
+        match ext.parsed_extension() {
+            ParsedExtension::BasicConstraints(bc) => is_ca = bc.ca,
+            ParsedExtension::ExtendedKeyUsage(eku) => {
+                if eku.server_auth {
+                    usages.push("serverAuth");
+                }
+                if eku.client_auth {
+                    usages.push("clientAuth");
+                }
+            }
+            _ => {}
+        }
+    }
+    (is_ca, usages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let cp = control_plane().await;
+        // Scoped to this namespace, with its Lease here: other tests sharing the control plane
+        // may run cert-manager too.
+        let options = CertManagerOptions {
+            namespace: Some(ns.clone()),
+            leader_election_namespace: Some(ns.clone()),
+            ..Default::default()
+        };
+        let mut cm = cert_manager(cp.kubeconfig(), &options).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format!("{ns}-cm");
+        let values = write_values(dir.path(), "values.yaml", &test_values(&f, true));
+        helm_install(cp.kubeconfig(), "keyward", &ns, &values);
+
+        // Every Certificate of the chart becomes Ready.
+        let certs = certificates(&client, &ns);
+        let wanted = [
+            format!("{f}-ca"),
+            format!("{f}-webhook"),
+            format!("{f}-provider-kubernetes"),
+            format!("{f}-provider-fake"),
+            format!("{f}-reconciler-client"),
+        ];
+        let listed = certs.list(&Default::default()).await.expect("list Certificates");
+        let mut names: Vec<String> = listed.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        names.sort();
+        let mut sorted = wanted.to_vec();
+        sorted.sort();
+        assert_eq!(names, sorted, "the chart's Certificates");
+        eventually(&mut cm, "every Certificate Ready", || async {
+            let list = certs.list(&Default::default()).await.expect("list Certificates");
+            list.items.iter().all(|c| condition(c, "Ready").as_deref() == Some("True")).then_some(())
+        })
+        .await;
+
+        // The chain: a self-signed CA, and leaves it signed for the Services' DNS names.
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let (ca, _, ca_bundle) = tls_secret(&secrets, &format!("{f}-ca")).await.expect("CA Secret");
+        assert!(same_certificates(&ca, &ca_bundle), "the CA Secret's ca.crt is the CA itself");
+        assert!(signed_by(&ca, &ca) && ca_and_usages(&ca).0, "the CA is a self-signed CA certificate");
+        let now = OffsetDateTime::now_utc();
+        let leaves = [
+            (format!("{f}-webhook-tls"), format!("{f}-webhook"), "serverAuth"),
+            (format!("{f}-provider-kubernetes-tls"), format!("{f}-provider-kubernetes"), "serverAuth"),
+            (format!("{f}-provider-fake-tls"), format!("{f}-provider-fake"), "serverAuth"),
+        ];
+        for (secret, service, usage) in &leaves {
+            let (leaf, _, bundle) = tls_secret(&secrets, secret).await.unwrap_or_else(|| panic!("{secret}"));
+            assert!(same_certificates(&bundle, &ca), "{secret}: ca.crt is the chart's CA");
+            assert!(verifies_against_bundle(&leaf, &ca, now), "{secret}: signed by the CA and valid now");
+            let sans = subject_alt_names(&leaf);
+            for name in [
+                service.clone(),
+                format!("{service}.{ns}"),
+                format!("{service}.{ns}.svc"),
+                format!("{service}.{ns}.svc.cluster.local"),
+            ] {
+                assert!(sans.contains(&name), "{secret}: SAN {name} in {sans:?}");
+            }
+            assert_eq!(ca_and_usages(&leaf), (false, vec![*usage]), "{secret}: a leaf for {usage}");
+        }
+        let (client_cert, _, bundle) = tls_secret(&secrets, "keyward-provider-tls").await.expect("client Secret");
+        assert!(same_certificates(&bundle, &ca) && verifies_against_bundle(&client_cert, &ca, now));
+        assert_eq!(ca_and_usages(&client_cert), (false, vec!["clientAuth"]), "the reconciler's client certificate");
+
+        // The CA injector fills every webhook's caBundle with the issuing CA.
+        let injected = eventually(&mut cm, "caBundle injected into every webhook", || async {
+            let bundles = ca_bundles(&client, &f).await;
+            bundles.iter().all(Option::is_some).then_some(bundles)
+        })
+        .await;
+        assert!(injected.len() >= 2, "validating and mutating webhooks: {}", injected.len());
+        for bundle in injected.iter().flatten() {
+            assert!(same_certificates(bundle, &ca), "caBundle is the chart's CA");
+        }
+
+        // A deleted Secret is issued again: new key, same CA, still trusted by the caBundle.
+        let webhook_secret = format!("{f}-webhook-tls");
+        let (old_leaf, old_key, _) = tls_secret(&secrets, &webhook_secret).await.expect("webhook Secret");
+        secrets.delete(&webhook_secret, &DeleteParams::default()).await.expect("delete Secret");
+        let (leaf, key, _) = eventually(&mut cm, "the webhook Secret issued again", || async {
+            tls_secret(&secrets, &webhook_secret).await.filter(|(leaf, _, _)| *leaf != old_leaf)
+        })
+        .await;
+        assert_ne!(key, old_key, "rotationPolicy Always: a new private key");
+        assert!(verifies_against_bundle(&leaf, &ca, OffsetDateTime::now_utc()), "the new leaf chains to the CA");
+        for bundle in ca_bundles(&client, &f).await {
+            assert!(same_certificates(&bundle.expect("caBundle"), &ca), "caBundle unchanged: the CA did not change");
+        }
+
+        // A manual renewal (what `cmctl renew` does: the Issuing condition set on the status)
+        // re-issues the Certificate as a new revision.
+        let name = format!("{f}-provider-fake");
+        let secret = format!("{name}-tls");
+        let (old_leaf, _, _) = tls_secret(&secrets, &secret).await.expect("provider Secret");
+        let mut cert = certs.get(&name).await.expect("Certificate");
+        let revision = cert.data["status"]["revision"].as_i64().expect("status.revision");
+        let conditions = cert.data["status"]["conditions"].as_array_mut().expect("conditions");
+        conditions.push(serde_json::json!({
+            "type": "Issuing",
+            "status": "True",
+            "reason": "ManuallyTriggered",
+            "message": "Certificate re-issuance manually triggered",
+            "lastTransitionTime": OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339)
+                .expect("time format"),
+        }));
+        certs.replace_status(&name, &PostParams::default(), &cert).await.expect("set Issuing");
+        eventually(&mut cm, "a new revision, Ready", || async {
+            let cert = certs.get(&name).await.expect("Certificate");
+            let next = cert.data["status"]["revision"].as_i64() == Some(revision + 1);
+            (next && condition(&cert, "Ready").as_deref() == Some("True") && condition(&cert, "Issuing").is_none())
+                .then_some(())
+        })
+        .await;
+        let (leaf, _, _) = tls_secret(&secrets, &secret).await.expect("provider Secret");
+        assert_ne!(leaf, old_leaf, "renewal wrote a new certificate");
+        assert!(verifies_against_bundle(&leaf, &ca, OffsetDateTime::now_utc()));
+        cm.assert_running();
+
+        helm_uninstall(cp.kubeconfig(), "keyward", &ns);
+    })
+    .await;
+}
