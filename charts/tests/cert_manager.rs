@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_certs::bundle::{same_certificates, signed_by, subject_alt_names, verifies_against_bundle};
 use keyward_chart_tests::{
@@ -214,6 +215,15 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         assert_ne!(leaf, old_leaf, "renewal wrote a new certificate");
         assert!(verifies_against_bundle(&leaf, &ca, OffsetDateTime::now_utc()));
         cm.assert_running();
+
+        // Stopping cert-manager gives both Leases up, so a successor can start at once.
+        drop(cm);
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        for name in ["cert-manager-controller", "cert-manager-cainjector-leader-election"] {
+            let lease = leases.get(name).await.unwrap_or_else(|e| panic!("Lease {name}: {e}"));
+            let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+            assert_eq!(holder, "", "Lease {name} released on shutdown");
+        }
 
         helm_uninstall(cp.kubeconfig(), "keyward", &ns);
     })

@@ -87,10 +87,16 @@ func run(ctx context.Context, kubeconfig, namespace, clusterResourceNamespace, l
 		return err
 	}
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if leaderNamespace != "" {
-		if err := waitForLeadership(ctx, factory, leaderNamespace); err != nil {
+		released, err := waitForLeadership(ctx, factory, leaderNamespace)
+		if err != nil {
 			return err
 		}
+		// On shutdown, or when a controller fails, give the Lease up and wait until it is
+		// released, so a successor starts at once.
+		defer func() { cancel(); <-released }()
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -114,21 +120,22 @@ func run(ctx context.Context, kubeconfig, namespace, clusterResourceNamespace, l
 }
 
 // waitForLeadership blocks until this process holds the Lease; losing it later exits the
-// process, so two controllers never act at once.
-func waitForLeadership(ctx context.Context, factory *controller.ContextFactory, namespace string) error {
+// process, so two controllers never act at once. The returned channel closes once the elector
+// stopped (and released the Lease) after ctx ends.
+func waitForLeadership(ctx context.Context, factory *controller.ContextFactory, namespace string) (<-chan struct{}, error) {
 	c, err := factory.Build("leader-election")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, err := os.Hostname()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, "cert-manager-controller",
 		c.Client.CoreV1(), c.Client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: fmt.Sprintf("%s-%d", id, os.Getpid()), EventRecorder: c.Recorder})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	elected := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -148,13 +155,18 @@ func waitForLeadership(ctx context.Context, factory *controller.ContextFactory, 
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	go elector.Run(ctx)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		elector.Run(ctx)
+	}()
 	select {
 	case <-elected:
-		return nil
+		return released, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		<-released
+		return nil, ctx.Err()
 	}
 }
