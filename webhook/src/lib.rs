@@ -10,6 +10,7 @@ pub mod client;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod inject;
+pub mod layers;
 pub mod metrics;
 pub mod mutate;
 pub mod review;

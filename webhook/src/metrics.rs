@@ -33,7 +33,7 @@ pub struct Metrics {
     registry: Registry,
     /// Review latency in seconds.
     pub review_seconds: Family<ReviewLabels, Histogram>,
-    /// Bodies rejected before they were reviews (malformed, too large).
+    /// Requests answered with an error instead of a review (malformed, too large, too slow).
     pub bad_requests: Counter,
     /// Serving-certificate reloads.
     pub cert_reloads: Counter,
@@ -66,7 +66,11 @@ impl Metrics {
         let review_seconds = Family::<ReviewLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
         registry.register("review_duration_seconds", "Time to answer an admission review", review_seconds.clone());
         let bad_requests = Counter::default();
-        registry.register("bad_requests", "Request bodies that are not admission reviews", bad_requests.clone());
+        registry.register(
+            "bad_requests",
+            "Requests answered with an error instead of a review (malformed, too large, too slow)",
+            bad_requests.clone(),
+        );
         let cert_reloads = Counter::default();
         registry.register("certificate_reloads", "Serving certificate reloads", cert_reloads.clone());
         let cert_reload_errors = Counter::default();

@@ -4,15 +4,13 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -21,7 +19,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cache::Caches;
-use crate::metrics::{Metrics, ReviewLabels};
+use crate::layers::{ReviewBody, Reviewed, rejected};
+use crate::metrics::Metrics;
 use crate::review::{BadRequest, Decision, Decoded, decode, encode};
 use crate::validate::{Kind, is_write};
 
@@ -30,7 +29,8 @@ use crate::validate::{Kind, is_write};
 pub struct Limits {
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    /// Time budget of one review, including waiting for a new namespace to reach the cache.
+    /// Time budget of one request, from its headers to the answer (reading the body and
+    /// waiting for a new namespace to reach the cache included).
     pub request_timeout: Duration,
     /// How long a review waits for a namespace that is not in the cache yet.
     pub namespace_wait: Duration,
@@ -87,15 +87,16 @@ impl Mode {
     }
 }
 
-/// The admission routes: `POST /validate` and `POST /mutate`.
+/// The admission routes: `POST /validate` and `POST /mutate`, thin handlers inside the layers
+/// of [`crate::layers::admission`] (body limit, time budget, metrics and logs).
 pub fn admission_router(state: AppState) -> Router {
-    Router::new()
+    let (metrics, limits) = (state.metrics.clone(), state.limits);
+    let routes = Router::new()
         .route("/validate", post(validate_handler))
         .route("/mutate", post(mutate_handler))
         .fallback(not_found)
-        // The handlers read the body themselves, with the size limit and under the timeout.
-        .layer(DefaultBodyLimit::disable())
-        .with_state(state)
+        .with_state(state);
+    crate::layers::admission(routes, metrics, limits)
 }
 
 /// The plain-HTTP routes: `/healthz`, `/readyz`, `/metrics`.
@@ -135,33 +136,16 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
 }
 
 async fn not_found() -> Response {
-    json_error(StatusCode::NOT_FOUND, "no such endpoint: use POST /validate or POST /mutate")
+    let message = "no such endpoint: use POST /validate or POST /mutate";
+    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-fn json_error(status: StatusCode, message: &str) -> Response {
-    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+async fn validate_handler(State(state): State<AppState>, ReviewBody(body): ReviewBody) -> Response {
+    review(state, Mode::Validate, &body).await
 }
 
-async fn validate_handler(State(state): State<AppState>, body: Body) -> Response {
-    review_endpoint(state, Mode::Validate, body).await
-}
-
-async fn mutate_handler(State(state): State<AppState>, body: Body) -> Response {
-    review_endpoint(state, Mode::Mutate, body).await
-}
-
-/// Reads the body within the size limit and the review's time budget.
-async fn read_body(body: Body, limits: &Limits) -> Result<Bytes, (StatusCode, String)> {
-    let limited = Limited::new(body, limits.max_body_bytes);
-    match tokio::time::timeout(limits.request_timeout, limited.collect()).await {
-        Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time".into())),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err((
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {} bytes", limits.max_body_bytes),
-        )),
-        Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, format!("reading the request body failed: {e}"))),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
+async fn mutate_handler(State(state): State<AppState>, ReviewBody(body): ReviewBody) -> Response {
+    review(state, Mode::Mutate, &body).await
 }
 
 /// Answers a decoded review from the caches, synchronously. This is what the fuzz target and
@@ -186,75 +170,41 @@ pub fn handle_body(mode: Mode, body: &[u8], caches: &Caches) -> Result<Vec<u8>, 
     Ok(encode(&uid, &decision))
 }
 
-async fn review_endpoint(state: AppState, mode: Mode, body: Body) -> Response {
-    let started = Instant::now();
-    let body = match read_body(body, &state.limits).await {
-        Ok(b) => b,
-        Err((status, message)) => {
-            state.metrics.bad_requests.inc();
-            tracing::warn!(webhook = mode.as_str(), %status, "request body rejected: {message}");
-            return json_error(status, &message);
-        }
-    };
-    let decoded = match decode(&body) {
+/// One review: decode, wait briefly for a namespace the watch has not delivered yet, answer
+/// from the caches. The layers around it bound it and record it.
+async fn review(state: AppState, mode: Mode, body: &[u8]) -> Response {
+    let decoded = match decode(body) {
         Ok(d) => d,
-        Err(BadRequest(message)) => {
-            state.metrics.bad_requests.inc();
-            tracing::warn!(webhook = mode.as_str(), "not an admission review: {message}");
-            return json_error(StatusCode::BAD_REQUEST, &message);
-        }
+        Err(BadRequest(message)) => return rejected(StatusCode::BAD_REQUEST, message),
     };
-    let (uid, kind, namespace, operation) = match &decoded {
-        Decoded::Request(r) => (r.uid.clone(), r.kind.kind.clone(), r.namespace().to_string(), r.operation.clone()),
-        Decoded::Reject { uid, .. } => (uid.clone(), String::new(), String::new(), String::new()),
+    // A namespace created a moment ago may not have reached the watch yet: wait for it
+    // briefly instead of deciding on missing labels.
+    if mode == Mode::Validate
+        && let Decoded::Request(r) = &decoded
+        && is_write(r)
+        && Kind::of(r).is_some_and(Kind::uses_namespace_labels)
+        && !r.namespace().is_empty()
+    {
+        state.caches.wait_for_namespace(r.namespace(), state.limits.namespace_wait).await;
+    }
+    let (uid, decision) = answer(mode, &decoded, &state.caches);
+    let (kind, namespace, operation) = match &decoded {
+        Decoded::Request(r) => (r.kind.kind.clone(), r.namespace().to_string(), r.operation.clone()),
+        Decoded::Reject { .. } => Default::default(),
     };
-
-    let work = async {
-        // A namespace created a moment ago may not have reached the watch yet: wait for it
-        // briefly instead of deciding on missing labels.
-        if mode == Mode::Validate
-            && let Decoded::Request(r) = &decoded
-            && is_write(r)
-            && Kind::of(r).is_some_and(Kind::uses_namespace_labels)
-            && !r.namespace().is_empty()
-        {
-            state.caches.wait_for_namespace(r.namespace(), state.limits.namespace_wait).await;
-        }
-        answer(mode, &decoded, &state.caches).1
+    let reviewed = Reviewed {
+        webhook: mode.as_str(),
+        uid: uid.clone(),
+        kind,
+        namespace,
+        operation,
+        decision: decision.label(),
+        message: decision.message.clone().unwrap_or_default(),
+        warnings: decision.warnings.len(),
     };
-    let decision = match tokio::time::timeout(state.limits.request_timeout, work).await {
-        Ok(d) => d,
-        Err(_) => Decision::deny(
-            500,
-            format!("keyward-webhook did not answer within {:?}; retry", state.limits.request_timeout),
-        ),
-    };
-
-    let label = decision.label();
-    let elapsed = started.elapsed();
-    state
-        .metrics
-        .review_seconds
-        .get_or_create(&ReviewLabels {
-            webhook: mode.as_str(),
-            kind: if kind.is_empty() { "unknown".into() } else { kind.clone() },
-            operation: if operation.is_empty() { "unknown".into() } else { operation.clone() },
-            decision: label,
-        })
-        .observe(elapsed.as_secs_f64());
-    tracing::info!(
-        webhook = mode.as_str(),
-        uid = %uid,
-        kind = %kind,
-        namespace = %namespace,
-        operation = %operation,
-        decision = label,
-        message = decision.message.as_deref().unwrap_or_default(),
-        warnings = decision.warnings.len(),
-        latency_us = elapsed.as_micros() as u64,
-        "admission review"
-    );
-    ([(header::CONTENT_TYPE, "application/json")], encode(&uid, &decision)).into_response()
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], encode(&uid, &decision)).into_response();
+    response.extensions_mut().insert(reviewed);
+    response
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` resolves, then drains in-flight
