@@ -1,13 +1,20 @@
-//! What every reconcile shares: the API client, the client manager, metrics, the event
-//! recorder, settings, and per-object failure counts for error backoff.
+//! What every reconcile shares: the API client, the caches, the client manager, metrics,
+//! events, settings, and per-object state (failure counts for error backoff, the last refresh
+//! that wrote nothing). Per-object state is dropped when the caches say the object is gone.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder};
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use keyward_crds::{ExternalSecret, PushSecret};
+use kube::api::{ObjectMeta, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
 use rand::Rng;
 
 use crate::clientmanager::ClientManager;
@@ -22,6 +29,8 @@ pub struct Settings {
     pub error_backoff_base: Duration,
     /// Longest retry delay after repeated failures.
     pub error_backoff_max: Duration,
+    /// Provider calls one ExternalSecret makes at once.
+    pub fetch_concurrency: usize,
 }
 
 impl Default for Settings {
@@ -30,68 +39,178 @@ impl Default for Settings {
             provider_check_interval: Duration::from_secs(60),
             error_backoff_base: Duration::from_secs(2),
             error_backoff_max: Duration::from_secs(300),
+            fetch_concurrency: 8,
         }
     }
+}
+
+/// Who publishes events.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    /// `reportingController`.
+    pub controller: String,
+    /// `reportingInstance`.
+    pub instance: String,
+}
+
+/// Which object per-object state belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// `ExternalSecret` or `PushSecret`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an ExternalSecret.
+    pub fn external_secret(namespace: &str, name: &str) -> Self {
+        ObjectKey { kind: "ExternalSecret", namespace: namespace.into(), name: name.into() }
+    }
+
+    /// The key of a PushSecret.
+    pub fn push_secret(namespace: &str, name: &str) -> Self {
+        ObjectKey { kind: "PushSecret", namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// What is remembered about one object between reconciles.
+#[derive(Debug, Default, Clone, Copy)]
+struct PerObject {
+    failures: u32,
+    last_refresh: Option<Instant>,
+}
+
+/// The caches reconciles read.
+#[derive(Clone)]
+pub struct Caches {
+    /// ExternalSecrets (the controller's own store).
+    pub external_secrets: Store<ExternalSecret>,
+    /// PushSecrets.
+    pub push_secrets: Store<PushSecret>,
+    /// Managed Secrets, metadata only.
+    pub managed_secrets: Store<PartialObjectMeta<Secret>>,
 }
 
 /// Shared by every reconcile.
 pub struct Context {
     /// API client.
     pub client: Client,
+    /// Caches.
+    pub caches: Caches,
     /// Provider clients.
     pub manager: Arc<ClientManager>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Kubernetes events.
-    pub recorder: Recorder,
     /// Settings.
     pub settings: Settings,
-    failures: Mutex<HashMap<String, u32>>,
+    reporter: Reporter,
+    objects: Mutex<HashMap<ObjectKey, PerObject>>,
 }
 
 impl Context {
     /// A context.
     pub fn new(
         client: Client,
+        caches: Caches,
         manager: Arc<ClientManager>,
         metrics: Arc<Metrics>,
-        recorder: Recorder,
+        reporter: Reporter,
         settings: Settings,
     ) -> Self {
-        Context { client, manager, metrics, recorder, settings, failures: Mutex::new(HashMap::new()) }
+        Context { client, caches, manager, metrics, settings, reporter, objects: Mutex::new(HashMap::new()) }
+    }
+
+    fn objects(&self) -> MutexGuard<'_, HashMap<ObjectKey, PerObject>> {
+        // Updates are single statements; a poisoned lock still holds a consistent map.
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records a failure of `key` and returns how long to wait before retrying: doubling from
     /// the base up to the maximum, with jitter so failing objects spread out.
-    pub fn failure_delay(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key.to_string()).or_insert(0);
-        *n = n.saturating_add(1);
+    pub fn failure_delay(&self, key: &ObjectKey) -> Duration {
+        let n = {
+            let mut objects = self.objects();
+            let state = objects.entry(key.clone()).or_default();
+            state.failures = state.failures.saturating_add(1);
+            state.failures
+        };
         let ceiling = self
             .settings
             .error_backoff_base
-            .saturating_mul(2u32.saturating_pow((*n - 1).min(16)))
+            .saturating_mul(2u32.saturating_pow((n - 1).min(16)))
             .min(self.settings.error_backoff_max);
         let half = ceiling / 2;
         half + Duration::from_millis(rand::rng().random_range(0..=half.as_millis().max(1) as u64))
     }
 
     /// Forgets the failures of `key` after a success.
-    pub fn clear_failures(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    pub fn clear_failures(&self, key: &ObjectKey) {
+        let mut objects = self.objects();
+        if let Some(state) = objects.get_mut(key) {
+            state.failures = 0;
+            if state.last_refresh.is_none() {
+                objects.remove(key);
+            }
+        }
     }
 
-    /// Publishes an event; failures are logged, never fatal.
+    /// Remembers a refresh that found nothing to write (so status was not written either).
+    pub fn refreshed(&self, key: &ObjectKey, at: Instant) {
+        self.objects().entry(key.clone()).or_default().last_refresh = Some(at);
+    }
+
+    /// When `key` was last refreshed without a write, if it was.
+    pub fn last_refresh(&self, key: &ObjectKey) -> Option<Instant> {
+        self.objects().get(key).and_then(|s| s.last_refresh)
+    }
+
+    /// Drops everything kept about an object that is gone, its metric series included.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.objects().remove(key);
+        match key.kind {
+            "ExternalSecret" => self.metrics.forget_es(&key.name, &key.namespace),
+            _ => self.metrics.forget_push(&key.name, &key.namespace),
+        }
+    }
+
+    /// Number of objects with remembered state.
+    pub fn tracked(&self) -> usize {
+        self.objects().len()
+    }
+
+    /// Publishes an event (`events.k8s.io/v1`); failures are logged, never fatal. Events are
+    /// not cached or aggregated here: callers publish on a change, not on every reconcile.
     pub async fn event(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
-        let ev = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.to_string(),
+        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
+        let suffix: u64 = rand::rng().random();
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{suffix:016x}", regarding.name.as_deref().unwrap_or("keyward"))),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            action: Some(action.to_string()),
+            reason: Some(reason.to_string()),
             // Event notes are limited to 1 kB.
             note: Some(truncate(note, 1000)),
-            action: action.to_string(),
-            secondary: None,
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            event_time: Some(MicroTime(Timestamp::now())),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(self.reporter.instance.clone()),
+            ..Default::default()
         };
-        if let Err(e) = self.recorder.publish(&ev, regarding).await {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(error = %e, reason, "publishing event failed");
         }
     }

@@ -2,6 +2,7 @@
 //! Keyward's reconciler: the ExternalSecret, PushSecret, Provider and ClusterProvider
 //! controllers, and the client manager they reach providers through.
 
+pub mod caches;
 pub mod cli;
 pub mod clientmanager;
 pub mod conditions;

@@ -175,6 +175,26 @@ impl Metrics {
         }
     }
 
+    /// Drops the series of a deleted PushSecret.
+    pub fn forget_push(&self, name: &str, namespace: &str) {
+        let obj = ObjectLabels { name: name.into(), namespace: namespace.into() };
+        self.push_calls.remove(&obj);
+        self.push_errors.remove(&obj);
+    }
+
+    /// Drops the series of a deleted Provider or ClusterProvider.
+    pub fn forget_provider(&self, kind: &str, name: &str, namespace: &str) {
+        for s in ["True", "False"] {
+            self.provider_condition.remove(&ProviderConditionLabels {
+                kind: kind.into(),
+                name: name.into(),
+                namespace: namespace.into(),
+                condition: "Ready".into(),
+                status: s.into(),
+            });
+        }
+    }
+
     /// Sets the provider condition gauges.
     pub fn set_provider_condition(&self, kind: &str, name: &str, namespace: &str, ready: bool) {
         for (s, v) in [("True", ready), ("False", !ready)] {

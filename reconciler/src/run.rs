@@ -1,27 +1,22 @@
-//! Process wiring: logging, the operations server, leader election, caches, the client manager
-//! and the four controllers, and an orderly shutdown.
+//! Process wiring: logging, the operations server, leader election, the one set of caches every
+//! controller shares, the client manager, the controllers, and an orderly shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ClusterProvider, ExternalSecret, Provider, PushSecret};
-use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Client};
+use kube::Client;
+use kube::runtime::watcher;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use crate::caches::{self, Caches};
 use crate::cli::Cli;
 use crate::clientmanager::{
-    BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TLS_SECRET_NAME,
-    TonicConnector,
+    BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
 };
-use crate::context::{Context, Settings};
+use crate::context::{self, Context, Reporter, Settings};
 use crate::http::Ops;
 use crate::leader::Elector;
 use crate::metrics::Metrics;
@@ -56,16 +51,6 @@ fn shutdown_signal(cancel: CancellationToken) {
         tracing::info!("shutting down");
         cancel.cancel();
     });
-}
-
-fn api<K>(client: &Client, namespace: &Option<String>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 /// Runs the reconciler until a signal arrives or leadership is lost.
@@ -125,35 +110,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => watcher::Config::default(),
     };
 
-    // Small caches the client manager answers from: stores and the provider TLS Secrets
-    // (selected by name, so no other Secret is cached).
-    let (providers, pw) = reflector::store::<Provider>();
-    let (clusters, cw) = reflector::store::<ClusterProvider>();
-    let (tls, tw) = reflector::store::<Secret>();
-    let tls_api: Api<Secret> = Api::all(client.clone());
-    let drive = |s: futures::stream::BoxStream<'static, ()>| tokio::spawn(s.for_each(|_| async {}));
-    drive(
-        watcher(api::<Provider>(&client, &cli.namespace), watcher::Config::default())
-            .default_backoff()
-            .reflect(pw)
-            .map(|_| ())
-            .boxed(),
+    // One set of caches for every controller: built here, one watch per kind (caches/).
+    let mut caches = Caches::default();
+    let lookup = KubeLookup::new(client.clone()).with_stores(
+        caches.providers.store(),
+        caches.cluster_providers.store(),
+        caches.tls_secrets.store(),
+        caches.namespaces.store(),
     );
-    drive(
-        watcher(Api::<ClusterProvider>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(cw)
-            .map(|_| ())
-            .boxed(),
-    );
-    drive(
-        watcher(tls_api, watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}")))
-            .default_backoff()
-            .reflect(tw)
-            .map(|_| ())
-            .boxed(),
-    );
-    let lookup = KubeLookup::new(client.clone()).with_stores(providers, clusters, tls);
     let manager = Arc::new(ClientManager::new(
         Arc::new(lookup),
         Box::new(TonicConnector::default()),
@@ -178,15 +142,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         });
     }
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter { controller: "keyward-reconciler".into(), instance: Some(identity.clone()) },
-    );
     let ctx = Arc::new(Context::new(
         client.clone(),
+        context::Caches {
+            external_secrets: caches.external_secrets.store(),
+            push_secrets: caches.push_secrets.store(),
+            managed_secrets: caches.managed_secrets.store(),
+        },
         manager.clone(),
         metrics.clone(),
-        recorder,
+        Reporter { controller: "keyward-reconciler".into(), instance: identity.clone() },
         Settings {
             provider_check_interval: cli.provider_check_interval,
             error_backoff_base: cli.error_backoff,
@@ -199,27 +164,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         async move { stop.cancelled().await }
     };
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let es = crate::externalsecret::run(
-        ctx.clone(),
-        api::<ExternalSecret>(&client, &cli.namespace),
-        api::<PartialObjectMeta<Secret>>(&client, &cli.namespace),
-        class_watch.clone(),
-        cli.concurrency,
-        shutdown.clone(),
-    );
-    let ps = crate::pushsecret::run(
-        ctx.clone(),
-        api::<PushSecret>(&client, &cli.namespace),
-        class_watch.clone(),
-        cli.concurrency.min(16),
-        shutdown.clone(),
-    );
-    let prov = crate::provider::run(
-        ctx.clone(),
-        crate::provider::Scope { client: client.clone(), namespace: cli.namespace.clone(), watch: class_watch },
-        shutdown.clone(),
-    );
-    let reload = crate::reload::run(client.clone(), cli.namespace.clone(), cli.reload_debounce, shutdown.clone());
+    let class = cli.controller_class.clone();
+    let es =
+        crate::externalsecret::controller(&mut caches, ctx.clone(), class.clone(), cli.concurrency, shutdown.clone());
+    let ps = crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone());
+    let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
+    let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
+    let scope = caches::Scope { client: client.clone(), namespace: cli.namespace.clone(), class: class_watch };
+    let ready = caches.start(&scope);
+    tokio::select! {
+        _ = ready.wait() => tracing::info!("caches listed"),
+        _ = stop.cancelled() => {}
+    }
     tracing::info!("controllers running");
     let stopped = |name: &'static str| move |_| tracing::info!(controller = name, "controller stopped");
     let controllers = async {

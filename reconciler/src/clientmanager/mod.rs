@@ -28,7 +28,7 @@ pub use lookup::{KubeLookup, Lookup};
 pub use pool::{Connector, Pool, PoolConfig, PoolError, PoolKey, PoolStats};
 pub use resolve::{Resolved, StoreObject, resolve, resolve_for_check};
 pub use retry::RetryPolicy;
-pub use tls::{TLS_SECRET_NAME, TlsMaterial};
+pub use tls::{CA_KEY, CERT_KEY, KEY_KEY, TLS_SECRET_NAME, TlsMaterial};
 
 use crate::metrics::{Metrics, StoreLabels};
 use client::ClientCore;

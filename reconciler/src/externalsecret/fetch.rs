@@ -3,7 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use keyward_crds::external_secret::{DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind, MetadataPolicy};
+use futures::{StreamExt, stream};
+use keyward_crds::external_secret::{
+    DecodingStrategy, DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind, ExternalSecretRewrite,
+    MetadataPolicy,
+};
 use keyward_crds::{ExternalSecret, SecretStoreRef, StoreKind};
 use keyward_proto::ProviderError;
 use keyward_proto::v1 as pb;
@@ -113,8 +117,44 @@ impl Clients<'_> {
     }
 }
 
-/// Fetches everything `es` asks for.
-pub async fn fetch(manager: &ClientManager, es: &ExternalSecret) -> Result<Fetched, FetchError> {
+/// One provider call of a fetch, planned before any call is made.
+struct Planned {
+    entry: String,
+    store: String,
+    client: ProviderClient,
+    request: Request,
+    strategy: Option<DecodingStrategy>,
+}
+
+enum Request {
+    /// `data[i]`: one value under this Secret key.
+    Value { secret_key: String, remote: pb::ExternalSecretDataRemoteRef },
+    /// `dataFrom[i].extract`.
+    Extract { remote: pb::ExternalSecretDataRemoteRef, rewrite: Vec<ExternalSecretRewrite> },
+    /// `dataFrom[i].find`.
+    Find { find: pb::ExternalSecretFind, rewrite: Vec<ExternalSecretRewrite> },
+}
+
+enum Answer {
+    Value(Vec<u8>),
+    Map(HashMap<String, Vec<u8>>),
+}
+
+impl Planned {
+    async fn call(&self) -> Result<Answer, ProviderError> {
+        match &self.request {
+            Request::Value { remote, .. } => self.client.get_secret(remote.clone()).await.map(Answer::Value),
+            Request::Extract { remote, .. } => self.client.get_secret_map(remote.clone()).await.map(Answer::Map),
+            Request::Find { find, .. } => self.client.get_all_secrets(find.clone()).await.map(Answer::Map),
+        }
+    }
+}
+
+/// Fetches everything `es` asks for. Stores are resolved first (from caches, no provider call),
+/// so a manifest error is reported before anything is fetched; then the provider calls run, at
+/// most `concurrency` at once, and their answers are merged in manifest order (a later entry
+/// wins a key, as when they ran one after another).
+pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: usize) -> Result<Fetched, FetchError> {
     let spec = &es.spec;
     let tolerate_missing = spec.target.deletion_policy != DeletionPolicy::Retain;
     let mut clients = Clients {
@@ -123,28 +163,13 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret) -> Result<Fetch
         default_ref: spec.secret_store_ref.as_ref(),
         by_store: HashMap::new(),
     };
-    let mut out = Fetched { entries: spec.data.len() + spec.data_from.len(), ..Default::default() };
-    let gone = |store: String, entry: String, error: ProviderError, out: &mut Fetched| {
-        if tolerate_missing && error.is_not_found() {
-            out.missing.push(entry);
-            Ok(())
-        } else {
-            Err(FetchError::Provider { store, entry, error })
-        }
-    };
-
+    let mut planned = Vec::with_capacity(spec.data.len() + spec.data_from.len());
     for (i, d) in spec.data.iter().enumerate() {
         let entry = format!("data[{i}] ({})", d.secret_key);
         let (client, store) = clients.get(d.source_ref.as_ref().map(|s| &s.store_ref), &entry).await?;
-        match client.get_secret(remote_ref(&d.remote_ref)).await {
-            Ok(value) => {
-                let value = decode(d.remote_ref.decoding_strategy, &d.secret_key, value).map_err(FetchError::Config)?;
-                out.data.insert(d.secret_key.clone(), value);
-            }
-            Err(error) => gone(store, entry, error, &mut out)?,
-        }
+        let request = Request::Value { secret_key: d.secret_key.clone(), remote: remote_ref(&d.remote_ref) };
+        planned.push(Planned { entry, store, client, request, strategy: d.remote_ref.decoding_strategy });
     }
-
     for (i, d) in spec.data_from.iter().enumerate() {
         let entry = format!("dataFrom[{i}]");
         let source = d.source_ref.as_ref();
@@ -153,26 +178,37 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret) -> Result<Fetch
                 "{entry}.sourceRef.generatorRef: generators are not supported by this controller"
             )));
         }
-        let (client, store) = clients.get(source.and_then(|s| s.store_ref.as_ref()), &entry).await?;
-        let (fetched, strategy) = if let Some(extract) = &d.extract {
-            (client.get_secret_map(remote_ref(extract)).await, extract.decoding_strategy)
+        let (request, strategy) = if let Some(extract) = &d.extract {
+            (Request::Extract { remote: remote_ref(extract), rewrite: d.rewrite.clone() }, extract.decoding_strategy)
         } else if let Some(find) = &d.find {
-            (client.get_all_secrets(find_ref(find)).await, find.decoding_strategy)
+            (Request::Find { find: find_ref(find), rewrite: d.rewrite.clone() }, find.decoding_strategy)
         } else {
             return Err(FetchError::Config(format!("{entry} needs extract or find")));
         };
-        match fetched {
-            Ok(map) => {
+        let (client, store) = clients.get(source.and_then(|s| s.store_ref.as_ref()), &entry).await?;
+        planned.push(Planned { entry, store, client, request, strategy });
+    }
+
+    let answers: Vec<_> = stream::iter(planned.iter().map(Planned::call)).buffered(concurrency.max(1)).collect().await;
+    let mut out = Fetched { entries: planned.len(), ..Default::default() };
+    for (p, answer) in planned.into_iter().zip(answers) {
+        match (answer, p.request) {
+            (Ok(Answer::Value(value)), Request::Value { secret_key, .. }) => {
+                let value = decode(p.strategy, &secret_key, value).map_err(FetchError::Config)?;
+                out.data.insert(secret_key, value);
+            }
+            (Ok(Answer::Map(map)), Request::Extract { rewrite: rw, .. } | Request::Find { rewrite: rw, .. }) => {
                 let mut decoded = BTreeMap::new();
                 for (k, v) in map {
-                    let v = decode(strategy, &k, v).map_err(FetchError::Config)?;
+                    let v = decode(p.strategy, &k, v).map_err(FetchError::Config)?;
                     decoded.insert(k, v);
                 }
-                let rewritten =
-                    rewrite(&d.rewrite, decoded).map_err(|e| FetchError::Config(format!("{entry}: {e}")))?;
+                let rewritten = rewrite(&rw, decoded).map_err(|e| FetchError::Config(format!("{}: {e}", p.entry)))?;
                 out.data.extend(rewritten);
             }
-            Err(error) => gone(store, entry, error, &mut out)?,
+            (Ok(_), _) => return Err(FetchError::Config(format!("{}: unexpected answer", p.entry))),
+            (Err(error), _) if tolerate_missing && error.is_not_found() => out.missing.push(p.entry),
+            (Err(error), _) => return Err(FetchError::Provider { store: p.store, entry: p.entry, error }),
         }
     }
     Ok(out)

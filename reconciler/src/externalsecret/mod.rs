@@ -7,48 +7,70 @@ pub mod refresh;
 pub mod render;
 pub mod target;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::ExternalSecret;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
-use kube::{Api, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 
-use crate::context::Context;
-use target::MANAGED_LABEL;
+use crate::caches::{self, Caches, Change};
+use crate::context::{Context, ObjectKey};
 
 fn error_policy(es: Arc<ExternalSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
-    let key = format!("ExternalSecret/{}/{}", es.namespace().unwrap_or_default(), es.name_any());
+    let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
     Action::requeue(ctx.failure_delay(&key))
 }
 
-/// Runs the controller until `shutdown` resolves.
-pub async fn run(
+/// Whether `obj` belongs to this instance's controller class (every object when none is set).
+pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
+    class.is_none_or(|c| obj.labels().get(crate::run::CONTROLLER_CLASS_LABEL).map(String::as_str) == Some(c))
+}
+
+/// Registers the controller on the shared caches and returns it; it runs until `shutdown`
+/// resolves. It is triggered when what an ExternalSecret asks for changes (not by its own
+/// status writes) and when its managed Secret disappears; everything else is a timer.
+pub fn controller(
+    caches: &mut Caches,
     ctx: Arc<Context>,
-    es_api: Api<ExternalSecret>,
-    secrets_api: Api<PartialObjectMeta<Secret>>,
-    es_watch: watcher::Config,
+    class: Option<String>,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let (reader, writer) = reflector::store();
-    let es_stream = watcher(es_api, es_watch)
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(crate::predicate::spec_change, Default::default());
-    // Only Secrets carrying the managed label, and only their metadata: enough to notice a
-    // deleted or foreign-edited target, without caching any Secret data.
-    let secret_stream = watcher(secrets_api, watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")))
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::resource_version, Default::default());
-    Controller::for_stream(es_stream, reader)
-        .owns_stream(secret_stream)
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (trigger, triggers) = caches::triggers::<ExternalSecret>();
+    {
+        let (trigger, ctx) = (trigger.clone(), ctx.clone());
+        let mut seen: HashMap<ObjectRef<ExternalSecret>, u64> = HashMap::new();
+        caches.external_secrets.hook(move |change| match change {
+            Change::Applied(es) => {
+                if !of_class(es, class.as_deref()) {
+                    return;
+                }
+                let hash = crate::predicate::spec_change(es).unwrap_or_default();
+                if seen.insert(caches::key(es), hash) != Some(hash) {
+                    trigger.send(ObjectRef::from_obj(es));
+                }
+            }
+            Change::Gone(es) => {
+                seen.remove(&caches::key(es));
+                ctx.forget(&ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any()));
+            }
+        });
+    }
+    // A managed Secret that disappears (deleted, or no longer labelled) is written again.
+    caches.managed_secrets.hook(move |change| {
+        if let Change::Gone(secret) = change {
+            let ns = secret.namespace().unwrap_or_default();
+            for owner in secret.owner_references().iter().filter(|o| o.kind == "ExternalSecret") {
+                trigger.send(ObjectRef::new(&owner.name).within(&ns));
+            }
+        }
+    });
+    Controller::for_shared_stream(futures::stream::pending(), caches.external_secrets.store())
+        .reconcile_on(triggers)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, ctx)
@@ -57,5 +79,4 @@ pub async fn run(
                 tracing::debug!(error = %e, "ExternalSecret controller event");
             }
         })
-        .await;
 }

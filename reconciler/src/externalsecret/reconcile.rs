@@ -12,7 +12,9 @@ use keyward_crds::external_secret::{CreationPolicy, DeletionPolicy, reason};
 use keyward_crds::rules::parse_go_duration;
 use keyward_crds::{ExternalSecret, ExternalSecretStatus, LocalObjectReference};
 use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -21,7 +23,7 @@ use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
 use super::render::{load_sources, render};
 use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
 use crate::conditions;
-use crate::context::Context;
+use crate::context::{Context, ObjectKey};
 use crate::metrics::ObjectLabels;
 
 /// A successful sync.
@@ -48,19 +50,38 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
+/// The target Secret as it stands, metadata only: from the managed-Secret cache for the
+/// policies that label it (no API call), read once for `Merge` (a Secret someone else owns is
+/// not labelled, so not cached), never for `None`.
+async fn existing_target(
+    es: &ExternalSecret,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+) -> Result<Option<Arc<PartialObjectMeta<Secret>>>, kube::Error> {
+    let name = es.target_secret_name();
+    match es.spec.target.creation_policy {
+        CreationPolicy::None => Ok(None),
+        CreationPolicy::Merge => Ok(secrets.get_metadata_opt(&name).await?.map(Arc::new)),
+        CreationPolicy::Owner | CreationPolicy::Orphan => {
+            let ns = es.namespace().unwrap_or_default();
+            Ok(ctx.caches.managed_secrets.get(&ObjectRef::new(&name).within(&ns)))
+        }
+    }
+}
+
 /// The reconcile entry point.
 pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let ns = es.namespace().unwrap_or_default();
     let name = es.name_any();
+    let key = ObjectKey::external_secret(&ns, &name);
     if es.metadata.deletion_timestamp.is_some() {
-        ctx.metrics.forget_es(&name, &ns);
         return Ok(Action::await_change());
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let policy = es.spec.target.creation_policy;
     let target_name = es.target_secret_name();
-    let existing = if policy == CreationPolicy::None { None } else { secrets.get_opt(&target_name).await? };
+    let existing = existing_target(&es, &ctx, &secrets).await?;
     let status = es.status.clone().unwrap_or_default();
     let hash = object_hash(&es);
     let interval = match parse_go_duration(&es.spec.refresh_interval) {
@@ -70,10 +91,17 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             return report_failure(&es, &ctx, status, failed, false).await;
         }
     };
-    let since_last_refresh = status.refresh_time.as_ref().map(|t| {
+    // The last refresh is the later of the last one written to status and the last one that
+    // found nothing to write (kept in memory: a no-change refresh writes nothing).
+    let written = status.refresh_time.as_ref().map(|t| {
         let elapsed = Timestamp::now().duration_since(t.0);
         Duration::try_from(elapsed).unwrap_or(Duration::ZERO)
     });
+    let unwritten = ctx.last_refresh(&key).map(|at| at.elapsed());
+    let since_last_refresh = match (written, unwritten) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let jitter = jitter(es.uid().as_deref().unwrap_or(&name), interval);
     let state = RefreshState {
         policy: es.spec.refresh_policy,
@@ -92,10 +120,10 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
 
     let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
     ctx.metrics.sync_calls.get_or_create(&labels).inc();
-    let outcome = sync(&es, &ctx, &secrets, existing.as_ref()).await;
+    let outcome = sync(&es, &ctx, &secrets, existing.as_deref()).await;
     let action = match outcome {
         Ok(synced) => {
-            ctx.clear_failures(&key(&ns, &name));
+            ctx.clear_failures(&key);
             let conditions = vec![conditions::ready(
                 &status.conditions,
                 true,
@@ -110,7 +138,13 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
                 binding: (policy != CreationPolicy::None).then_some(LocalObjectReference { name: target_name }),
                 synced_data_hash: synced.data_hash,
             };
-            patch_status(&es, &ctx, &new_status).await?;
+            // A refresh that changed nothing writes nothing: refreshTime is the time of the
+            // last sync that changed the status.
+            if same_status(&status, &new_status) {
+                ctx.refreshed(&key, Instant::now());
+            } else {
+                patch_status(&es, &ctx, &new_status).await?;
+            }
             ctx.metrics.set_es_condition(&name, &ns, "Ready", true);
             if let Some((event_reason, note)) = synced.event {
                 ctx.event(&es.object_ref(&()), false, event_reason, "Sync", note).await;
@@ -135,8 +169,13 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     Ok(action)
 }
 
-fn key(ns: &str, name: &str) -> String {
-    format!("ExternalSecret/{ns}/{name}")
+/// Whether two statuses say the same thing, apart from the refresh time.
+fn same_status(old: &ExternalSecretStatus, new: &ExternalSecretStatus) -> bool {
+    conditions::same(&old.conditions, &new.conditions)
+        && old.synced_resource_version == new.synced_resource_version
+        && old.binding == new.binding
+        && old.synced_data_hash == new.synced_data_hash
+        && old.refresh_time.is_some()
 }
 
 async fn report_failure(
@@ -164,7 +203,11 @@ async fn report_failure(
         ctx.event(&es.object_ref(&()), true, failed.reason, "Sync", failed.message).await;
     }
     ctx.metrics.set_es_condition(&name, &ns, "Ready", false);
-    Ok(if retry { Action::requeue(ctx.failure_delay(&key(&ns, &name))) } else { Action::await_change() })
+    Ok(if retry {
+        Action::requeue(ctx.failure_delay(&ObjectKey::external_secret(&ns, &name)))
+    } else {
+        Action::await_change()
+    })
 }
 
 async fn patch_status(es: &ExternalSecret, ctx: &Context, status: &ExternalSecretStatus) -> Result<(), Error> {
@@ -183,12 +226,12 @@ async fn sync(
     es: &ExternalSecret,
     ctx: &Context,
     secrets: &Api<Secret>,
-    existing: Option<&Secret>,
+    existing: Option<&PartialObjectMeta<Secret>>,
 ) -> Result<Synced, Failed> {
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
     let err = |message: String| Failed { reason: reason::SECRET_SYNCED_ERROR, message };
-    let fetched = fetch(&ctx.manager, es).await.map_err(|e| {
+    let fetched = fetch(&ctx.manager, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
         let kind = match &e {
             FetchError::Config(_) => "invalid ExternalSecret",
             FetchError::Client { .. } => "cannot use store",
@@ -263,17 +306,17 @@ async fn sync(
                 data_hash: Some(hash),
             });
         }
-        if existing.immutable == Some(true) {
-            return Err(err(format!(
-                "Secret {target_name:?} is immutable and holds other values; delete it to let the new values be written"
-            )));
-        }
     }
     let body = desired(es, data, &hash, rendered.as_ref());
-    secrets
-        .patch(&target_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-        .await
-        .map_err(|e| err(format!("writing Secret {target_name:?}: {e}")))?;
+    secrets.patch(&target_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body)).await.map_err(
+        |e| match e {
+            // The API server refuses new data for an immutable Secret.
+            kube::Error::Api(s) if s.code == 422 && s.message.contains("immutable") => err(format!(
+                "Secret {target_name:?} is immutable and holds other values; delete it to let the new values be written"
+            )),
+            e => err(format!("writing Secret {target_name:?}: {e}")),
+        },
+    )?;
     let (event_reason, verb) = if existing.is_some() { ("Updated", "updated") } else { ("Created", "created") };
     Ok(Synced {
         reason: reason::SECRET_SYNCED,

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::ExternalSecret;
 use keyward_crds::external_secret::CreationPolicy;
 use kube::{Resource, ResourceExt};
@@ -88,8 +87,8 @@ pub fn with_rendered_metadata(hash: &str, rendered: &Rendered) -> String {
     hex::encode(&h.finalize()[..16])
 }
 
-/// Whether `existing` already holds exactly what would be applied.
-pub fn up_to_date(existing: &Secret, es: &ExternalSecret, hash: &str) -> bool {
+/// Whether `existing` (its metadata is enough) already holds exactly what would be applied.
+pub fn up_to_date(existing: &impl Resource, es: &ExternalSecret, hash: &str) -> bool {
     if existing.annotations().get(DATA_HASH_ANNOTATION).map(String::as_str) != Some(hash) {
         return false;
     }
@@ -105,7 +104,7 @@ pub fn up_to_date(existing: &Secret, es: &ExternalSecret, hash: &str) -> bool {
 }
 
 /// Whether this ExternalSecret owns the Secret (its controller owner reference points here).
-pub fn owned_by(existing: &Secret, es: &ExternalSecret) -> bool {
+pub fn owned_by(existing: &impl Resource, es: &ExternalSecret) -> bool {
     let uid = es.uid();
     existing.owner_references().iter().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
 }
@@ -113,6 +112,7 @@ pub fn owned_by(existing: &Secret, es: &ExternalSecret) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Secret;
     use keyward_crds::external_secret::ExternalSecretTarget;
 
     fn es(policy: CreationPolicy, immutable: bool) -> ExternalSecret {

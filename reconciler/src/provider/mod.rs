@@ -5,20 +5,22 @@
 pub mod check;
 pub mod refs;
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ClusterProvider, Fake, Kubernetes, Provider};
+use keyward_crds::{ClusterProvider, Provider};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::clientmanager::{StoreObject, TLS_SECRET_NAME};
+use crate::caches::{self, Cached, Caches, Change, Watched};
+use crate::clientmanager::{StoreObject, resolve_for_check};
 use crate::context::Context;
+use crate::externalsecret::of_class;
 use refs::{ConfigObject, references};
 
 /// API failures; the controller retries them.
@@ -92,118 +94,191 @@ fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, error: &Error, _ctx:
     Action::requeue(std::time::Duration::from_secs(5))
 }
 
-fn matching_providers(store: &Store<Provider>, obj: ConfigObject<'_>) -> Vec<ObjectRef<Provider>> {
-    store
-        .state()
-        .iter()
-        .filter(|p| references(&p.spec.config.provider_ref, p.namespace().as_deref(), obj))
-        .map(|p| ObjectRef::from_obj(&**p))
-        .collect()
+/// Which Providers (or ClusterProviders) reach their provider with the TLS Secret of a namespace,
+/// so a change of one `keyward-provider-tls` Secret re-checks exactly those.
+struct TlsIndex<K: Cached> {
+    by_namespace: HashMap<String, HashSet<ObjectRef<K>>>,
+    of_store: HashMap<ObjectRef<K>, String>,
 }
 
-fn matching_cluster(store: &Store<ClusterProvider>, obj: ConfigObject<'_>) -> Vec<ObjectRef<ClusterProvider>> {
-    store
-        .state()
-        .iter()
-        .filter(|p| references(&p.spec.config.provider_ref, None, obj))
-        .map(|p| ObjectRef::from_obj(&**p))
-        .collect()
-}
-
-/// Where the controllers watch.
-pub struct Scope {
-    /// The API client.
-    pub client: Client,
-    /// Namespace the instance is limited to, if any.
-    pub namespace: Option<String>,
-    /// Watch configuration for Providers and ClusterProviders (controller-class selector).
-    pub watch: watcher::Config,
-}
-
-impl Scope {
-    fn api<K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>>(&self) -> Api<K> {
-        match &self.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
+impl<K: Cached> Default for TlsIndex<K> {
+    fn default() -> Self {
+        TlsIndex { by_namespace: HashMap::new(), of_store: HashMap::new() }
     }
 }
 
-fn config_kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
-    // Only used with the two config kinds, whose kind names are static.
-    if K::kind(&()) == "Kubernetes" { "Kubernetes" } else { "Fake" }
+impl<K: Cached> TlsIndex<K> {
+    fn set(&mut self, store: ObjectRef<K>, tls_namespace: Option<String>) {
+        if let Some(old) = self.of_store.remove(&store)
+            && let Some(set) = self.by_namespace.get_mut(&old)
+        {
+            set.remove(&store);
+            if set.is_empty() {
+                self.by_namespace.remove(&old);
+            }
+        }
+        if let Some(ns) = tls_namespace {
+            self.by_namespace.entry(ns.clone()).or_default().insert(store.clone());
+            self.of_store.insert(store, ns);
+        }
+    }
+
+    fn in_namespace(&self, ns: &str) -> Vec<ObjectRef<K>> {
+        self.by_namespace.get(ns).into_iter().flatten().cloned().collect()
+    }
 }
 
-/// Runs both controllers until `shutdown` resolves.
-pub async fn run(
-    ctx: Arc<Context>,
-    scope: Scope,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
-) {
-    let tls_watch = watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}"));
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Index updates are single calls; a poisoned lock still holds a consistent index.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
-    let (reader, writer) = reflector::store();
-    let stream = watcher(scope.api::<Provider>(), scope.watch.clone())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(crate::predicate::spec_change, Default::default());
-    let mut providers = Controller::for_stream(stream, reader.clone());
-    providers = watch_config::<Kubernetes, _>(providers, &scope, reader.clone(), matching_providers);
-    providers = watch_config::<Fake, _>(providers, &scope, reader.clone(), matching_providers);
-    let all = reader.clone();
-    let providers = providers
-        .watches(scope.api::<PartialObjectMeta<Secret>>(), tls_watch.clone(), move |_| {
-            all.state().iter().map(|p| ObjectRef::from_obj(&**p)).collect::<Vec<_>>()
-        })
+/// The kind-specific parts of the two controllers.
+trait Store: Cached {
+    fn store_object(self: Arc<Self>) -> StoreObject;
+    fn provider_ref(&self) -> &keyward_crds::ProviderRef;
+    fn own_namespace(&self) -> Option<String>;
+}
+
+impl Store for Provider {
+    fn store_object(self: Arc<Self>) -> StoreObject {
+        StoreObject::Provider(self)
+    }
+    fn provider_ref(&self) -> &keyward_crds::ProviderRef {
+        &self.spec.config.provider_ref
+    }
+    fn own_namespace(&self) -> Option<String> {
+        self.namespace()
+    }
+}
+
+impl Store for ClusterProvider {
+    fn store_object(self: Arc<Self>) -> StoreObject {
+        StoreObject::ClusterProvider(self)
+    }
+    fn provider_ref(&self) -> &keyward_crds::ProviderRef {
+        &self.spec.config.provider_ref
+    }
+    fn own_namespace(&self) -> Option<String> {
+        // A ClusterProvider's omitted config namespace means "any manifest's namespace".
+        None
+    }
+}
+
+/// Registers the triggers of one store kind on the caches: its own changes (not its status
+/// writes), its TLS Secret (through the index), and its config object.
+fn follow<K: Store>(
+    watched: &mut Watched<K>,
+    tls: &mut Watched<Secret>,
+    configs: [&mut dyn ConfigWatch; 2],
+    ctx: Arc<Context>,
+    class: Option<String>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    let (trigger, triggers) = caches::triggers::<K>();
+    let index: Arc<Mutex<TlsIndex<K>>> = Arc::default();
+    {
+        let (trigger, index) = (trigger.clone(), index.clone());
+        let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+        watched.hook(move |change| match change {
+            Change::Applied(p) => {
+                let key = caches::key(p);
+                let tls_ns = resolve_for_check(&Arc::new(p.clone()).store_object()).ok().map(|r| r.tls_namespace);
+                lock(&index).set(key.clone(), tls_ns);
+                let hash = crate::predicate::spec_change(p).unwrap_or_default();
+                if of_class(p, class.as_deref()) && seen.insert(key, hash) != Some(hash) {
+                    trigger.send(ObjectRef::from_obj(p));
+                }
+            }
+            Change::Gone(p) => {
+                let key = caches::key(p);
+                seen.remove(&key);
+                lock(&index).set(key, None);
+                let store = Arc::new(p.clone()).store_object();
+                ctx.manager.forget_store(store.kind(), &store.name());
+                ctx.metrics.forget_provider(&K::kind(&()), &p.name_any(), &p.namespace().unwrap_or_default());
+            }
+        });
+    }
+    {
+        let (trigger, index) = (trigger.clone(), index);
+        tls.hook(move |change| {
+            let secret = match change {
+                Change::Applied(s) | Change::Gone(s) => s,
+            };
+            for r in lock(&index).in_namespace(&secret.namespace().unwrap_or_default()) {
+                trigger.send(r);
+            }
+        });
+    }
+    let stores = watched.store();
+    for config in configs {
+        let (trigger, stores) = (trigger.clone(), stores.clone());
+        config.hook_refs(Box::new(move |obj: ConfigObject<'_>| {
+            for p in stores.state() {
+                if references(p.provider_ref(), p.own_namespace().as_deref(), obj) {
+                    trigger.send(ObjectRef::from_obj(p.as_ref()));
+                }
+            }
+        }));
+    }
+    triggers
+}
+
+/// A watched provider config kind, seen by kind, namespace and name only.
+trait ConfigWatch {
+    fn hook_refs(&mut self, f: Box<dyn Fn(ConfigObject<'_>) + Send>);
+}
+
+impl<C: Cached> ConfigWatch for Watched<PartialObjectMeta<C>>
+where
+    PartialObjectMeta<C>: Cached,
+{
+    fn hook_refs(&mut self, f: Box<dyn Fn(ConfigObject<'_>) + Send>) {
+        self.hook(move |change| {
+            let obj = match change {
+                Change::Applied(o) | Change::Gone(o) => o,
+            };
+            let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+            f(ConfigObject { kind: &C::kind(&()), namespace: &ns, name: &name });
+        });
+    }
+}
+
+/// Registers both controllers on the shared caches and returns them; they run until
+/// `shutdown` resolves.
+pub fn controllers(
+    caches: &mut Caches,
+    ctx: Arc<Context>,
+    class: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let p_triggers = follow(
+        &mut caches.providers,
+        &mut caches.tls_secrets,
+        [&mut caches.kubernetes_configs, &mut caches.fake_configs],
+        ctx.clone(),
+        class.clone(),
+    );
+    let c_triggers = follow(
+        &mut caches.cluster_providers,
+        &mut caches.tls_secrets,
+        [&mut caches.kubernetes_configs, &mut caches.fake_configs],
+        ctx.clone(),
+        class,
+    );
+    let providers = Controller::for_shared_stream(futures::stream::pending(), caches.providers.store())
+        .reconcile_on(p_triggers)
         .with_config(ControllerConfig::default().concurrency(8))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_provider, error_policy, ctx.clone())
         .for_each(|_| async {});
-
-    let (creader, cwriter) = reflector::store();
-    let cstream = watcher(Api::<ClusterProvider>::all(scope.client.clone()), scope.watch.clone())
-        .default_backoff()
-        .reflect(cwriter)
-        .applied_objects()
-        .predicate_filter(crate::predicate::spec_change, Default::default());
-    let mut clusters = Controller::for_stream(cstream, creader.clone());
-    clusters = watch_config::<Kubernetes, _>(clusters, &scope, creader.clone(), matching_cluster);
-    clusters = watch_config::<Fake, _>(clusters, &scope, creader.clone(), matching_cluster);
-    let all = creader.clone();
-    let clusters = clusters
-        .watches(Api::<PartialObjectMeta<Secret>>::all(scope.client.clone()), tls_watch, move |_| {
-            all.state().iter().map(|p| ObjectRef::from_obj(&**p)).collect::<Vec<_>>()
-        })
+    let clusters = Controller::for_shared_stream(futures::stream::pending(), caches.cluster_providers.store())
+        .reconcile_on(c_triggers)
         .with_config(ControllerConfig::default().concurrency(8))
         .graceful_shutdown_on(shutdown)
         .run(reconcile_cluster, error_policy, ctx)
         .for_each(|_| async {});
-    futures::join!(providers, clusters);
-}
-
-fn watch_config<C, K>(
-    ctrl: Controller<K>,
-    scope: &Scope,
-    store: Store<K>,
-    matcher: fn(&Store<K>, ConfigObject<'_>) -> Vec<ObjectRef<K>>,
-) -> Controller<K>
-where
-    C: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    // Config objects live in the namespaces manifests use, so they are watched cluster-wide
-    // (metadata only) even for a ClusterProvider whose reference has no namespace.
-    let api: Api<PartialObjectMeta<C>> = Api::all(scope.client.clone());
-    ctrl.watches(api, watcher::Config::default(), move |obj: PartialObjectMeta<C>| {
-        let ns = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
-        matcher(&store, ConfigObject { kind: config_kind_of::<C>(), namespace: &ns, name: &name })
-    })
+    async move {
+        futures::join!(providers, clusters);
+    }
 }

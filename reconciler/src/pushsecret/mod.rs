@@ -3,37 +3,51 @@
 pub mod reconcile;
 pub mod stores;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use keyward_crds::PushSecret;
+use kube::ResourceExt;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
 
-use crate::context::Context;
+use crate::caches::{self, Caches, Change};
+use crate::context::{Context, ObjectKey};
 
 fn error_policy(ps: Arc<PushSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
-    let key = format!("PushSecret/{}/{}", ps.namespace().unwrap_or_default(), ps.name_any());
+    let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
     Action::requeue(ctx.failure_delay(&key))
 }
 
-/// Runs the controller until `shutdown` resolves.
-pub async fn run(
+/// Registers the controller on the shared caches and returns it; it runs until `shutdown`
+/// resolves.
+pub fn controller(
+    caches: &mut Caches,
     ctx: Arc<Context>,
-    api: Api<PushSecret>,
-    wc: watcher::Config,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, wc)
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(crate::predicate::spec_change, Default::default());
-    Controller::for_stream(stream, reader)
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (trigger, triggers) = caches::triggers::<PushSecret>();
+    {
+        let ctx = ctx.clone();
+        let mut seen: HashMap<ObjectRef<PushSecret>, u64> = HashMap::new();
+        caches.push_secrets.hook(move |change| match change {
+            Change::Applied(ps) => {
+                let hash = crate::predicate::spec_change(ps).unwrap_or_default();
+                if seen.insert(caches::key(ps), hash) != Some(hash) {
+                    trigger.send(ObjectRef::from_obj(ps));
+                }
+            }
+            Change::Gone(ps) => {
+                seen.remove(&caches::key(ps));
+                ctx.forget(&ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any()));
+            }
+        });
+    }
+    Controller::for_shared_stream(futures::stream::pending(), caches.push_secrets.store())
+        .reconcile_on(triggers)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, ctx)
@@ -42,5 +56,4 @@ pub async fn run(
                 tracing::debug!(error = %e, "PushSecret controller event");
             }
         })
-        .await;
 }

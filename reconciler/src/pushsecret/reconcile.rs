@@ -21,7 +21,7 @@ use serde_json::json;
 use super::stores::{Target, resolve_targets};
 use crate::clientmanager::Need;
 use crate::conditions;
-use crate::context::Context;
+use crate::context::{Context, ObjectKey};
 use crate::metrics::ObjectLabels;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
@@ -114,8 +114,8 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
     }
 }
 
-fn key(ns: &str, name: &str) -> String {
-    format!("PushSecret/{ns}/{name}")
+fn key(ns: &str, name: &str) -> ObjectKey {
+    ObjectKey::push_secret(ns, name)
 }
 
 async fn fail(

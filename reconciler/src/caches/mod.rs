@@ -1,0 +1,268 @@
+//! The reconciler's caches, built once (in `run.rs`) and shared by every controller.
+//!
+//! One watch per kind. Each object is stripped of what no controller reads before it is stored
+//! (`strip.rs`), so 10,000 ExternalSecrets cost their spec and status and nothing else. After
+//! the store is updated, hooks keep indexes and per-object state in step with it and turn
+//! changes into reconcile triggers: a hook is told about every object applied and every object
+//! gone, whether deleted or missing from a re-list after a watch outage, so nothing keyed by
+//! object outlives the object.
+
+pub mod strip;
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use keyward_crds::workload::MANAGED_LABEL;
+use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::clientmanager::TLS_SECRET_NAME;
+
+/// What a hook is told, after the store was updated.
+pub enum Change<'a, K: Lookup> {
+    /// The object was created or changed (or listed again after a re-list).
+    Applied(&'a K),
+    /// The object is gone: deleted, or absent from a re-list (its last known state).
+    Gone(&'a K),
+}
+
+type Hook<K> = Box<dyn FnMut(Change<'_, K>) + Send>;
+
+/// A kind the caches can hold.
+pub trait Cached: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Cached for K {}
+
+/// One watched kind before its watch starts: the store readers use, and the hooks.
+pub struct Watched<K: Cached> {
+    store: Store<K>,
+    writer: Writer<K>,
+    hooks: Vec<Hook<K>>,
+}
+
+impl<K: Cached> Default for Watched<K> {
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Watched { store, writer, hooks: Vec::new() }
+    }
+}
+
+impl<K: Cached> Watched<K> {
+    /// The store (filled once the watch runs).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Runs `hook` for every change, after the store holds it.
+    pub fn hook(&mut self, hook: impl FnMut(Change<'_, K>) + Send + 'static) {
+        self.hooks.push(Box::new(hook));
+    }
+
+    /// Starts the watch: `strip` runs on every object before it is stored.
+    /// An `Api<PartialObjectMeta<_>>` makes it a metadata-only watch.
+    pub fn start(self, api: Api<K>, config: watcher::Config, strip: fn(&mut K)) -> tokio::task::JoinHandle<()> {
+        let Watched { store, mut writer, mut hooks } = self;
+        let stream = watcher(api, config).default_backoff().modify(strip);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut relisting: Option<HashSet<ObjectRef<K>>> = None;
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(e) => e,
+                    Err(e) => {
+                        tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
+                        continue;
+                    }
+                };
+                // Objects of a re-list reach the store only when it completes; so do their hooks.
+                let (mut applied, mut gone): (Vec<ObjectRef<K>>, Vec<Arc<K>>) = (Vec::new(), Vec::new());
+                match &event {
+                    watcher::Event::Init => relisting = Some(HashSet::new()),
+                    watcher::Event::InitApply(obj) => {
+                        relisting.get_or_insert_default().insert(ObjectRef::from_obj(obj));
+                    }
+                    watcher::Event::InitDone => {
+                        let listed = relisting.take().unwrap_or_default();
+                        gone = store
+                            .state()
+                            .into_iter()
+                            .filter(|o| !listed.contains(&ObjectRef::from_obj(o.as_ref())))
+                            .collect();
+                        applied = listed.into_iter().collect();
+                    }
+                    watcher::Event::Delete(obj) => gone.push(Arc::new(obj.clone())),
+                    watcher::Event::Apply(_) => {}
+                }
+                writer.apply_watcher_event(&event);
+                for hook in hooks.iter_mut() {
+                    if let watcher::Event::Apply(obj) = &event {
+                        hook(Change::Applied(obj));
+                    }
+                    for r in &applied {
+                        if let Some(obj) = store.get(r) {
+                            hook(Change::Applied(obj.as_ref()));
+                        }
+                    }
+                    for obj in &gone {
+                        hook(Change::Gone(obj.as_ref()));
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// A reference to `obj` by namespace and name only (without the version and uid that
+/// [`ObjectRef::from_obj`] copies), for keys kept between events.
+pub fn key<K: Cached>(obj: &K) -> ObjectRef<K> {
+    let bare = ObjectRef::new(&obj.meta().name.clone().unwrap_or_default());
+    match &obj.meta().namespace {
+        Some(ns) => bare.within(ns),
+        None => bare,
+    }
+}
+
+/// Reconcile triggers for a controller of `K`: hooks send, the controller receives.
+pub fn triggers<K: Cached>() -> (Trigger<K>, mpsc::UnboundedReceiver<ObjectRef<K>>) {
+    let (tx, rx) = mpsc::unbounded();
+    (Trigger(tx), rx)
+}
+
+/// The sending side of [`triggers`].
+pub struct Trigger<K: Cached>(mpsc::UnboundedSender<ObjectRef<K>>);
+
+impl<K: Cached> Clone for Trigger<K> {
+    fn clone(&self) -> Self {
+        Trigger(self.0.clone())
+    }
+}
+
+impl<K: Cached> Trigger<K> {
+    /// Asks for a reconcile of `r`.
+    pub fn send(&self, r: ObjectRef<K>) {
+        // A stopped controller no longer listens; nothing to do then.
+        let _ = self.0.unbounded_send(r);
+    }
+}
+
+/// Every cache of the reconciler. Built once in `run.rs`; controllers register their hooks and
+/// triggers on it, then [`Caches::start`] runs one watch per kind.
+#[derive(Default)]
+pub struct Caches {
+    /// ExternalSecrets in scope, of every controller class: the reload rule hashes every
+    /// managed Secret a workload uses, as the webhook does.
+    pub external_secrets: Watched<ExternalSecret>,
+    /// PushSecrets of this controller class.
+    pub push_secrets: Watched<PushSecret>,
+    /// Providers in scope, of every class (an ExternalSecret may use any).
+    pub providers: Watched<Provider>,
+    /// ClusterProviders, of every class.
+    pub cluster_providers: Watched<ClusterProvider>,
+    /// Secrets carrying the managed label, metadata only.
+    pub managed_secrets: Watched<PartialObjectMeta<Secret>>,
+    /// The provider TLS Secrets (`keyward-provider-tls`, selected by name), in every namespace.
+    pub tls_secrets: Watched<Secret>,
+    /// Namespaces, metadata only (ClusterProvider conditions read their labels).
+    pub namespaces: Watched<PartialObjectMeta<Namespace>>,
+    /// `Kubernetes` provider configs, metadata only.
+    pub kubernetes_configs: Watched<PartialObjectMeta<Kubernetes>>,
+    /// `Fake` provider configs, metadata only.
+    pub fake_configs: Watched<PartialObjectMeta<Fake>>,
+    /// Deployments, stripped to what the reload rule reads.
+    pub deployments: Watched<Deployment>,
+    /// StatefulSets, likewise.
+    pub stateful_sets: Watched<StatefulSet>,
+    /// DaemonSets, likewise.
+    pub daemon_sets: Watched<DaemonSet>,
+}
+
+/// What the caches watch.
+#[derive(Clone)]
+pub struct Scope {
+    /// The API client.
+    pub client: Client,
+    /// Namespace the instance is limited to, if any.
+    pub namespace: Option<String>,
+    /// Watch configuration of the kinds only this instance's controller class uses.
+    pub class: watcher::Config,
+}
+
+impl Scope {
+    fn api<K: Cached + Resource<Scope = NamespaceResourceScope>>(&self) -> Api<K> {
+        match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    fn all<K: Cached>(&self) -> Api<K> {
+        Api::all(self.client.clone())
+    }
+}
+
+/// Waits until every cache listed once.
+pub struct Ready(Vec<(&'static str, futures::future::BoxFuture<'static, bool>)>);
+
+impl Ready {
+    /// Resolves when every cache listed once (logging what it still waits for).
+    pub async fn wait(self) {
+        let pending: Vec<_> = self
+            .0
+            .into_iter()
+            .map(|(kind, ready)| async move {
+                if !ready.await {
+                    tracing::warn!(kind, "cache stopped before it listed");
+                }
+            })
+            .collect();
+        futures::future::join_all(pending).await;
+    }
+}
+
+fn ready<K: Cached>(kind: &'static str, store: Store<K>) -> (&'static str, futures::future::BoxFuture<'static, bool>) {
+    (kind, Box::pin(async move { store.wait_until_ready().await.is_ok() }))
+}
+
+impl Caches {
+    /// Starts one watch per kind.
+    pub fn start(self, scope: &Scope) -> Ready {
+        let all = watcher::Config::default();
+        let managed = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let tls = watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}"));
+        let waits = vec![
+            ready("ExternalSecret", self.external_secrets.store()),
+            ready("PushSecret", self.push_secrets.store()),
+            ready("Provider", self.providers.store()),
+            ready("ClusterProvider", self.cluster_providers.store()),
+            ready("managed Secret", self.managed_secrets.store()),
+            ready("provider TLS Secret", self.tls_secrets.store()),
+            ready("Namespace", self.namespaces.store()),
+            ready("Deployment", self.deployments.store()),
+            ready("StatefulSet", self.stateful_sets.store()),
+            ready("DaemonSet", self.daemon_sets.store()),
+        ];
+        self.external_secrets.start(scope.api(), all.clone(), strip::object);
+        self.push_secrets.start(scope.api(), scope.class.clone(), strip::object);
+        self.providers.start(scope.api(), all.clone(), strip::object);
+        self.cluster_providers.start(scope.all(), all.clone(), strip::object);
+        self.managed_secrets.start(scope.api(), managed, strip::managed_secret);
+        self.tls_secrets.start(scope.all(), tls, strip::tls_secret);
+        self.namespaces.start(scope.all(), all.clone(), strip::namespace);
+        self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object);
+        self.fake_configs.start(scope.all(), all.clone(), strip::config_object);
+        self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip);
+        self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip);
+        self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip);
+        Ready(waits)
+    }
+}

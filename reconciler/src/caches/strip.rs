@@ -1,0 +1,142 @@
+//! What is dropped from each object before it is cached: what no controller reads. Each
+//! function keeps exactly what its readers use, and says who they are.
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use keyward_crds::workload::{DATA_HASH_ANNOTATION, MANAGED_LABEL};
+use kube::Resource;
+use kube::api::ObjectMeta;
+use kube::core::PartialObjectMeta;
+
+use crate::clientmanager::{CA_KEY, CERT_KEY, KEY_KEY};
+
+/// kubectl's copy of the whole object as last applied: as large as the spec, never read.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops managed fields and the last-applied copy; keeps every other label and annotation
+/// (controllers read `force-sync`, the controller class and user annotations).
+pub fn meta(m: &mut ObjectMeta) {
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            m.annotations = None;
+        }
+    }
+}
+
+/// ExternalSecrets, PushSecrets, Providers, ClusterProviders: spec and status are read.
+pub fn object<K: Resource>(obj: &mut K) {
+    meta(obj.meta_mut());
+}
+
+/// Keeps only the labels and annotations named.
+fn keep(m: &mut ObjectMeta, labels: &[&str], annotations: &[&str]) {
+    m.managed_fields = None;
+    for (map, wanted) in [(&mut m.labels, labels), (&mut m.annotations, annotations)] {
+        if let Some(entries) = map.as_mut() {
+            entries.retain(|k, _| wanted.contains(&k.as_str()));
+            if entries.is_empty() {
+                *map = None;
+            }
+        }
+    }
+}
+
+/// Managed Secrets (metadata only): the ExternalSecret controller reads the managed label, the
+/// data-hash annotation and the owner references.
+pub fn managed_secret(s: &mut PartialObjectMeta<Secret>) {
+    keep(&mut s.metadata, &[MANAGED_LABEL], &[DATA_HASH_ANNOTATION]);
+}
+
+/// Provider TLS Secrets: the client manager reads the three PEM keys.
+pub fn tls_secret(s: &mut Secret) {
+    keep(&mut s.metadata, &[], &[]);
+    s.string_data = None;
+    if let Some(data) = s.data.as_mut() {
+        data.retain(|k, _| [CA_KEY, CERT_KEY, KEY_KEY].contains(&k.as_str()));
+    }
+}
+
+/// Namespaces (metadata only): ClusterProvider conditions read the labels.
+pub fn namespace(n: &mut PartialObjectMeta<Namespace>) {
+    n.metadata.managed_fields = None;
+    n.metadata.annotations = None;
+}
+
+/// Provider config objects (metadata only): only their name and namespace trigger checks.
+pub fn config_object<K>(c: &mut PartialObjectMeta<K>) {
+    keep(&mut c.metadata, &[], &[]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use keyward_crds::ExternalSecret;
+
+    fn noisy_meta() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("a".into()),
+            namespace: Some("team-a".into()),
+            labels: Some([(MANAGED_LABEL.to_string(), "true".to_string()), ("app".into(), "x".into())].into()),
+            annotations: Some(
+                [
+                    (LAST_APPLIED.to_string(), "{\"huge\": true}".to_string()),
+                    (DATA_HASH_ANNOTATION.to_string(), "h".to_string()),
+                    ("force-sync".to_string(), "1".to_string()),
+                ]
+                .into(),
+            ),
+            managed_fields: Some(vec![ManagedFieldsEntry { manager: Some("kubectl".into()), ..Default::default() }]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn objects_lose_managed_fields_and_the_last_applied_copy_only() {
+        let mut es = ExternalSecret::new("a", Default::default());
+        es.metadata = noisy_meta();
+        object(&mut es);
+        assert!(es.metadata.managed_fields.is_none());
+        let a = es.metadata.annotations.as_ref().unwrap();
+        assert!(!a.contains_key(LAST_APPLIED));
+        assert_eq!(a["force-sync"], "1");
+        assert_eq!(es.metadata.labels.as_ref().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn managed_secrets_keep_the_label_and_hash_only() {
+        let mut s = PartialObjectMeta::<Secret> { metadata: noisy_meta(), ..Default::default() };
+        managed_secret(&mut s);
+        assert!(s.metadata.managed_fields.is_none());
+        assert_eq!(s.metadata.labels.unwrap().keys().collect::<Vec<_>>(), [MANAGED_LABEL]);
+        assert_eq!(s.metadata.annotations.unwrap().keys().collect::<Vec<_>>(), [DATA_HASH_ANNOTATION]);
+    }
+
+    #[test]
+    fn tls_secrets_keep_the_pem_keys_only() {
+        let mut s = Secret {
+            metadata: noisy_meta(),
+            data: Some(
+                [CA_KEY, CERT_KEY, KEY_KEY, "extra"]
+                    .iter()
+                    .map(|k| (k.to_string(), ByteString(b"x".to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        tls_secret(&mut s);
+        assert!(s.metadata.labels.is_none() && s.metadata.annotations.is_none());
+        assert_eq!(s.data.unwrap().keys().collect::<Vec<_>>(), [CA_KEY, CERT_KEY, KEY_KEY]);
+        assert_eq!(s.metadata.name.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn namespaces_keep_their_labels() {
+        let mut n = PartialObjectMeta::<Namespace> { metadata: noisy_meta(), ..Default::default() };
+        namespace(&mut n);
+        assert!(n.metadata.annotations.is_none() && n.metadata.managed_fields.is_none());
+        assert_eq!(n.metadata.labels.unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,213 @@
+//! Who uses what, kept in step with the caches so that an event costs a lookup, not a scan:
+//! ExternalSecret → (target Secret, data hash), target Secret → ExternalSecrets writing it, and
+//! Secret or injected ExternalSecret → reloadable workloads using it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use keyward_crds::workload::{self, secrets_used};
+
+use super::workload::Kind;
+
+/// A workload in the index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkloadKey {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+type Ns = (String, String);
+
+/// What a reloadable workload's pod template refers to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uses {
+    /// Secrets named directly (env, envFrom, volumes).
+    pub secrets: BTreeSet<String>,
+    /// ExternalSecrets named for injection.
+    pub injected: BTreeSet<String>,
+    /// The hash its template carries now.
+    pub current: Option<String>,
+}
+
+/// The index.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// (namespace, ExternalSecret) → (target Secret, data hash).
+    external_secrets: HashMap<Ns, (String, Option<String>)>,
+    /// (namespace, target Secret) → ExternalSecrets writing it.
+    targets: HashMap<Ns, BTreeSet<String>>,
+    workloads: HashMap<WorkloadKey, Uses>,
+    by_secret: HashMap<Ns, HashSet<WorkloadKey>>,
+    by_injected: HashMap<Ns, HashSet<WorkloadKey>>,
+}
+
+fn unlink(map: &mut HashMap<Ns, HashSet<WorkloadKey>>, key: Ns, w: &WorkloadKey) {
+    if let Some(set) = map.get_mut(&key) {
+        set.remove(w);
+        if set.is_empty() {
+            map.remove(&key);
+        }
+    }
+}
+
+impl Index {
+    /// Records an ExternalSecret's target and data hash (`None` when it is gone); returns the
+    /// workloads whose hash may have changed.
+    pub fn set_external_secret(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        input: Option<(String, Option<String>)>,
+    ) -> Vec<WorkloadKey> {
+        let key = (namespace.to_string(), name.to_string());
+        let old = match &input {
+            Some(new) => self.external_secrets.insert(key.clone(), new.clone()),
+            None => self.external_secrets.remove(&key),
+        };
+        if old == input {
+            return Vec::new();
+        }
+        let mut touched_secrets = Vec::new();
+        if let Some((target, _)) = &old {
+            let t = (namespace.to_string(), target.clone());
+            if let Some(set) = self.targets.get_mut(&t) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.targets.remove(&t);
+                }
+            }
+            touched_secrets.push(t);
+        }
+        if let Some((target, _)) = &input {
+            let t = (namespace.to_string(), target.clone());
+            self.targets.entry(t.clone()).or_default().insert(name.to_string());
+            touched_secrets.push(t);
+        }
+        let mut out: HashSet<WorkloadKey> = HashSet::new();
+        for t in &touched_secrets {
+            out.extend(self.by_secret.get(t).into_iter().flatten().cloned());
+        }
+        out.extend(self.by_injected.get(&key).into_iter().flatten().cloned());
+        out.into_iter().collect()
+    }
+
+    /// Records what a workload uses (`None` when it is gone or does not reload); returns whether
+    /// it changed.
+    pub fn set_workload(&mut self, w: WorkloadKey, uses: Option<Uses>) -> bool {
+        let old = match &uses {
+            Some(u) => self.workloads.insert(w.clone(), u.clone()),
+            None => self.workloads.remove(&w),
+        };
+        if old == uses {
+            return false;
+        }
+        let ns = w.namespace.clone();
+        if let Some(old) = old {
+            for s in old.secrets {
+                unlink(&mut self.by_secret, (ns.clone(), s), &w);
+            }
+            for e in old.injected {
+                unlink(&mut self.by_injected, (ns.clone(), e), &w);
+            }
+        }
+        if let Some(new) = uses {
+            for s in new.secrets {
+                self.by_secret.entry((ns.clone(), s)).or_default().insert(w.clone());
+            }
+            for e in new.injected {
+                self.by_injected.entry((ns.clone(), e)).or_default().insert(w.clone());
+            }
+        }
+        true
+    }
+
+    /// The target Secret of an ExternalSecret.
+    pub fn target_of(&self, namespace: &str, es: &str) -> Option<String> {
+        self.external_secrets.get(&(namespace.to_string(), es.to_string())).map(|(t, _)| t.clone())
+    }
+
+    /// The data hash of a managed Secret: from the first ExternalSecret (by name) that writes it
+    /// and has synced, as the webhook does.
+    pub fn data_hash_of(&self, namespace: &str, secret: &str) -> Option<String> {
+        let writers = self.targets.get(&(namespace.to_string(), secret.to_string()))?;
+        writers.iter().find_map(|es| self.external_secrets.get(&(namespace.to_string(), es.clone()))?.1.clone())
+    }
+
+    /// Number of reloadable workloads indexed.
+    pub fn workloads(&self) -> usize {
+        self.workloads.len()
+    }
+}
+
+/// What a reloadable pod template uses, without resolving injected ExternalSecrets (their
+/// targets change on their own and are looked up when the hash is computed).
+pub fn uses(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Uses {
+    let secrets = secrets_used(spec, annotations, |_| None).into_iter().collect();
+    let injected = annotations
+        .get(workload::INJECT_ANNOTATION)
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    Uses { secrets, injected, current: annotations.get(workload::SECRETS_HASH_ANNOTATION).cloned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(name: &str) -> WorkloadKey {
+        WorkloadKey { kind: Kind::Deployment, namespace: "a".into(), name: name.into() }
+    }
+
+    fn using(secrets: &[&str], injected: &[&str]) -> Option<Uses> {
+        Some(Uses {
+            secrets: secrets.iter().map(|s| s.to_string()).collect(),
+            injected: injected.iter().map(|s| s.to_string()).collect(),
+            current: None,
+        })
+    }
+
+    #[test]
+    fn an_external_secret_change_reaches_exactly_the_workloads_using_it() {
+        let mut i = Index::default();
+        assert!(i.set_workload(w("direct"), using(&["db"], &[])));
+        assert!(i.set_workload(w("injects"), using(&[], &["db-es"])));
+        assert!(i.set_workload(w("other"), using(&["cache"], &[])));
+        assert!(!i.set_workload(w("other"), using(&["cache"], &[])), "unchanged");
+        let mut hit = i.set_external_secret("a", "db-es", Some(("db".into(), Some("h1".into()))));
+        hit.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(hit, vec![w("direct"), w("injects")]);
+        assert!(i.set_external_secret("a", "db-es", Some(("db".into(), Some("h1".into())))).is_empty(), "no-op");
+        assert_eq!(i.data_hash_of("a", "db").as_deref(), Some("h1"));
+        assert_eq!(i.target_of("a", "db-es").as_deref(), Some("db"));
+        // A new target: workloads of the old and the new Secret are both concerned.
+        assert!(i.set_workload(w("new"), using(&["db2"], &[])));
+        let hit: HashSet<_> =
+            i.set_external_secret("a", "db-es", Some(("db2".into(), Some("h1".into())))).into_iter().collect();
+        assert_eq!(hit, [w("direct"), w("injects"), w("new")].into_iter().collect());
+        assert_eq!(i.data_hash_of("a", "db"), None);
+        // Gone: its Secret no longer has a hash; nothing is left behind.
+        assert_eq!(i.set_external_secret("a", "db-es", None).len(), 2);
+        assert_eq!(i.data_hash_of("a", "db2"), None);
+        assert!(i.external_secrets.is_empty() && i.targets.is_empty());
+        for n in ["direct", "injects", "other", "new"] {
+            i.set_workload(w(n), None);
+        }
+        assert!(i.by_secret.is_empty() && i.by_injected.is_empty() && i.workloads() == 0);
+    }
+
+    #[test]
+    fn two_writers_of_one_secret_agree_on_the_first_synced_by_name() {
+        let mut i = Index::default();
+        i.set_external_secret("a", "b-es", Some(("s".into(), Some("hb".into()))));
+        i.set_external_secret("a", "a-es", Some(("s".into(), None)));
+        assert_eq!(i.data_hash_of("a", "s").as_deref(), Some("hb"), "a-es has not synced");
+        i.set_external_secret("a", "a-es", Some(("s".into(), Some("ha".into()))));
+        assert_eq!(i.data_hash_of("a", "s").as_deref(), Some("ha"));
+    }
+}
