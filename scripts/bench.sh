@@ -8,8 +8,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
 # with 10,000 namespaces and 1,000 ClusterProviders.
 cargo run --release -q -p keyward-webhook --bin keyward-webhook-bench -- --connections 16 --seconds 5
 
-# keyward-reconciler: time to first sync of N ExternalSecrets on the Fake provider against the local
-# control plane, the reconciler's peak RSS, and a plain client creating N Secrets (API server ceiling).
+# keyward-reconciler: N ExternalSecrets on the Fake provider against the local control plane: time to
+# first sync next to a plain client creating N Secrets (the API server's ceiling), reconciler peak and
+# steady RSS, provider RSS, API requests per sync and per no-change refresh (by verb, from the API
+# server's apiserver_request_total), and idle CPU over 30 s. Release builds. Figures: docs/performance.md.
 cargo build --release -q -p keyward-reconciler -p keyward-provider-fake --bins
 KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
 KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \

@@ -1,6 +1,8 @@
-//! Time to first sync of N ExternalSecrets on the Fake provider, against the local control
-//! plane, next to the time a plain client needs to create N Secrets (the API server's ceiling
-//! on this machine), and the reconciler's peak resident memory.
+//! N ExternalSecrets on the Fake provider, against the local control plane: time to first sync,
+//! next to the time a plain client needs to create N Secrets (the API server's ceiling on this
+//! machine); the reconciler's peak and steady resident memory and the provider's; the API
+//! requests of the first sync and of a refresh that finds nothing new, by verb, from the API
+//! server's `apiserver_request_total`; and the reconciler's CPU while idle.
 //!
 //! `KEYWARD_BENCH_N=1000,10000` picks the sizes; `KEYWARD_RECONCILER_BIN` and
 //! `KEYWARD_PROVIDER_FAKE_BIN` point at release binaries (else debug builds are used).
@@ -10,6 +12,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -49,15 +52,60 @@ where
         .await;
 }
 
-fn peak_rss_mib(pid: u32) -> f64 {
+/// A `/proc/<pid>/status` figure in MiB (`VmHWM` peak, `VmRSS` now).
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds (user + system) the process used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at state, field 3.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15: indexes 11 and 12 here; the clock ticks 100 per second.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+async fn grpc_gets(metrics_port: u16) -> f64 {
+    let text = metrics_text(metrics_port).await;
+    text.lines()
+        .find(|l| l.starts_with("grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn metrics_text(port: u16) -> String {
+    let out = tokio::process::Command::new("curl")
+        .args(["-sf", &format!("http://127.0.0.1:{port}/metrics")])
+        .output()
+        .await
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    out.unwrap_or_default()
+}
+
+/// Requests per ExternalSecret by verb, for the resources the reconciler touches.
+fn per_object(delta: &BTreeMap<Vec<String>, f64>, n: usize) -> String {
+    let ours = ["secrets", "externalsecrets", "events", "namespaces", "providers", "configmaps"];
+    let mut by_verb: BTreeMap<&str, f64> = BTreeMap::new();
+    for (k, v) in delta {
+        if ours.contains(&k[1].as_str()) && k[0] != "WATCH" {
+            *by_verb.entry(k[0].as_str()).or_default() += v;
+        }
+    }
+    if by_verb.is_empty() {
+        return "none".into();
+    }
+    by_verb.iter().map(|(verb, v)| format!("{verb} {:.2}", v / n as f64)).collect::<Vec<_>>().join(", ")
 }
 
 async fn run(client: Client, ns: String, n: usize) {
@@ -97,7 +145,7 @@ async fn run(client: Client, ns: String, n: usize) {
     create_all(&ess, n, |i| {
         serde_json::from_value(json!({
             "metadata": {"name": format!("es-{i}"), "labels": {CLASS_LABEL: ns}},
-            "spec": {"refreshInterval": "1h", "secretStoreRef": {"name": "fake"},
+            "spec": {"refreshInterval": "3m", "secretStoreRef": {"name": "fake"},
                      "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]},
         }))
         .unwrap()
@@ -111,6 +159,7 @@ async fn run(client: Client, ns: String, n: usize) {
         .env("RUST_LOG", "warn")
         .args(["--namespace", &ns, "--controller-class", &ns, "--lease-namespace", &ns])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")]);
+    let requests_before = api_requests(&client).await;
     let started = Instant::now();
     let reconciler = spawn_logged("keyward-reconciler", cmd);
     let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
@@ -124,24 +173,46 @@ async fn run(client: Client, ns: String, n: usize) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let sync = started.elapsed();
-    // Let the status writes of the last syncs land, then read the high-water mark.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let rss = peak_rss_mib(reconciler.pid());
+    // Let the status writes of the last syncs land.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let first_sync = delta(&requests_before, &api_requests(&client).await);
+
+    // Idle: nothing is due (the refresh interval is 3 minutes).
+    let pid = reconciler.pid();
+    let cpu_before = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let idle_cpu = (cpu_seconds(pid) - cpu_before) / 30.0 * 100.0;
+    let steady = status_mib(pid, "VmRSS:");
+
+    // Every ExternalSecret refreshes once, finding the same value: what does that cost?
+    let refresh_before = api_requests(&client).await;
+    let gets_before = grpc_gets(metrics_port).await;
+    let waited = Instant::now();
+    while grpc_gets(metrics_port).await < gets_before + n as f64 {
+        assert!(waited.elapsed() < Duration::from_secs(900), "the refreshes did not come");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let refresh = delta(&refresh_before, &api_requests(&client).await);
+    let peak = status_mib(pid, "VmHWM:");
+    let provider_rss = status_mib(fake.pid(), "VmRSS:");
+    let rate = n as f64 / sync.as_secs_f64();
+    let ceiling_rate = n as f64 / ceiling.as_secs_f64();
     println!(
-        "reconciler first sync: N={n} sync={:.2}s ({:.0}/s) api_ceiling={:.2}s ({:.0}/s) ratio={:.2} \
-         es_create={:.2}s peak_rss={:.1}MiB",
+        "reconciler N={n}: first sync {:.2}s ({rate:.0}/s); plain client {:.2}s ({ceiling_rate:.0}/s); \
+         throughput {:.0}% of the ceiling; ExternalSecrets created in {:.2}s",
         sync.as_secs_f64(),
-        n as f64 / sync.as_secs_f64(),
         ceiling.as_secs_f64(),
-        n as f64 / ceiling.as_secs_f64(),
-        sync.as_secs_f64() / ceiling.as_secs_f64(),
+        100.0 * rate / ceiling_rate,
         create_es.as_secs_f64(),
-        rss
     );
+    println!("  reconciler RSS peak {peak:.1} MiB, steady {steady:.1} MiB; provider RSS {provider_rss:.1} MiB");
+    println!("  API requests per ExternalSecret, first sync: {}", per_object(&first_sync, n));
+    println!("  API requests per no-change refresh: {}", per_object(&refresh, n));
+    println!("  reconciler CPU while idle over 30 s: {idle_cpu:.2}% of one core");
     drop(reconciler);
     drop(fake);
 }
-
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();

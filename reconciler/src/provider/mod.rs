@@ -177,15 +177,22 @@ fn follow<K: Store>(
     let (trigger, triggers) = caches::triggers::<K>();
     let index: Arc<Mutex<TlsIndex<K>>> = Arc::default();
     {
-        let (trigger, index) = (trigger.clone(), index.clone());
+        let (trigger, index, class) = (trigger.clone(), index.clone(), class.clone());
         let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
         watched.hook(move |change| match change {
             Change::Applied(p) => {
                 let key = caches::key(p);
+                // Stores of another controller class are cached (manifests may use them) but
+                // never checked here: no trigger of any kind.
+                if !of_class(p, class.as_deref()) {
+                    seen.remove(&key);
+                    lock(&index).set(key, None);
+                    return;
+                }
                 let tls_ns = resolve_for_check(&Arc::new(p.clone()).store_object()).ok().map(|r| r.tls_namespace);
                 lock(&index).set(key.clone(), tls_ns);
                 let hash = crate::predicate::spec_change(p).unwrap_or_default();
-                if of_class(p, class.as_deref()) && seen.insert(key, hash) != Some(hash) {
+                if seen.insert(key, hash) != Some(hash) {
                     trigger.send(ObjectRef::from_obj(p));
                 }
             }
@@ -212,10 +219,12 @@ fn follow<K: Store>(
     }
     let stores = watched.store();
     for config in configs {
-        let (trigger, stores) = (trigger.clone(), stores.clone());
+        let (trigger, stores, class) = (trigger.clone(), stores.clone(), class.clone());
         config.hook_refs(Box::new(move |obj: ConfigObject<'_>| {
             for p in stores.state() {
-                if references(p.provider_ref(), p.own_namespace().as_deref(), obj) {
+                if of_class(p.as_ref(), class.as_deref())
+                    && references(p.provider_ref(), p.own_namespace().as_deref(), obj)
+                {
                     trigger.send(ObjectRef::from_obj(p.as_ref()));
                 }
             }

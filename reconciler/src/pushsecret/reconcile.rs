@@ -15,6 +15,7 @@ use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
 use keyward_proto::v1 as pb;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -33,6 +34,12 @@ pub enum Error {
     /// The API server failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// Adding or removing the finalizer failed, or the sync or cleanup inside it.
+    #[error(transparent)]
+    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    /// Remote copies could not be deleted; the finalizer stays.
+    #[error("{0}")]
+    Cleanup(String),
 }
 
 /// Identifies one remote value inside a store's entry map.
@@ -47,32 +54,51 @@ type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
 
 /// The reconcile entry point.
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
+    let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
+
+    // Only a PushSecret that deletes its remote copies holds a finalizer; kube-runtime's helper
+    // adds it, and removes it once the cleanup succeeded. One whose policy changed away from
+    // Delete keeps it until deletion (the cleanup then deletes nothing).
+    if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete || has_finalizer {
+        let ctx = &ctx;
+        return finalizer(&api, FINALIZER, ps, |event| async move {
+            match event {
+                FinalizerEvent::Apply(ps) => sync(ps, ctx).await,
+                FinalizerEvent::Cleanup(ps) => cleanup(ps, ctx).await,
+            }
+        })
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(e)));
+    }
+    if ps.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    sync(ps, &ctx).await
+}
+
+/// On deletion with deletionPolicy Delete: deletes every remote copy; a failure keeps the
+/// finalizer (and is reported) so the deletion is retried.
+async fn cleanup(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
+    let ns = ps.namespace().unwrap_or_default();
+    let status = ps.status.clone().unwrap_or_default();
+    if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
+        && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &BTreeMap::new()).await
+    {
+        let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ns);
+        let message = format!("deleting remote copies: {e}");
+        fail(&ps, ctx, &api, status, message.clone()).await?;
+        return Err(Error::Cleanup(message));
+    }
+    Ok(Action::await_change())
+}
+
+/// Pushes and reports.
+async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
     let ns = ps.namespace().unwrap_or_default();
     let name = ps.name_any();
     let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ns);
     let status = ps.status.clone().unwrap_or_default();
-    let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
-
-    if ps.metadata.deletion_timestamp.is_some() {
-        if has_finalizer {
-            if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
-                && let Err(e) = delete_remote(&ctx, &ns, &status.synced_push_secrets, &BTreeMap::new()).await
-            {
-                return fail(&ps, &ctx, &api, status, format!("deleting remote copies: {e}")).await;
-            }
-            let finalizers: Vec<String> = ps.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})))
-                .await?;
-        }
-        return Ok(Action::await_change());
-    }
-    if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete && !has_finalizer {
-        let mut finalizers = ps.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_string());
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})))
-            .await?;
-    }
-
     let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
     ctx.metrics.push_calls.get_or_create(&labels).inc();
     match push(&ps, &ctx, &ns).await {

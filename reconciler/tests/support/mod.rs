@@ -319,3 +319,54 @@ pub fn ready_of(conditions: &[keyward_crds::Condition]) -> Option<(String, Strin
         .find(|c| c.type_ == "Ready")
         .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
 }
+
+/// Reads the API server's own metrics: `metric{labels} value` lines of one metric, summed by
+/// the values of the labels named in `by`.
+pub async fn api_server_metric(client: &Client, metric: &str, by: &[&str]) -> std::collections::BTreeMap<Vec<String>, f64> {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .expect("reading the API server's metrics");
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(metric).and_then(|r| r.strip_prefix('{')) else { continue };
+        let Some((labels, value)) = rest.rsplit_once("} ") else { continue };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let key: Vec<String> = by.iter().map(|b| label(b)).collect();
+        *out.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+/// API requests served so far, by (verb, resource).
+pub async fn api_requests(client: &Client) -> std::collections::BTreeMap<Vec<String>, f64> {
+    api_server_metric(client, "apiserver_request_total", &["verb", "resource"]).await
+}
+
+/// Open watches, by resource.
+pub async fn api_watches(client: &Client) -> std::collections::BTreeMap<String, f64> {
+    api_server_metric(client, "apiserver_longrunning_requests", &["verb", "resource"])
+        .await
+        .into_iter()
+        .filter(|(k, _)| k[0] == "WATCH")
+        .map(|(k, v)| (k[1].clone(), v))
+        .collect()
+}
+
+/// `after - before` per key (keys only in `after` count from zero).
+pub fn delta<K: Ord + Clone>(
+    before: &std::collections::BTreeMap<K, f64>,
+    after: &std::collections::BTreeMap<K, f64>,
+) -> std::collections::BTreeMap<K, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d != 0.0)
+        .collect()
+}

@@ -1,0 +1,115 @@
+//! What the reconciler costs the API server, read from the API server's own metrics: one watch
+//! per kind it caches, and refreshes that find nothing new write nothing and read nothing.
+//! Alone in its test binary: the API server's counters are global to the control plane.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_e2e::with_temp_namespace;
+use kube::Api;
+use kube::api::ListParams;
+use kube::core::PartialObjectMeta;
+use serde_json::json;
+use support::*;
+
+const N: usize = 10;
+
+fn grpc_ok_gets(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with("grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("k", "v")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "cfg")).await;
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        for i in 0..N {
+            apply(
+                &ess,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                       "metadata": {"name": format!("es-{i}"), "labels": {CLASS_LABEL: ns}},
+                       "spec": {"refreshInterval": "2s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
+                                "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]}}),
+            )
+            .await;
+        }
+
+        let watches_before = api_watches(&client).await;
+        let reconciler = Reconciler::start(&ns, &[]).await;
+        let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
+        let synced = ListParams::default().labels("reconcile.external-secrets.io/managed=true");
+        eventually("every target Secret", Duration::from_secs(120), || {
+            let managed = managed.clone();
+            let synced = synced.clone();
+            async move { (managed.list_metadata(&synced).await.ok()?.items.len() == N).then_some(()) }
+        })
+        .await;
+
+        // One watch per kind; Secrets twice: managed Secrets (metadata) and provider TLS Secrets.
+        let opened = delta(&watches_before, &api_watches(&client).await);
+        let want: [(&str, f64); 11] = [
+            ("externalsecrets", 1.0),
+            ("pushsecrets", 1.0),
+            ("providers", 1.0),
+            ("clusterproviders", 1.0),
+            ("secrets", 2.0),
+            ("namespaces", 1.0),
+            ("kubernetes", 1.0),
+            ("fakes", 1.0),
+            ("deployments", 1.0),
+            ("statefulsets", 1.0),
+            ("daemonsets", 1.0),
+        ];
+        for (resource, n) in want {
+            assert_eq!(opened.get(resource).copied().unwrap_or(0.0), n, "watches of {resource}: {opened:?}");
+        }
+        assert_eq!(opened.len(), want.len(), "no other watch: {opened:?}");
+
+        // Let the first sync's writes land, then watch several refresh intervals go by.
+        let ready = ListParams::default();
+        eventually("every ExternalSecret Ready", Duration::from_secs(60), || {
+            let ess = ess.clone();
+            let ready = ready.clone();
+            async move {
+                let list = ess.list(&ready).await.ok()?;
+                list.items
+                    .iter()
+                    .all(|es| {
+                        es.status
+                            .as_ref()
+                            .and_then(|s| ready_of(&s.conditions))
+                            .is_some_and(|(status, _, _)| status == "True")
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let calls_before = grpc_ok_gets(&reconciler.metrics().await);
+        let before = api_requests(&client).await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let after = api_requests(&client).await;
+        let calls = grpc_ok_gets(&reconciler.metrics().await) - calls_before;
+        assert!(calls >= (2 * N) as f64, "every ExternalSecret refreshed at least twice, {calls} provider calls");
+
+        let served = delta(&before, &after);
+        let ours = ["secrets", "externalsecrets", "events", "namespaces", "providers", "configmaps"];
+        let cost: Vec<_> = served.iter().filter(|(k, _)| ours.contains(&k[1].as_str()) && k[0] != "WATCH").collect();
+        assert!(cost.is_empty(), "no-change refreshes cost API requests: {cost:?}");
+    })
+    .await;
+}
