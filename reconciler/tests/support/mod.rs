@@ -322,7 +322,11 @@ pub fn ready_of(conditions: &[keyward_crds::Condition]) -> Option<(String, Strin
 
 /// Reads the API server's own metrics: `metric{labels} value` lines of one metric, summed by
 /// the values of the labels named in `by`.
-pub async fn api_server_metric(client: &Client, metric: &str, by: &[&str]) -> std::collections::BTreeMap<Vec<String>, f64> {
+pub async fn api_server_metric(
+    client: &Client,
+    metric: &str,
+    by: &[&str],
+) -> std::collections::BTreeMap<Vec<String>, f64> {
     let text = client
         .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
         .await
