@@ -297,15 +297,13 @@ async fn sync(
     if let Some(r) = &rendered {
         hash = with_rendered_metadata(&hash, r);
     }
-    if let Some(existing) = existing {
-        if up_to_date(existing, es, &hash) {
-            return Ok(Synced {
-                reason: reason::SECRET_SYNCED,
-                message: synced_message(&fetched.missing),
-                event: None,
-                data_hash: Some(hash),
-            });
-        }
+    if existing.is_some_and(|existing| up_to_date(existing, es, &hash)) {
+        return Ok(Synced {
+            reason: reason::SECRET_SYNCED,
+            message: synced_message(&fetched.missing),
+            event: None,
+            data_hash: Some(hash),
+        });
     }
     let body = desired(es, data, &hash, rendered.as_ref());
     secrets.patch(&target_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body)).await.map_err(

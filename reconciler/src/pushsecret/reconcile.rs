@@ -101,13 +101,13 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
     let status = ps.status.clone().unwrap_or_default();
     let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
     ctx.metrics.push_calls.get_or_create(&labels).inc();
-    match push(&ps, &ctx, &ns).await {
+    match push(&ps, ctx, &ns).await {
         Ok(synced) => {
             if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
-                && let Err(e) = delete_remote(&ctx, &ns, &status.synced_push_secrets, &synced).await
+                && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &synced).await
             {
                 ctx.metrics.push_errors.get_or_create(&labels).inc();
-                return fail(&ps, &ctx, &api, status, format!("deleting remote copies no longer pushed: {e}")).await;
+                return fail(&ps, ctx, &api, status, format!("deleting remote copies no longer pushed: {e}")).await;
             }
             ctx.clear_failures(&key(&ns, &name));
             let stores: Vec<&String> = synced.keys().collect();
@@ -135,7 +135,7 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
         }
         Err(message) => {
             ctx.metrics.push_errors.get_or_create(&labels).inc();
-            fail(&ps, &ctx, &api, status, message).await
+            fail(&ps, ctx, &api, status, message).await
         }
     }
 }
