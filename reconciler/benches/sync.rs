@@ -76,12 +76,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 async fn grpc_gets(metrics_port: u16) -> f64 {
-    let text = metrics_text(metrics_port).await;
-    text.lines()
-        .find(|l| l.starts_with("grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    metric_value(&metrics_text(metrics_port).await, GET_SECRET_OK)
 }
 
 async fn metrics_text(port: u16) -> String {
@@ -95,10 +90,9 @@ async fn metrics_text(port: u16) -> String {
 
 /// Requests per ExternalSecret by verb, for the resources the reconciler touches.
 fn per_object(delta: &BTreeMap<Vec<String>, f64>, n: usize) -> String {
-    let ours = ["secrets", "externalsecrets", "events", "namespaces", "providers", "configmaps"];
     let mut by_verb: BTreeMap<&str, f64> = BTreeMap::new();
     for (k, v) in delta {
-        if ours.contains(&k[1].as_str()) && k[0] != "WATCH" {
+        if RECONCILER_RESOURCES.contains(&k[1].as_str()) && k[0] != "WATCH" {
             *by_verb.entry(k[0].as_str()).or_default() += v;
         }
     }

@@ -19,15 +19,6 @@ use support::*;
 
 const N: usize = 10;
 
-fn grpc_ok_gets(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with("grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
     with_temp_namespace(&[], |client, ns| async move {
@@ -99,16 +90,16 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
         })
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let calls_before = grpc_ok_gets(&reconciler.metrics().await);
+        let calls_before = metric_value(&reconciler.metrics().await, GET_SECRET_OK);
         let before = api_requests(&client).await;
         tokio::time::sleep(Duration::from_secs(7)).await;
         let after = api_requests(&client).await;
-        let calls = grpc_ok_gets(&reconciler.metrics().await) - calls_before;
+        let calls = metric_value(&reconciler.metrics().await, GET_SECRET_OK) - calls_before;
         assert!(calls >= (2 * N) as f64, "every ExternalSecret refreshed at least twice, {calls} provider calls");
 
         let served = delta(&before, &after);
-        let ours = ["secrets", "externalsecrets", "events", "namespaces", "providers", "configmaps"];
-        let cost: Vec<_> = served.iter().filter(|(k, _)| ours.contains(&k[1].as_str()) && k[0] != "WATCH").collect();
+        let cost: Vec<_> =
+            served.iter().filter(|(k, _)| RECONCILER_RESOURCES.contains(&k[1].as_str()) && k[0] != "WATCH").collect();
         assert!(cost.is_empty(), "no-change refreshes cost API requests: {cost:?}");
     })
     .await;

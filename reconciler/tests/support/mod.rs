@@ -374,3 +374,19 @@ pub fn delta<K: Ord + Clone>(
         .filter(|(_, d)| *d != 0.0)
         .collect()
 }
+
+/// The resources whose requests count as the reconciler's cost (watches aside).
+pub const RECONCILER_RESOURCES: [&str; 6] =
+    ["secrets", "externalsecrets", "events", "namespaces", "providers", "configmaps"];
+
+/// The value of one series (`name{labels}`, exactly as exposed) in a metrics text; 0 when absent.
+pub fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find(|l| l.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The reconciler's successful GetSecret calls, in its metrics text.
+pub const GET_SECRET_OK: &str = "grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}";
