@@ -9,6 +9,8 @@ pub mod provider_config;
 pub mod push_secret;
 pub mod rules;
 mod schema;
+pub mod secrets_manager;
+pub mod vault;
 pub mod workload;
 
 pub use common::{Condition, LocalObjectReference, SecretKeySelector, SecretStoreRef, StoreKind};
@@ -19,3 +21,5 @@ pub use provider::{
 };
 pub use provider_config::{Fake, FakeSpec, Kubernetes, KubernetesSpec};
 pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};
+pub use secrets_manager::{SecretsManager, SecretsManagerSpec};
+pub use vault::{Vault, VaultSpec};

@@ -133,7 +133,16 @@ async fn printer_columns_show_in_kubectl_get() {
         assert!(cluster.contains("ManifestNamespace"), "{cluster}");
         // Every Keyward kind is in the `externalsecrets` category.
         let listed = run(&["api-resources", "--categories", "externalsecrets", "-o", "name"]);
-        for kind in ["externalsecrets", "pushsecrets", "providers", "clusterproviders", "kubernetes", "fakes"] {
+        for kind in [
+            "externalsecrets",
+            "pushsecrets",
+            "providers",
+            "clusterproviders",
+            "kubernetes",
+            "fakes",
+            "vaults",
+            "secretsmanagers",
+        ] {
             assert!(
                 listed.lines().any(|l| l.starts_with(&format!("{kind}."))),
                 "{kind} missing from category: {listed}"

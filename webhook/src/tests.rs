@@ -18,6 +18,8 @@ const PROV: (&str, &str, &str) = ("external-secrets.io", "v1", "Provider");
 const CPROV: (&str, &str, &str) = ("external-secrets.io", "v1", "ClusterProvider");
 const KUBE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Kubernetes");
 const FAKE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Fake");
+const VAULT: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Vault");
+const AWS_SM: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "SecretsManager");
 
 fn body(gvk: (&str, &str, &str), op: &str, ns: Option<&str>, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
     let mut request = json!({
@@ -363,6 +365,27 @@ fn provider_configs_need_exactly_one_auth_method() {
                       "spec": {"data": [{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]}});
     let d = validate(FAKE, "CREATE", Some("creds"), fake, &c);
     denied_with(&d, 400, &["spec.data[1]: duplicate entry for key \"a\""]);
+}
+
+#[test]
+fn vault_and_secrets_manager_configs_are_validated() {
+    let c = caches();
+    let vault = |auth: Value| {
+        json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Vault", "metadata": {"name": "v"},
+               "spec": {"server": "https://vault:8200", "path": "secret", "auth": auth}})
+    };
+    let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({})), &c);
+    denied_with(&d, 400, &["Vault \"v\" is invalid", "spec.auth: set exactly one of tokenSecretRef, appRole"]);
+    let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({"kubernetes": {"role": "app"}})), &c);
+    assert!(d.allowed, "{d:?}");
+    let aws = |spec: Value| {
+        json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "SecretsManager", "metadata": {"name": "a"},
+               "spec": spec})
+    };
+    let d = validate(AWS_SM, "CREATE", Some("team-a"), aws(json!({"region": "eu-west-1", "role": "admin"})), &c);
+    denied_with(&d, 400, &["SecretsManager \"a\" is invalid", "spec.role: \"admin\" is not a role ARN"]);
+    let d = validate(AWS_SM, "CREATE", Some("team-a"), aws(json!({"region": "eu-west-1"})), &c);
+    assert!(d.allowed, "{d:?}");
 }
 
 fn use_index(c: &Caches) {

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use keyward_crds::rules::{
     NamespaceView, StoreSpec, ValidationErrors, auth_namespace, check_namespace_admitted, validate_cluster_provider,
     validate_external_secret, validate_fake, validate_kubernetes, validate_provider, validate_push_secret,
+    validate_secrets_manager, validate_vault,
 };
 use keyward_crds::{
-    ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, StoreKind,
+    ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager,
+    StoreKind, Vault,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -31,6 +33,10 @@ pub enum Kind {
     Kubernetes,
     /// `provider.external-secrets.io/v2alpha1` Fake.
     Fake,
+    /// `provider.external-secrets.io/v2alpha1` Vault.
+    Vault,
+    /// `provider.external-secrets.io/v2alpha1` SecretsManager.
+    SecretsManager,
 }
 
 impl Kind {
@@ -43,6 +49,8 @@ impl Kind {
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
             ("provider.external-secrets.io", "v2alpha1", "Kubernetes") => Some(Kind::Kubernetes),
             ("provider.external-secrets.io", "v2alpha1", "Fake") => Some(Kind::Fake),
+            ("provider.external-secrets.io", "v2alpha1", "Vault") => Some(Kind::Vault),
+            ("provider.external-secrets.io", "v2alpha1", "SecretsManager") => Some(Kind::SecretsManager),
             _ => None,
         }
     }
@@ -61,6 +69,8 @@ impl Kind {
             Kind::ClusterProvider => "ClusterProvider",
             Kind::Kubernetes => "Kubernetes",
             Kind::Fake => "Fake",
+            Kind::Vault => "Vault",
+            Kind::SecretsManager => "SecretsManager",
         }
     }
 
@@ -163,6 +173,20 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_fake(&f.spec));
+        }
+        Kind::Vault => {
+            let v: Vault = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_vault(&v.spec));
+        }
+        Kind::SecretsManager => {
+            let a: SecretsManager = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_secrets_manager(&a.spec));
         }
     }
     check.finish(kind, &name)

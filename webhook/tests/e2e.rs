@@ -120,7 +120,7 @@ fn webhooks() -> [(&'static str, Vec<RuleWithOperations>, bool); 2] {
             vec![
                 rule("external-secrets.io", "v1", &["externalsecrets", "providers"]),
                 rule("external-secrets.io", "v1alpha1", &["pushsecrets"]),
-                rule("provider.external-secrets.io", "v2alpha1", &["kubernetes", "fakes"]),
+                rule("provider.external-secrets.io", "v2alpha1", &["kubernetes", "fakes", "vaults", "secretsmanagers"]),
             ],
             true,
         ),

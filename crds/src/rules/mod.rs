@@ -8,6 +8,7 @@ mod auth;
 mod duration;
 mod namespace;
 mod selector;
+mod stores;
 mod validate;
 
 pub use address::{Address, parse_address, tls_secret_namespace};
@@ -15,6 +16,7 @@ pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
 pub use duration::{DurationError, parse_go_duration};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
+pub use stores::{validate_secrets_manager, validate_vault};
 pub use validate::{
     validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
     validate_push_secret,

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use base64::Engine;
 use regex::Regex;
 
 use super::selector::validate_label_selector;
@@ -278,7 +277,7 @@ pub fn validate_cluster_provider(spec: &ClusterProviderSpec) -> Result<(), Valid
     errs.into_result()
 }
 
-fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {
+pub(crate) fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {
     if s.name.is_empty() {
         errs.push(format!("{path}.name"), "must not be empty: name the Secret");
     }
@@ -323,14 +322,12 @@ pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors
     {
         errs.push("spec.server.url", format!("{url:?} must be an https:// URL"));
     }
-    if let Some(ca) = &spec.server.ca_bundle
-        && base64::engine::general_purpose::STANDARD.decode(ca.trim()).is_err()
-    {
-        errs.push("spec.server.caBundle", "must be Base64-encoded PEM");
-    }
-    if spec.server.ca_bundle.is_some() && spec.server.ca_provider.is_some() {
-        errs.push("spec.server", "set caBundle or caProvider, not both");
-    }
+    super::stores::check_ca(
+        &mut errs,
+        "spec.server",
+        spec.server.ca_bundle.as_deref(),
+        spec.server.ca_provider.as_ref(),
+    );
     if !is_dns_label(&spec.remote_namespace) {
         errs.push("spec.remoteNamespace", format!("{:?} is not a valid namespace name", spec.remote_namespace));
     }

@@ -19,7 +19,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::workload::MANAGED_LABEL;
-use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret};
+use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager, Vault};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -178,6 +178,10 @@ pub struct Caches {
     pub kubernetes_configs: Watched<PartialObjectMeta<Kubernetes>>,
     /// `Fake` provider configs, metadata only.
     pub fake_configs: Watched<PartialObjectMeta<Fake>>,
+    /// `Vault` provider configs, metadata only.
+    pub vault_configs: Watched<PartialObjectMeta<Vault>>,
+    /// `SecretsManager` provider configs, metadata only.
+    pub secrets_manager_configs: Watched<PartialObjectMeta<SecretsManager>>,
     /// Deployments, stripped to what the reload rule reads.
     pub deployments: Watched<Deployment>,
     /// StatefulSets, likewise.
@@ -260,6 +264,8 @@ impl Caches {
         self.namespaces.start(scope.all(), all.clone(), strip::namespace);
         self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object);
         self.fake_configs.start(scope.all(), all.clone(), strip::config_object);
+        self.vault_configs.start(scope.all(), all.clone(), strip::config_object);
+        self.secrets_manager_configs.start(scope.all(), all.clone(), strip::config_object);
         self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip);
         self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip);
         self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip);

@@ -170,7 +170,7 @@ impl Store for ClusterProvider {
 fn follow<K: Store>(
     watched: &mut Watched<K>,
     tls: &mut Watched<Secret>,
-    configs: [&mut dyn ConfigWatch; 2],
+    configs: [&mut dyn ConfigWatch; 4],
     ctx: Arc<Context>,
     class: Option<String>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
@@ -264,14 +264,24 @@ pub fn controllers(
     let p_triggers = follow(
         &mut caches.providers,
         &mut caches.tls_secrets,
-        [&mut caches.kubernetes_configs, &mut caches.fake_configs],
+        [
+            &mut caches.kubernetes_configs,
+            &mut caches.fake_configs,
+            &mut caches.vault_configs,
+            &mut caches.secrets_manager_configs,
+        ],
         ctx.clone(),
         class.clone(),
     );
     let c_triggers = follow(
         &mut caches.cluster_providers,
         &mut caches.tls_secrets,
-        [&mut caches.kubernetes_configs, &mut caches.fake_configs],
+        [
+            &mut caches.kubernetes_configs,
+            &mut caches.fake_configs,
+            &mut caches.vault_configs,
+            &mut caches.secrets_manager_configs,
+        ],
         ctx.clone(),
         class,
     );

@@ -77,7 +77,8 @@ pub fn provider_ref(object: &Value) -> Vec<PatchOperation> {
     let Some(r) = object.pointer("/spec/config/providerRef").filter(|r| r.is_object()) else {
         return Vec::new();
     };
-    let known_kind = matches!(r.get("kind").and_then(Value::as_str), Some("Kubernetes" | "Fake"));
+    let known_kind =
+        matches!(r.get("kind").and_then(Value::as_str), Some("Kubernetes" | "Fake" | "Vault" | "SecretsManager"));
     if known_kind && non_empty_str(r, "/apiVersion").is_none() {
         vec![add(&["spec", "config", "providerRef", "apiVersion"], json!(PROVIDER_CONFIG_API_VERSION))]
     } else {

@@ -1,0 +1,302 @@
+//! Validation of the Vault and SecretsManager provider configurations.
+
+use base64::Engine;
+
+use super::ValidationErrors;
+use super::validate::check_secret_key;
+use crate::provider_config::CaProvider;
+use crate::secrets_manager::SecretsManagerSpec;
+use crate::vault::VaultSpec;
+
+/// A CA given inline (`caBundle`, Base64 PEM) or by reference (`caProvider`), not both.
+pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, provider: Option<&CaProvider>) {
+    if let Some(ca) = bundle
+        && base64::engine::general_purpose::STANDARD.decode(ca.trim()).is_err()
+    {
+        errs.push(format!("{path}.caBundle"), "must be Base64-encoded PEM");
+    }
+    if bundle.is_some() && provider.is_some() {
+        errs.push(path, "set caBundle or caProvider, not both");
+    }
+    if let Some(p) = provider {
+        if p.name.is_empty() {
+            errs.push(format!("{path}.caProvider.name"), "must not be empty");
+        }
+        if p.key.is_empty() {
+            errs.push(format!("{path}.caProvider.key"), "must not be empty: name the key holding the PEM bundle");
+        }
+    }
+}
+
+/// Validates a Vault provider configuration.
+pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    if !(spec.server.starts_with("https://") || spec.server.starts_with("http://")) {
+        errs.push("spec.server", format!("{:?} must be an http:// or https:// URL", spec.server));
+    }
+    if let Some(p) = &spec.path
+        && (p.trim_matches('/').is_empty() || p.contains("//"))
+    {
+        errs.push("spec.path", format!("{p:?} is not a mount path like secret or team/kv"));
+    }
+    check_ca(&mut errs, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref());
+    if let Some(tls) = &spec.tls {
+        match (&tls.cert_secret_ref, &tls.key_secret_ref) {
+            (Some(c), Some(k)) => {
+                check_secret_key(&mut errs, "spec.tls.certSecretRef", c, false);
+                check_secret_key(&mut errs, "spec.tls.keySecretRef", k, false);
+            }
+            (None, None) => {}
+            _ => errs.push("spec.tls", "set both certSecretRef and keySecretRef, or neither"),
+        }
+    }
+    let auth = &spec.auth;
+    let methods = auth.methods();
+    match methods.len() {
+        0 => errs.push("spec.auth", "set exactly one of tokenSecretRef, appRole, kubernetes or jwt"),
+        1 => {}
+        _ => errs.push(
+            "spec.auth",
+            format!("{} are set; set exactly one of tokenSecretRef, appRole, kubernetes or jwt", methods.join(" and ")),
+        ),
+    }
+    if let Some(t) = &auth.token_secret_ref {
+        check_secret_key(&mut errs, "spec.auth.tokenSecretRef", t, true);
+    }
+    if let Some(a) = &auth.app_role {
+        match (&a.role_id, &a.role_ref) {
+            (Some(id), None) if !id.is_empty() => {}
+            (None, Some(r)) => check_secret_key(&mut errs, "spec.auth.appRole.roleRef", r, true),
+            _ => errs.push("spec.auth.appRole", "set exactly one of roleId or roleRef"),
+        }
+        check_secret_key(&mut errs, "spec.auth.appRole.secretRef", &a.secret_ref, true);
+        check_mount(&mut errs, "spec.auth.appRole.path", &a.path);
+    }
+    if let Some(k) = &auth.kubernetes {
+        if k.role.is_empty() {
+            errs.push("spec.auth.kubernetes.role", "must not be empty: name the Vault role");
+        }
+        check_mount(&mut errs, "spec.auth.kubernetes.mountPath", &k.mount_path);
+        match (&k.service_account_ref, &k.secret_ref) {
+            (Some(_), Some(_)) => {
+                errs.push("spec.auth.kubernetes", "set serviceAccountRef or secretRef, not both");
+            }
+            (Some(sa), None) if sa.name.is_empty() => {
+                errs.push("spec.auth.kubernetes.serviceAccountRef.name", "must not be empty");
+            }
+            (None, Some(s)) => check_secret_key(&mut errs, "spec.auth.kubernetes.secretRef", s, true),
+            _ => {}
+        }
+    }
+    if let Some(j) = &auth.jwt {
+        check_mount(&mut errs, "spec.auth.jwt.path", &j.path);
+        match (&j.secret_ref, &j.kubernetes_service_account_token) {
+            (Some(s), None) => check_secret_key(&mut errs, "spec.auth.jwt.secretRef", s, true),
+            (None, Some(t)) => {
+                if t.service_account_ref.name.is_empty() {
+                    errs.push(
+                        "spec.auth.jwt.kubernetesServiceAccountToken.serviceAccountRef.name",
+                        "must not be empty",
+                    );
+                }
+                if let Some(s) = t.expiration_seconds
+                    && s < 600
+                {
+                    errs.push(
+                        "spec.auth.jwt.kubernetesServiceAccountToken.expirationSeconds",
+                        format!("{s} is below 600, the shortest token lifetime Kubernetes issues"),
+                    );
+                }
+            }
+            _ => errs.push("spec.auth.jwt", "set exactly one of secretRef or kubernetesServiceAccountToken"),
+        }
+    }
+    errs.into_result()
+}
+
+fn check_mount(errs: &mut ValidationErrors, field: &str, path: &str) {
+    if path.trim_matches('/').is_empty() {
+        errs.push(field, "must not be empty: name the auth method's mount path");
+    }
+}
+
+/// Validates a SecretsManager provider configuration.
+pub fn validate_secrets_manager(spec: &SecretsManagerSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let region_ok = !spec.region.is_empty()
+        && spec.region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !region_ok {
+        errs.push("spec.region", format!("{:?} is not an AWS region like eu-west-1", spec.region));
+    }
+    let arn = |errs: &mut ValidationErrors, field: String, role: &str| {
+        if !role.starts_with("arn:") {
+            errs.push(field, format!("{role:?} is not a role ARN (arn:aws:iam::<account>:role/<name>)"));
+        }
+    };
+    if let Some(role) = &spec.role {
+        arn(&mut errs, "spec.role".into(), role);
+    }
+    for (i, role) in spec.additional_roles.iter().enumerate() {
+        arn(&mut errs, format!("spec.additionalRoles[{i}]"), role);
+    }
+    if let Some(auth) = &spec.auth {
+        match (&auth.secret_ref, &auth.jwt) {
+            (Some(s), None) => {
+                check_secret_key(
+                    &mut errs,
+                    "spec.auth.secretRef.accessKeyIDSecretRef",
+                    &s.access_key_id_secret_ref,
+                    true,
+                );
+                check_secret_key(
+                    &mut errs,
+                    "spec.auth.secretRef.secretAccessKeySecretRef",
+                    &s.secret_access_key_secret_ref,
+                    true,
+                );
+                if let Some(t) = &s.session_token_secret_ref {
+                    check_secret_key(&mut errs, "spec.auth.secretRef.sessionTokenSecretRef", t, true);
+                }
+            }
+            (None, Some(j)) if j.service_account_ref.name.is_empty() => {
+                errs.push("spec.auth.jwt.serviceAccountRef.name", "must not be empty");
+            }
+            (None, Some(_)) => {}
+            _ => {
+                errs.push("spec.auth", "set exactly one of secretRef or jwt (or leave auth out for the default chain)")
+            }
+        }
+    }
+    if let Some(opts) = &spec.secrets_manager {
+        if let Some(days) = opts.recovery_window_in_days {
+            if !(7..=30).contains(&days) {
+                errs.push("spec.secretsManager.recoveryWindowInDays", format!("{days} is not between 7 and 30"));
+            }
+            if opts.force_delete_without_recovery {
+                errs.push("spec.secretsManager", "set recoveryWindowInDays or forceDeleteWithoutRecovery, not both");
+            }
+        }
+    }
+    for (i, t) in spec.session_tags.iter().enumerate() {
+        if t.key.is_empty() {
+            errs.push(format!("spec.sessionTags[{i}].key"), "must not be empty");
+        }
+    }
+    errs.into_result()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::VaultKvVersion;
+
+    fn vault(yaml: &str) -> Result<(), ValidationErrors> {
+        validate_vault(&serde_yaml::from_str(yaml).expect("test manifest parses"))
+    }
+
+    fn aws(yaml: &str) -> Result<(), ValidationErrors> {
+        validate_secrets_manager(&serde_yaml::from_str(yaml).expect("test manifest parses"))
+    }
+
+    fn fields(r: Result<(), ValidationErrors>) -> Vec<String> {
+        r.err().map(|e| e.0.into_iter().map(|f| format!("{}: {}", f.field, f.message)).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn vault_table() {
+        let ok = "server: http://127.0.0.1:8200\npath: secret\nauth: {tokenSecretRef: {name: t, key: token}}\n";
+        assert_eq!(fields(vault(ok)), Vec::<String>::new());
+        let spec: VaultSpec = serde_yaml::from_str(ok).expect("parses");
+        assert_eq!(spec.version, VaultKvVersion::V2, "v2 is the default");
+        let cases = [
+            ("server: vault:8200\nauth: {tokenSecretRef: {name: t, key: k}}", "spec.server: \"vault:8200\" must be"),
+            ("server: http://v\nauth: {}", "spec.auth: set exactly one of tokenSecretRef"),
+            (
+                "server: http://v\nauth: {tokenSecretRef: {name: t, key: k}, appRole: {secretRef: {name: s, key: k}, roleId: r}}",
+                "spec.auth: tokenSecretRef and appRole are set",
+            ),
+            ("server: http://v\nauth: {tokenSecretRef: {name: t}}", "spec.auth.tokenSecretRef.key: must not be empty"),
+            (
+                "server: http://v\nauth: {appRole: {secretRef: {name: s, key: k}}}",
+                "spec.auth.appRole: set exactly one of roleId or roleRef",
+            ),
+            ("server: http://v\nauth: {kubernetes: {role: ''}}", "spec.auth.kubernetes.role: must not be empty"),
+            (
+                "server: http://v\nauth: {kubernetes: {role: r, serviceAccountRef: {name: a}, secretRef: {name: s, key: k}}}",
+                "spec.auth.kubernetes: set serviceAccountRef or secretRef, not both",
+            ),
+            (
+                "server: http://v\nauth: {jwt: {role: r}}",
+                "spec.auth.jwt: set exactly one of secretRef or kubernetesServiceAccountToken",
+            ),
+            (
+                "server: http://v\nauth: {jwt: {kubernetesServiceAccountToken: {serviceAccountRef: {name: a}, expirationSeconds: 60}}}",
+                "expirationSeconds: 60 is below 600",
+            ),
+            ("server: http://v\ncaBundle: '!!'\nauth: {kubernetes: {role: r}}", "spec.caBundle: must be Base64"),
+            (
+                "server: http://v\ncaBundle: 'YQ=='\ncaProvider: {type: Secret, name: ca, key: ca.crt}\nauth: {kubernetes: {role: r}}",
+                "spec: set caBundle or caProvider, not both",
+            ),
+            (
+                "server: http://v\ntls: {certSecretRef: {name: c}}\nauth: {kubernetes: {role: r}}",
+                "spec.tls: set both certSecretRef and keySecretRef",
+            ),
+            ("server: http://v\npath: /\nauth: {kubernetes: {role: r}}", "spec.path: \"/\" is not a mount path"),
+        ];
+        for (yaml, want) in cases {
+            let got = fields(vault(yaml));
+            assert!(got.iter().any(|f| f.contains(want)), "{yaml}: want {want:?}, got {got:?}");
+        }
+        let full = "server: https://v\npath: kv\nversion: v1\nnamespace: team\n\
+                    auth: {namespace: admin, jwt: {path: oidc, role: r, kubernetesServiceAccountToken: \
+                    {serviceAccountRef: {name: app, audiences: [vault]}, expirationSeconds: 600}}}";
+        assert_eq!(fields(vault(full)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn secrets_manager_table() {
+        let ok = "region: eu-west-1\nauth: {secretRef: {accessKeyIDSecretRef: {name: aws, key: id}, \
+                  secretAccessKeySecretRef: {name: aws, key: secret}}}\n";
+        assert_eq!(fields(aws(ok)), Vec::<String>::new());
+        assert_eq!(fields(aws("region: us-east-1\nrole: arn:aws:iam::1:role/r")), Vec::<String>::new());
+        let cases = [
+            ("region: ''", "spec.region: \"\" is not an AWS region"),
+            ("region: EU West", "spec.region"),
+            ("region: us-east-1\nrole: admin", "spec.role: \"admin\" is not a role ARN"),
+            ("region: us-east-1\nrole: arn:aws:iam::1:role/r\nadditionalRoles: [x]", "spec.additionalRoles[0]"),
+            ("region: us-east-1\nauth: {}", "spec.auth: set exactly one of secretRef or jwt"),
+            (
+                "region: us-east-1\nauth: {secretRef: {accessKeyIDSecretRef: {name: a}, secretAccessKeySecretRef: {name: a, key: s}}}",
+                "spec.auth.secretRef.accessKeyIDSecretRef.key: must not be empty",
+            ),
+            ("region: us-east-1\nauth: {jwt: {serviceAccountRef: {name: ''}}}", "spec.auth.jwt.serviceAccountRef.name"),
+            ("region: us-east-1\nsecretsManager: {recoveryWindowInDays: 3}", "3 is not between 7 and 30"),
+            (
+                "region: us-east-1\nsecretsManager: {recoveryWindowInDays: 7, forceDeleteWithoutRecovery: true}",
+                "not both",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let got = fields(aws(yaml));
+            assert!(got.iter().any(|f| f.contains(want)), "{yaml}: want {want:?}, got {got:?}");
+        }
+    }
+
+    #[test]
+    fn upstream_field_names_round_trip() {
+        let yaml = "region: eu-west-1\nexternalID: x\nauth: {secretRef: {accessKeyIDSecretRef: {name: a, key: b}, \
+                    secretAccessKeySecretRef: {name: a, key: c}}}\nsecretsManager: {forceDeleteWithoutRecovery: true}\n";
+        let spec: SecretsManagerSpec = serde_yaml::from_str(yaml).expect("parses");
+        assert_eq!(spec.external_id.as_deref(), Some("x"));
+        let back = serde_json::to_value(&spec).expect("json");
+        assert_eq!(back["auth"]["secretRef"]["accessKeyIDSecretRef"]["key"], "b");
+        assert_eq!(back["externalID"], "x");
+        let v: VaultSpec = serde_yaml::from_str(
+            "server: http://v\nversion: v1\nauth: {appRole: {roleId: r, secretRef: {name: s, key: k}}}",
+        )
+        .expect("parses");
+        assert_eq!(v.auth.app_role.as_ref().map(|a| a.path.as_str()), Some("approle"), "upstream default mount");
+        assert_eq!(serde_json::to_value(&v).expect("json")["version"], "v1");
+    }
+}

@@ -1,0 +1,197 @@
+//! `provider.external-secrets.io/v2alpha1` **Vault**: the configuration of the Vault provider.
+//!
+//! Field names follow the `vault` store spec of the External Secrets Operator, so a
+//! `spec.provider.vault` block of an existing SecretStore translates 1:1 into a `Vault` spec.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::SecretKeySelector;
+use crate::provider_config::{CaProvider, ServiceAccountSelector};
+
+/// Configuration of the Vault provider: a Vault server, a KV secrets engine and how to log in.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "provider.external-secrets.io",
+    version = "v2alpha1",
+    kind = "Vault",
+    doc = "Vault configures the Vault provider: the server, the KV secrets engine and the login method.",
+    plural = "vaults",
+    category = "externalsecrets",
+    namespaced,
+    printcolumn = r#"{"name":"Server","type":"string","jsonPath":".spec.server"}"#,
+    printcolumn = r#"{"name":"Path","type":"string","jsonPath":".spec.path"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultSpec {
+    /// Address of the Vault server, for example `https://vault.example.com:8200`.
+    pub server: String,
+    /// Mount path of the KV secrets engine, for example `secret`. When unset, the first segment
+    /// of each remote key is the mount path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Version of the KV secrets engine: `v1` or `v2` (default).
+    #[serde(default)]
+    pub version: VaultKvVersion,
+    /// Vault Enterprise namespace (`X-Vault-Namespace`) of every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// PEM CA bundle that signs the server's certificate, Base64 encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// A Secret or ConfigMap key holding the CA bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_provider: Option<CaProvider>,
+    /// A client certificate for servers that require mutual TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<VaultClientTls>,
+    /// How the provider logs in: exactly one method.
+    #[serde(default)]
+    pub auth: VaultAuth,
+}
+
+/// Version of a KV secrets engine.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VaultKvVersion {
+    /// KV version 1: unversioned values.
+    #[serde(rename = "v1")]
+    V1,
+    /// KV version 2: versioned values with metadata.
+    #[default]
+    #[serde(rename = "v2")]
+    V2,
+}
+
+/// A client certificate and key stored in Secrets.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultClientTls {
+    /// Secret key holding the PEM client certificate (key `tls.crt` when `key` is unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_secret_ref: Option<SecretKeySelector>,
+    /// Secret key holding the PEM private key (key `tls.key` when `key` is unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_secret_ref: Option<SecretKeySelector>,
+}
+
+/// Login methods; exactly one is set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultAuth {
+    /// Vault namespace to log in to, when it differs from `spec.namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A Vault token stored in a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret_ref: Option<SecretKeySelector>,
+    /// AppRole login with a role ID and a secret ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_role: Option<VaultAppRole>,
+    /// Kubernetes auth method: a ServiceAccount token exchanged for a Vault token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<VaultKubernetesAuth>,
+    /// JWT/OIDC auth method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<VaultJwtAuth>,
+}
+
+impl VaultAuth {
+    /// Names of the login methods that are set, in schema order.
+    pub fn methods(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if self.token_secret_ref.is_some() {
+            set.push("tokenSecretRef");
+        }
+        if self.app_role.is_some() {
+            set.push("appRole");
+        }
+        if self.kubernetes.is_some() {
+            set.push("kubernetes");
+        }
+        if self.jwt.is_some() {
+            set.push("jwt");
+        }
+        set
+    }
+}
+
+fn default_approle_path() -> String {
+    "approle".to_string()
+}
+
+fn default_kubernetes_path() -> String {
+    "kubernetes".to_string()
+}
+
+fn default_jwt_path() -> String {
+    "jwt".to_string()
+}
+
+/// AppRole login.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultAppRole {
+    /// Mount path of the AppRole auth method.
+    #[serde(default = "default_approle_path")]
+    pub path: String,
+    /// The role ID, inline. Set this or `roleRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_id: Option<String>,
+    /// A Secret key holding the role ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_ref: Option<SecretKeySelector>,
+    /// A Secret key holding the secret ID.
+    pub secret_ref: SecretKeySelector,
+}
+
+/// Kubernetes auth method login.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultKubernetesAuth {
+    /// Mount path of the Kubernetes auth method.
+    #[serde(default = "default_kubernetes_path")]
+    pub mount_path: String,
+    /// Vault role to log in as.
+    pub role: String,
+    /// A ServiceAccount whose token the provider requests through the TokenRequest API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_ref: Option<ServiceAccountSelector>,
+    /// A Secret key holding a ServiceAccount token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeySelector>,
+}
+
+/// JWT/OIDC auth method login.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultJwtAuth {
+    /// Mount path of the JWT auth method.
+    #[serde(default = "default_jwt_path")]
+    pub path: String,
+    /// Vault role to log in as (the auth method's default role when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A Secret key holding the JWT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeySelector>,
+    /// A ServiceAccount token requested through the TokenRequest API, used as the JWT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_service_account_token: Option<VaultKubernetesServiceAccountTokenAuth>,
+}
+
+/// A ServiceAccount token used as a JWT.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultKubernetesServiceAccountTokenAuth {
+    /// The ServiceAccount.
+    pub service_account_ref: ServiceAccountSelector,
+    /// Audiences of the token (default: `vault`), overriding `serviceAccountRef.audiences`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audiences: Option<Vec<String>>,
+    /// Lifetime of the token in seconds (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+}
