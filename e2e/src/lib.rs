@@ -10,6 +10,7 @@
 mod kubectl;
 mod namespace;
 mod process;
+pub mod stores;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +18,7 @@ use std::sync::{Mutex, OnceLock};
 
 pub use kubectl::{accepts, accepts_in, kubectl, rejects, rejects_in};
 pub use namespace::{E2E_LABEL, with_temp_namespace};
-pub use process::{ChildProcess, free_port, spawn_logged, workspace_binary};
+pub use process::{ChildProcess, free_port, spawn_logged, spawn_provider, workspace_binary};
 
 /// A running local control plane.
 #[derive(Debug)]

@@ -137,3 +137,31 @@ pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// A provider binary started as a process on free loopback ports with the TLS directory
+/// `tls_dir`, the local control plane's kubeconfig and `env`; returns once it logged
+/// `provider serving`, with its gRPC and health addresses.
+pub async fn spawn_provider(
+    binary: &str,
+    tls_dir: &Path,
+    env: &[(&str, &str)],
+) -> (ChildProcess, std::net::SocketAddr, std::net::SocketAddr) {
+    let cp = crate::control_plane().await;
+    let grpc: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let health: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let mut cmd = Command::new(workspace_binary(binary));
+    cmd.arg("--listen")
+        .arg(grpc.to_string())
+        .arg("--health-listen")
+        .arg(health.to_string())
+        .arg("--tls-dir")
+        .arg(tls_dir)
+        .args(["--log-format", "text"])
+        .env("KUBECONFIG", cp.kubeconfig());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = spawn_logged(binary, cmd);
+    child.wait_for_log("provider serving", Duration::from_secs(60)).await;
+    (child, grpc, health)
+}

@@ -17,6 +17,8 @@ mod cli;
 mod context;
 mod metrics;
 mod provider;
+#[cfg(feature = "refs")]
+pub mod refs;
 mod server;
 mod service;
 #[cfg(feature = "testkit")]

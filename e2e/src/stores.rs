@@ -1,0 +1,182 @@
+//! Real secret stores for the store providers' tests, started on loopback:
+//!
+//! - [`Moto`]: moto's server (AWS APIs, Secrets Manager and STS included), installed from PyPI
+//!   into a cached virtualenv by `e2e/scripts/install-moto.sh`;
+//! - [`VaultDev`]: `vault server -dev`, built from Vault's Go module by
+//!   `e2e/scripts/build-vault.sh`, driven with the `vault` CLI itself.
+//!
+//! Both stop when dropped.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ChildProcess, free_port, repo_root, spawn_logged};
+
+/// Runs a cache script (build or install, once) and returns the directory it prints.
+///
+/// # Panics
+/// When the script fails: the tests that need the store cannot run.
+pub fn cached_tool(script: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("e2e/scripts").join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run e2e/scripts/{script}: {e}"));
+    assert!(out.status.success(), "e2e/scripts/{script} failed ({})", out.status);
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn wait_for_port(port: u16, process: &mut ChildProcess, what: &str) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        assert!(process.is_running(), "{what} exited:\n{}", process.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within 60s:\n{}", process.log());
+}
+
+/// A moto server on loopback.
+pub struct Moto {
+    process: ChildProcess,
+    port: u16,
+}
+
+impl Moto {
+    /// Installs (first run) and starts moto's server on a free loopback port.
+    pub fn start() -> Moto {
+        let venv = cached_tool("install-moto.sh");
+        let port = free_port();
+        let mut cmd = Command::new(venv.join("bin/moto_server"));
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        let mut process = spawn_logged("moto", cmd);
+        wait_for_port(port, &mut process, "moto_server");
+        Moto { process, port }
+    }
+
+    /// `http://127.0.0.1:<port>`: the endpoint the AWS SDK is pointed at.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The moto process (for its log).
+    pub fn process(&self) -> &ChildProcess {
+        &self.process
+    }
+}
+
+/// `vault server -dev` on loopback (in-memory, unsealed, KV v2 mounted at `secret/`).
+pub struct VaultDev {
+    process: ChildProcess,
+    port: u16,
+    root_token: String,
+    bin: PathBuf,
+}
+
+impl VaultDev {
+    /// Builds Vault (first run) and starts a dev server on a free loopback port.
+    pub fn start() -> VaultDev {
+        let bin = cached_tool("build-vault.sh").join("vault");
+        let port = free_port();
+        let root_token = format!("root-{:016x}", rand::random::<u64>());
+        let mut cmd = Command::new(&bin);
+        cmd.args(["server", "-dev", "-dev-no-store-token"])
+            .arg(format!("-dev-root-token-id={root_token}"))
+            .arg(format!("-dev-listen-address=127.0.0.1:{port}"))
+            // Dev servers otherwise read ~/.vault-token and the machine's VAULT_* settings.
+            .env_remove("VAULT_ADDR")
+            .env_remove("VAULT_TOKEN");
+        let mut process = spawn_logged("vault", cmd);
+        wait_for_port(port, &mut process, "vault server -dev");
+        let vault = VaultDev { process, port, root_token, bin };
+        // Unsealed and the KV mount ready.
+        let start = Instant::now();
+        while vault.try_cli(&["kv", "list", "secret/"]).is_err_and(|e| !e.contains("No value found")) {
+            assert!(start.elapsed() < Duration::from_secs(60), "vault dev server not ready:\n{}", vault.process.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        vault
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The root token.
+    pub fn root_token(&self) -> &str {
+        &self.root_token
+    }
+
+    /// The vault process (for its log).
+    pub fn process(&self) -> &ChildProcess {
+        &self.process
+    }
+
+    /// Runs the `vault` CLI against this server as root; returns stdout or stderr.
+    pub fn try_cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut child = Command::new(&self.bin)
+            .args(args)
+            .env("VAULT_ADDR", self.address())
+            .env("VAULT_TOKEN", &self.root_token)
+            .env_remove("VAULT_NAMESPACE")
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("run vault: {e}"))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).map_err(|e| format!("write vault stdin: {e}"))?;
+        }
+        let out = child.wait_with_output().map_err(|e| format!("wait for vault: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!("vault {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    /// Runs the `vault` CLI; returns stdout or an error message.
+    pub fn try_cli(&self, args: &[&str]) -> Result<String, String> {
+        self.try_cli_with_stdin(args, None)
+    }
+
+    /// Runs the `vault` CLI and returns stdout.
+    ///
+    /// # Panics
+    /// When the command fails.
+    pub fn cli(&self, args: &[&str]) -> String {
+        self.try_cli(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs `vault <command> -format=json <args>` (flags go before positional arguments) and
+    /// parses the output.
+    ///
+    /// # Panics
+    /// When the command fails or does not print JSON.
+    pub fn json(&self, command: &[&str], args: &[&str]) -> serde_json::Value {
+        let all: Vec<&str> = command.iter().copied().chain(["-format=json"]).chain(args.iter().copied()).collect();
+        let out = self.cli(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("vault {}: not JSON ({e}): {out}", all.join(" ")))
+    }
+
+    /// Writes a policy.
+    pub fn policy(&self, name: &str, hcl: &str) {
+        self.try_cli_with_stdin(&["policy", "write", name, "-"], Some(hcl)).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Enables AppRole at `approle/` with a role `name` under `policies`; returns (role ID,
+    /// secret ID).
+    pub fn approle(&self, name: &str, policies: &str) -> (String, String) {
+        let _ = self.try_cli(&["auth", "enable", "approle"]);
+        self.cli(&["write", &format!("auth/approle/role/{name}"), &format!("token_policies={policies}")]);
+        let role = self.json(&["read"], &[&format!("auth/approle/role/{name}/role-id")]);
+        let secret = self.json(&["write"], &["-f", &format!("auth/approle/role/{name}/secret-id")]);
+        let s = |v: &serde_json::Value, k: &str| v["data"][k].as_str().unwrap_or_default().to_string();
+        (s(&role, "role_id"), s(&secret, "secret_id"))
+    }
+}

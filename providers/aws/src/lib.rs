@@ -1,0 +1,399 @@
+//! The AWS Secrets Manager provider.
+//!
+//! Each request names a `SecretsManager` config object (`provider.external-secrets.io/v2alpha1`),
+//! read from `providerRef.namespace` when set, else from the source namespace. Its credentials
+//! and roles give a Secrets Manager client, cached per config object, generation and store kind
+//! for a few minutes. Secret references resolve in the config's namespace; a tenant's config
+//! naming another namespace, or relying on the provider's own credentials, is refused.
+
+pub mod client;
+pub mod mapping;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_secretsmanager::Client;
+use aws_sdk_secretsmanager::primitives::Blob;
+use aws_sdk_secretsmanager::types::{Filter, FilterNameStringType, Tag};
+use keyward_crds::SecretsManager;
+use keyward_proto::v1::{
+    ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
+};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+
+use crate::client::{build_config, map_sdk_error};
+use crate::mapping::{
+    MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, json_bytes, parse_push_metadata, parse_version,
+    push_value, value_map, value_property, without_property,
+};
+
+/// A resolved request: the client, the config's name prefix and delete options.
+#[derive(Clone)]
+struct Target {
+    client: Client,
+    sdk: aws_config::SdkConfig,
+    prefix: String,
+    force_delete: bool,
+    recovery_days: Option<i64>,
+    key: CacheKey,
+}
+
+impl Target {
+    fn name(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+}
+
+/// A secret as described by DescribeSecret.
+struct Described {
+    tags: BTreeMap<String, String>,
+    deleted: bool,
+}
+
+impl Described {
+    fn managed(&self) -> bool {
+        self.tags.get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE)
+    }
+}
+
+/// The AWS Secrets Manager provider.
+pub struct SecretsManagerProvider {
+    refs: ClusterRefs,
+    clients: ClientCache<Target>,
+}
+
+impl SecretsManagerProvider {
+    /// A provider reading its config objects and credentials with `client`.
+    pub fn new(client: kube::Client) -> Self {
+        SecretsManagerProvider { refs: ClusterRefs::new(client), clients: ClientCache::default() }
+    }
+
+    async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+        let config: SecretsManager = self.refs.config(ctx).await?;
+        let ns = ctx.config_namespace();
+        keyward_crds::rules::validate_secrets_manager(&config.spec)
+            .map_err(|e| ProviderError::BadConfig(format!("SecretsManager {ns}/{}: {e}", ctx.name)))?;
+        let key = CacheKey::of(ctx, config.metadata.generation);
+        if let Some(t) = self.clients.get(&key) {
+            return Ok(t);
+        }
+        let sdk = build_config(&self.refs, ctx, &config.spec).await?;
+        let opts = config.spec.secrets_manager.clone().unwrap_or_default();
+        let target = Target {
+            client: Client::new(&sdk),
+            sdk,
+            prefix: config.spec.prefix.clone().unwrap_or_default(),
+            force_delete: opts.force_delete_without_recovery,
+            recovery_days: opts.recovery_window_in_days,
+            key: key.clone(),
+        };
+        tracing::info!(generation = key.generation, region = %config.spec.region, "built a Secrets Manager client");
+        self.clients.put(key, target.clone());
+        Ok(target)
+    }
+
+    /// Refused credentials evict the cached client so the next call builds it again.
+    fn fail(&self, target: &Target, e: ProviderError) -> ProviderError {
+        if matches!(e, ProviderError::Unauthenticated(_)) {
+            self.clients.evict(&target.key);
+        }
+        e
+    }
+
+    /// The raw value of a secret version.
+    async fn value(&self, target: &Target, name: &str, version: &Version) -> Result<Vec<u8>, ProviderError> {
+        let mut req = target.client.get_secret_value().secret_id(name);
+        req = match version {
+            Version::Current => req,
+            Version::Stage(s) => req.version_stage(s),
+            Version::Id(id) => req.version_id(id),
+        };
+        let out = req.send().await.map_err(|e| self.fail(target, map_sdk_error(e, &format!("secret {name:?}"))))?;
+        if let Some(s) = out.secret_string() {
+            return Ok(s.as_bytes().to_vec());
+        }
+        if let Some(b) = out.secret_binary() {
+            return Ok(b.as_ref().to_vec());
+        }
+        Err(ProviderError::NoSecret(format!("secret {name:?} has no value in the requested version")))
+    }
+
+    async fn current_value(&self, target: &Target, name: &str) -> Result<Option<Vec<u8>>, ProviderError> {
+        match self.value(target, name, &Version::Current).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn describe(&self, target: &Target, name: &str) -> Result<Option<Described>, ProviderError> {
+        match target.client.describe_secret().secret_id(name).send().await {
+            Ok(out) => Ok(Some(Described {
+                tags: out
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+                    .collect(),
+                deleted: out.deleted_date().is_some(),
+            })),
+            Err(e) => match map_sdk_error(e, &format!("secret {name:?}")) {
+                ProviderError::NoSecret(_) => Ok(None),
+                other => Err(self.fail(target, other)),
+            },
+        }
+    }
+
+    async fn delete(&self, target: &Target, name: &str) -> Result<(), ProviderError> {
+        let mut req = target.client.delete_secret().secret_id(name);
+        if target.force_delete {
+            req = req.force_delete_without_recovery(true);
+        } else if let Some(days) = target.recovery_days {
+            req = req.recovery_window_in_days(days);
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) => match map_sdk_error(e, &format!("deleting secret {name:?}")) {
+                ProviderError::NoSecret(_) => Ok(()),
+                other => Err(self.fail(target, other)),
+            },
+        }
+    }
+
+    async fn put(&self, target: &Target, name: &str, value: Vec<u8>, as_string: bool) -> Result<(), ProviderError> {
+        let mut req = target.client.put_secret_value().secret_id(name);
+        req = if as_string { req.secret_string(utf8(value, name)?) } else { req.secret_binary(Blob::new(value)) };
+        req.send().await.map_err(|e| self.fail(target, map_sdk_error(e, &format!("writing secret {name:?}"))))?;
+        Ok(())
+    }
+}
+
+fn utf8(value: Vec<u8>, name: &str) -> Result<String, ProviderError> {
+    String::from_utf8(value).map_err(|_| {
+        ProviderError::InvalidArgument(format!(
+            "the value pushed to {name:?} is not UTF-8; use secretPushFormat: binary"
+        ))
+    })
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build()
+}
+
+#[tonic::async_trait]
+impl Provider for SecretsManagerProvider {
+    async fn get_secret(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let target = self.target(ctx).await?;
+        let name = target.name(&remote_ref.key);
+        if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
+            let d = self
+                .describe(&target, &name)
+                .await?
+                .ok_or_else(|| ProviderError::NoSecret(format!("secret {name:?} not found")))?;
+            return match remote_ref.property.as_str() {
+                "" => serde_json::to_vec(&d.tags).map_err(|e| ProviderError::Internal(e.to_string())),
+                p => d
+                    .tags
+                    .get(p)
+                    .map(|v| v.clone().into_bytes())
+                    .ok_or_else(|| ProviderError::NoSecret(format!("secret {name:?} has no tag {p:?}"))),
+            };
+        }
+        let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
+        if remote_ref.property.is_empty() { Ok(raw) } else { value_property(&raw, &name, &remote_ref.property) }
+    }
+
+    async fn get_secret_map(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<SecretMap, ProviderError> {
+        let target = self.target(ctx).await?;
+        let name = target.name(&remote_ref.key);
+        let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
+        value_map(&raw, &name, &remote_ref.property)
+    }
+
+    async fn get_all_secrets(
+        &self,
+        ctx: &RequestContext,
+        find: &ExternalSecretFind,
+    ) -> Result<SecretMap, ProviderError> {
+        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
+            Some(r) => Some(
+                regex::Regex::new(r)
+                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let target = self.target(ctx).await?;
+        // The name filter narrows the listing to the prefix; everything is checked again here.
+        let prefix = target.name(&find.path);
+        let mut list = target.client.list_secrets().max_results(100);
+        if !prefix.is_empty() {
+            list = list.filters(Filter::builder().key(FilterNameStringType::Name).values(prefix).build());
+        }
+        let mut pages = list.into_paginator().send();
+        let mut names = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.fail(&target, map_sdk_error(e, "listing secrets")))?;
+            for s in page.secret_list() {
+                let Some(full) = s.name() else { continue };
+                let Some(name) = full.strip_prefix(&target.prefix) else { continue };
+                if s.deleted_date().is_some() {
+                    continue;
+                }
+                let tags: BTreeMap<String, String> = s
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+                    .collect();
+                if find_matches(name, &tags, regex.as_ref(), &find.path, &find.tags) {
+                    names.push((name.to_string(), full.to_string()));
+                }
+            }
+        }
+        let mut out = SecretMap::new();
+        for (name, full) in names {
+            // A secret deleted between the listing and the read is skipped.
+            if let Some(v) = self.current_value(&target, &full).await? {
+                out.insert(name, v);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn push_secret(
+        &self,
+        ctx: &RequestContext,
+        secret_data: &SecretMap,
+        data: &PushSecretData,
+    ) -> Result<(), ProviderError> {
+        let meta = parse_push_metadata(&data.metadata)?;
+        let target = self.target(ctx).await?;
+        let name = target.name(&data.remote_key);
+        match self.describe(&target, &name).await? {
+            None => {
+                let value = push_value(None, secret_data, data, &name)?;
+                let mut req = target.client.create_secret().name(&name).tags(tag(MANAGED_BY_KEY, MANAGED_BY_VALUE));
+                for (k, v) in &meta.tags {
+                    req = req.tags(tag(k, v));
+                }
+                if let Some(d) = &meta.description {
+                    req = req.description(d);
+                }
+                if let Some(k) = &meta.kms_key_id {
+                    req = req.kms_key_id(k);
+                }
+                req = if meta.as_string() {
+                    req.secret_string(utf8(value, &name)?)
+                } else {
+                    req.secret_binary(Blob::new(value))
+                };
+                req.send()
+                    .await
+                    .map_err(|e| self.fail(&target, map_sdk_error(e, &format!("creating secret {name:?}"))))?;
+                tracing::info!(remote_key = %name, created = true, "pushed");
+                Ok(())
+            }
+            Some(d) if d.deleted => Err(ProviderError::BadConfig(format!(
+                "secret {name:?} is scheduled for deletion; restore it or wait until it is gone before pushing to it"
+            ))),
+            Some(d) if !d.managed() => Err(ProviderError::PermissionDenied(format!(
+                "secret {name:?} exists but is not tagged {MANAGED_BY_KEY}={MANAGED_BY_VALUE}, so a push does not \
+                 overwrite it"
+            ))),
+            Some(d) => {
+                let current = self.current_value(&target, &name).await?;
+                let value = push_value(current.as_deref(), secret_data, data, &name)?;
+                if current.as_deref() != Some(value.as_slice()) {
+                    self.put(&target, &name, value, meta.as_string()).await?;
+                }
+                let missing: Vec<Tag> =
+                    meta.tags.iter().filter(|(k, v)| d.tags.get(*k) != Some(*v)).map(|(k, v)| tag(k, v)).collect();
+                if !missing.is_empty() {
+                    target
+                        .client
+                        .tag_resource()
+                        .secret_id(&name)
+                        .set_tags(Some(missing))
+                        .send()
+                        .await
+                        .map_err(|e| self.fail(&target, map_sdk_error(e, &format!("tagging secret {name:?}"))))?;
+                }
+                tracing::info!(remote_key = %name, created = false, "pushed");
+                Ok(())
+            }
+        }
+    }
+
+    async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+        let target = self.target(ctx).await?;
+        let name = target.name(&remote_ref.remote_key);
+        let Some(d) = self.describe(&target, &name).await? else {
+            return Ok(());
+        };
+        if d.deleted {
+            return Ok(());
+        }
+        if !d.managed() {
+            tracing::info!(remote_key = %name, "not deleting a secret that is not tagged {MANAGED_BY_KEY}={MANAGED_BY_VALUE}");
+            return Ok(());
+        }
+        if !remote_ref.property.is_empty() {
+            let Some(current) = self.current_value(&target, &name).await? else {
+                return Ok(());
+            };
+            if let Some(rest) = without_property(&current, &name, &remote_ref.property)? {
+                if rest != current {
+                    let as_string = std::str::from_utf8(&rest).is_ok();
+                    self.put(&target, &name, rest, as_string).await?;
+                }
+                return Ok(());
+            }
+        }
+        self.delete(&target, &name).await
+    }
+
+    async fn secret_exists(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &PushSecretRemoteRef,
+    ) -> Result<bool, ProviderError> {
+        let target = self.target(ctx).await?;
+        let name = target.name(&remote_ref.remote_key);
+        match self.describe(&target, &name).await? {
+            None => Ok(false),
+            Some(d) if d.deleted => Ok(false),
+            Some(_) if remote_ref.property.is_empty() => Ok(true),
+            Some(_) => {
+                let Some(raw) = self.current_value(&target, &name).await? else {
+                    return Ok(false);
+                };
+                Ok(serde_json::from_slice::<serde_json::Value>(&raw)
+                    .ok()
+                    .and_then(|v| mapping::property(&v, &remote_ref.property).map(json_bytes))
+                    .is_some())
+            }
+        }
+    }
+
+    async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
+        let target = self.target(ctx).await?;
+        let sts = aws_sdk_sts::Client::new(&target.sdk);
+        let who = sts
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| self.fail(&target, map_sdk_error(e, "GetCallerIdentity")))?;
+        tracing::debug!(arn = who.arn().unwrap_or_default(), "validated credentials");
+        Ok(vec![])
+    }
+
+    fn capabilities(&self) -> SecretStoreCapabilities {
+        SecretStoreCapabilities::ReadWrite
+    }
+}

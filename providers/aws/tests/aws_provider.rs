@@ -1,0 +1,349 @@
+//! The AWS Secrets Manager provider as a process, over real mTLS, against moto's server (real
+//! Secrets Manager and STS APIs on loopback) and the local control plane: reads by version and
+//! property, finds, pushes and deletes, assumed roles, web identity, and the tenant boundary.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region};
+use aws_credential_types::Credentials;
+use aws_sdk_secretsmanager::Client as Sm;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use keyward_crds::SecretsManager;
+use keyward_e2e::stores::Moto;
+use keyward_e2e::{ChildProcess, spawn_provider, with_temp_namespace};
+use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+use keyward_proto::v1::{
+    DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
+    GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
+    SecretExistsRequest, ValidateRequest,
+};
+use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tonic::transport::Channel;
+
+const REGION: &str = "us-east-1";
+
+struct Running {
+    child: ChildProcess,
+    client: SecretStoreProviderClient<Channel>,
+    _pki: TestPki,
+}
+
+/// The provider pointed at moto by the SDK's standard endpoint variable; its own (default
+/// chain) credentials are moto's test keys.
+async fn start_provider(moto: &Moto) -> Running {
+    let pki = TestPki::new().unwrap();
+    let endpoint = moto.endpoint();
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "operator"),
+        ("AWS_SECRET_ACCESS_KEY", "operator"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let (child, grpc, health) = spawn_provider("keyward-provider-aws", pki.tls_dir(), &env).await;
+    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+        panic!("{e}\n{}", child.log());
+    }
+    let id = pki.client().unwrap();
+    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
+    Running { child, client, _pki: pki }
+}
+
+/// A Secrets Manager client of the test itself, to seed and inspect moto.
+async fn sm(moto: &Moto) -> Sm {
+    let conf = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .endpoint_url(moto.endpoint())
+        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+        .http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                    aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+                ))
+                .build_https(),
+        )
+        .load()
+        .await;
+    Sm::new(&conf)
+}
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta { name: Some(name.into()), ..Default::default() }
+}
+
+async fn keys_secret(client: &Client, ns: &str) {
+    let data = [("id", "AKIDTEST"), ("secret", "s3cr3t")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &Secret { metadata: meta("aws-keys"), data: Some(data), ..Default::default() })
+        .await
+        .unwrap();
+}
+
+async fn config(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
+    let obj: SecretsManager = serde_json::from_value(json!({
+        "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "SecretsManager",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap();
+    Api::<SecretsManager>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap();
+}
+
+fn keys(ns: Option<&str>) -> serde_json::Value {
+    let sel = |key: &str| match ns {
+        Some(ns) => json!({"name": "aws-keys", "key": key, "namespace": ns}),
+        None => json!({"name": "aws-keys", "key": key}),
+    };
+    json!({"secretRef": {"accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}})
+}
+
+fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, version: &str) -> GetSecretRequest {
+    GetSecretRequest {
+        provider_ref: Some(r.clone()),
+        source_namespace: ns.into(),
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: key.into(),
+            property: property.into(),
+            version: version.into(),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequest) -> Result<String, tonic::Status> {
+    c.get_secret(req).await.map(|r| String::from_utf8(r.into_inner().value).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_versions_properties_and_finds() {
+    let moto = Moto::start();
+    let mut p = start_provider(&moto).await;
+    let sm = sm(&moto).await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let prefix = format!("{ns}/");
+        keys_secret(&client, &ns).await;
+        config(&client, &ns, "aws", json!({"region": REGION, "auth": keys(None), "prefix": prefix})).await;
+        let first = sm
+            .create_secret()
+            .name(format!("{prefix}app/db"))
+            .secret_string(r#"{"user":"app","password":"one","conn":{"host":"db"}}"#)
+            .tags(aws_sdk_secretsmanager::types::Tag::builder().key("team").value("a").build())
+            .send()
+            .await
+            .unwrap();
+        let v1 = first.version_id().unwrap().to_string();
+        sm.put_secret_value()
+            .secret_id(format!("{prefix}app/db"))
+            .secret_string(r#"{"user":"app","password":"two"}"#)
+            .send()
+            .await
+            .unwrap();
+        sm.create_secret().name(format!("{prefix}web/token")).secret_string("plain-token").send().await.unwrap();
+
+        let r = provider_ref("SecretsManager", "aws", "", "Provider");
+        let c = &mut p.client;
+        assert_eq!(get_text(c, get(&r, &ns, "app/db", "password", "")).await.unwrap(), "two");
+        assert_eq!(get_text(c, get(&r, &ns, "app/db", "password", "AWSPREVIOUS")).await.unwrap(), "one");
+        assert_eq!(get_text(c, get(&r, &ns, "app/db", "conn.host", &format!("uuid/{v1}"))).await.unwrap(), "db");
+        assert_eq!(get_text(c, get(&r, &ns, "web/token", "", "")).await.unwrap(), "plain-token");
+        let mut fetch = get(&r, &ns, "app/db", "team", "");
+        fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
+        assert_eq!(get_text(c, fetch).await.unwrap(), "a", "metadataPolicy Fetch reads tags");
+
+        let missing = get_text(c, get(&r, &ns, "nope", "", "")).await.unwrap_err();
+        assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+        let no_prop = get_text(c, get(&r, &ns, "app/db", "nope", "")).await.unwrap_err();
+        assert_eq!(no_prop.code(), tonic::Code::NotFound, "{no_prop:?}");
+
+        let map = c
+            .get_secret_map(GetSecretMapRequest {
+                provider_ref: Some(r.clone()),
+                source_namespace: ns.clone(),
+                remote_ref: get(&r, &ns, "app/db", "", "").remote_ref,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .secrets;
+        assert_eq!(map.get("password").map(Vec::as_slice), Some(&b"two"[..]));
+
+        let find = |regexp: &str, path: &str, tags: &[(&str, &str)]| GetAllSecretsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            find: Some(ExternalSecretFind {
+                name: (!regexp.is_empty()).then(|| FindName { regexp: regexp.into() }),
+                path: path.into(),
+                tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..Default::default()
+            }),
+        };
+        let names = |m: std::collections::HashMap<String, Vec<u8>>| {
+            let mut k: Vec<String> = m.into_keys().collect();
+            k.sort();
+            k
+        };
+        let all = c.get_all_secrets(find("token$", "", &[])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(all), ["web/token"]);
+        let all = c.get_all_secrets(find("", "", &[("team", "a")])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(all), ["app/db"]);
+        let all = c.get_all_secrets(find(".", "app/", &[])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(all), ["app/db"]);
+
+        let v = c
+            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(v.valid, "{v:?}");
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pushes_deletes_and_assumes_roles() {
+    let moto = Moto::start();
+    let mut p = start_provider(&moto).await;
+    let sm = sm(&moto).await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let prefix = format!("{ns}/");
+        keys_secret(&client, &ns).await;
+        // The role chain goes through moto's STS.
+        config(
+            &client,
+            &ns,
+            "aws",
+            json!({"region": REGION, "auth": keys(None), "prefix": prefix,
+                   "role": "arn:aws:iam::123456789012:role/keyward", "externalID": "x",
+                   "sessionTags": [{"key": "team", "value": "a"}],
+                   "secretsManager": {"forceDeleteWithoutRecovery": true}}),
+        )
+        .await;
+        let r = provider_ref("SecretsManager", "aws", "", "Provider");
+        let c = &mut p.client;
+        let source: std::collections::HashMap<String, Vec<u8>> =
+            [("password".to_string(), b"p1".to_vec()), ("user".to_string(), b"app".to_vec())].into();
+        let push = |key: &str, remote: &str, prop: &str, meta: serde_json::Value| PushSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            secret_data: source.clone(),
+            push_secret_data: Some(PushSecretData {
+                secret_key: key.into(),
+                remote_key: remote.into(),
+                property: prop.into(),
+                metadata: if meta.is_null() { vec![] } else { meta.to_string().into_bytes() },
+            }),
+        };
+        let meta = json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata",
+                          "spec": {"secretPushFormat": "string", "tags": {"owner": "team-a"}}});
+        c.push_secret(push("password", "pushed/db", "pw", meta.clone())).await.unwrap();
+        c.push_secret(push("user", "pushed/db", "user", meta)).await.unwrap();
+        let stored = sm.get_secret_value().secret_id(format!("{prefix}pushed/db")).send().await.unwrap();
+        let value: serde_json::Value = serde_json::from_str(stored.secret_string().unwrap()).unwrap();
+        assert_eq!(value, json!({"pw": "p1", "user": "app"}), "properties merge into one JSON value");
+        let described = sm.describe_secret().secret_id(format!("{prefix}pushed/db")).send().await.unwrap();
+        let tags: Vec<(String, String)> =
+            described.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+        assert!(tags.contains(&("managed-by".into(), "external-secrets".into())), "{tags:?}");
+        assert!(tags.contains(&("owner".into(), "team-a".into())), "{tags:?}");
+
+        // Binary (the default format): the whole source Secret as JSON.
+        c.push_secret(push("", "pushed/all", "", serde_json::Value::Null)).await.unwrap();
+        let stored = sm.get_secret_value().secret_id(format!("{prefix}pushed/all")).send().await.unwrap();
+        let value: serde_json::Value = serde_json::from_slice(stored.secret_binary().unwrap().as_ref()).unwrap();
+        assert_eq!(value, json!({"password": "p1", "user": "app"}));
+
+        // A secret nobody pushed is left alone.
+        sm.create_secret().name(format!("{prefix}foreign")).secret_string("mine").send().await.unwrap();
+        let refused = c.push_secret(push("password", "foreign", "", serde_json::Value::Null)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+
+        let exists = |remote: &str, prop: &str| SecretExistsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() }),
+        };
+        let delete = |remote: &str, prop: &str| DeleteSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() }),
+        };
+        assert!(c.secret_exists(exists("pushed/db", "pw")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/db", "pw")).await.unwrap();
+        assert!(!c.secret_exists(exists("pushed/db", "pw")).await.unwrap().into_inner().exists);
+        assert!(c.secret_exists(exists("pushed/db", "")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/db", "")).await.unwrap();
+        assert!(!c.secret_exists(exists("pushed/db", "")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/db", "")).await.expect("deleting what is gone succeeds");
+        c.delete_secret(delete("foreign", "")).await.unwrap();
+        assert!(sm.get_secret_value().secret_id(format!("{prefix}foreign")).send().await.is_ok(), "kept");
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn web_identity_and_the_tenant_boundary() {
+    let moto = Moto::start();
+    let mut p = start_provider(&moto).await;
+    let sm = sm(&moto).await;
+    with_temp_namespace(&[], |client, other| async move {
+        keys_secret(&client, &other).await;
+        with_temp_namespace(&[], |client, ns| async move {
+            sm.create_secret().name(format!("{ns}-db")).secret_string("v").send().await.unwrap();
+            // Web identity: a ServiceAccount token of this namespace exchanged through STS.
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some("app".into()),
+                    annotations: Some(
+                        [("eks.amazonaws.com/role-arn".to_string(), "arn:aws:iam::123456789012:role/app".to_string())]
+                            .into(),
+                    ),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            Api::<ServiceAccount>::namespaced(client.clone(), &ns).create(&PostParams::default(), &sa).await.unwrap();
+            config(
+                &client,
+                &ns,
+                "irsa",
+                json!({"region": REGION, "auth": {"jwt": {"serviceAccountRef": {"name": "app"}}}}),
+            )
+            .await;
+            // A tenant config naming another namespace's keys, one with no credentials at all.
+            config(&client, &ns, "foreign-keys", json!({"region": REGION, "auth": keys(Some(&other))})).await;
+            config(&client, &ns, "ambient", json!({"region": REGION})).await;
+            let c = &mut p.client;
+            let key = format!("{ns}-db");
+            let r = provider_ref("SecretsManager", "irsa", "", "Provider");
+            assert_eq!(get_text(c, get(&r, &ns, &key, "", "")).await.unwrap(), "v");
+
+            for (name, kind, want) in [
+                ("foreign-keys", "Provider", "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
+                ("ambient", "Provider", "uses the provider's own credentials"),
+                ("ambient", "ClusterProvider", "uses the provider's own credentials"),
+            ] {
+                let r = provider_ref("SecretsManager", name, "", kind);
+                let e = get_text(c, get(&r, &ns, &key, "", "")).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind}: {e:?}");
+                assert!(e.message().contains(want), "{name} via {kind}: {}", e.message());
+            }
+            // The operator's config (a ClusterProvider naming the config's namespace) may use the
+            // provider's own credentials and name Secrets anywhere.
+            let r = provider_ref("SecretsManager", "ambient", &ns, "ClusterProvider");
+            assert_eq!(get_text(c, get(&r, "elsewhere", &key, "", "")).await.unwrap(), "v");
+            let r = provider_ref("SecretsManager", "foreign-keys", &ns, "ClusterProvider");
+            assert_eq!(get_text(c, get(&r, "elsewhere", &key, "", "")).await.unwrap(), "v");
+        })
+        .await
+    })
+    .await;
+    drop(p.child);
+}

@@ -1,0 +1,419 @@
+//! What provider configurations name in the cluster the provider runs in (feature `refs`):
+//! the configuration object itself, Secret and ConfigMap keys, ServiceAccount tokens and CA
+//! bundles. Shared by the store providers so every one reads them, and reports what is
+//! missing, the same way.
+//!
+//! Callers resolve the namespace of each named object first with [`named_namespace`], which
+//! applies the tenant boundary: a configuration may only name objects outside its own namespace
+//! when it is owned by the cluster operator.
+
+use base64::Engine;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use keyward_crds::provider_config::{CaProvider, CaProviderType};
+use keyward_proto::ProviderError;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use serde::de::DeserializeOwned;
+
+use crate::context::RequestContext;
+
+/// The kinds of object a configuration can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedKind {
+    /// A Secret.
+    Secret,
+    /// A ServiceAccount whose token the provider requests.
+    ServiceAccount,
+    /// A ConfigMap.
+    ConfigMap,
+}
+
+impl std::fmt::Display for NamedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NamedKind::Secret => "Secret",
+            NamedKind::ServiceAccount => "ServiceAccount",
+            NamedKind::ConfigMap => "ConfigMap",
+        })
+    }
+}
+
+/// The namespace an object named by the configuration is read from: the configuration's own
+/// unless the reference names another one, which only a configuration reached through a
+/// ClusterProvider may do; a namespaced Provider's configuration naming another namespace is
+/// refused with `PERMISSION_DENIED`.
+pub fn named_namespace<'a>(
+    ctx: &'a RequestContext,
+    field: &str,
+    kind: NamedKind,
+    name: &str,
+    namespace: Option<&'a str>,
+) -> Result<&'a str, ProviderError> {
+    let own = ctx.config_namespace();
+    match namespace.filter(|ns| !ns.is_empty()) {
+        None => Ok(own),
+        Some(ns) if ns == own || ctx.is_cluster_provider() => Ok(ns),
+        Some(ns) => Err(ProviderError::PermissionDenied(format!(
+            "{} {own}/{}: {field}.namespace {ns:?}: {kind} {name:?} is outside namespace {own:?} where this \
+             configuration lives, and a configuration in a tenant namespace may only name objects of its own \
+             namespace; remove {field}.namespace, or have the cluster operator serve this store through a \
+             ClusterProvider",
+            ctx.kind, ctx.name
+        ))),
+    }
+}
+
+/// Whether the configuration may use the provider process's own identity (ambient
+/// credentials: its ServiceAccount token file, its cloud credentials chain). Only the cluster
+/// operator's configurations may; a tenant's must name credentials of its namespace.
+pub fn require_operator_owned(ctx: &RequestContext, what: &str) -> Result<(), ProviderError> {
+    if ctx.is_cluster_provider() && !ctx.namespace.is_empty() {
+        return Ok(());
+    }
+    Err(ProviderError::PermissionDenied(format!(
+        "{} {}/{}: {what} uses the provider's own credentials, which only a configuration owned by the cluster \
+         operator (reached through a ClusterProvider with providerRef.namespace) may do; name credentials in \
+         namespace {:?} instead",
+        ctx.kind,
+        ctx.config_namespace(),
+        ctx.name,
+        ctx.config_namespace()
+    )))
+}
+
+/// Maps an API error reading something the configuration names: missing means the
+/// configuration is unusable (`FAILED_PRECONDITION`), not that a secret is missing.
+pub fn map_ref_error(e: kube::Error, what: &str) -> ProviderError {
+    match e {
+        kube::Error::Api(s) => {
+            let msg = format!("{what}: {} ({})", s.message, s.code);
+            match s.code {
+                404 => ProviderError::BadConfig(msg),
+                401 => ProviderError::Unauthenticated(msg),
+                403 => ProviderError::PermissionDenied(msg),
+                400 | 422 => ProviderError::BadConfig(msg),
+                _ => ProviderError::Unavailable(msg),
+            }
+        }
+        other => ProviderError::Unavailable(format!("{what}: {other}")),
+    }
+}
+
+/// DER certificates of a PEM bundle.
+pub fn pem_to_der(pem: &[u8], field: &str) -> Result<Vec<Vec<u8>>, ProviderError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ProviderError::BadConfig(format!("{field}: not a PEM certificate bundle: {e}")))?;
+    if certs.is_empty() {
+        return Err(ProviderError::BadConfig(format!("{field}: no certificate found")));
+    }
+    Ok(certs)
+}
+
+/// Reads what configurations name, with the provider's own client.
+#[derive(Clone)]
+pub struct ClusterRefs {
+    client: Client,
+}
+
+impl ClusterRefs {
+    /// Reads with `client` (the provider's own identity).
+    pub fn new(client: Client) -> Self {
+        ClusterRefs { client }
+    }
+
+    /// The provider's own client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The configuration object a request names, from [`RequestContext::config_namespace`].
+    pub async fn config<K>(&self, ctx: &RequestContext) -> Result<K, ProviderError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let ns = ctx.config_namespace();
+        let kind = K::kind(&());
+        let api: Api<K> = Api::namespaced(self.client.clone(), ns);
+        api.get_opt(&ctx.name)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("reading {kind} {ns}/{}", ctx.name)))?
+            .ok_or_else(|| {
+                ProviderError::BadConfig(format!(
+                    "{kind} {ns}/{} not found (looked up in providerRef.namespace, else the source namespace)",
+                    ctx.name
+                ))
+            })
+    }
+
+    /// One key of a Secret.
+    pub async fn secret_key(&self, ns: &str, name: &str, key: &str, field: &str) -> Result<Vec<u8>, ProviderError> {
+        if name.is_empty() || key.is_empty() {
+            return Err(ProviderError::BadConfig(format!("{field}: name and key are required")));
+        }
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("{field}: Secret {ns}/{name}")))?
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} not found")))?;
+        secret
+            .data
+            .and_then(|mut d| d.remove(key))
+            .map(|v| v.0)
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} has no key {key:?}")))
+    }
+
+    /// One key of a Secret as trimmed text (tokens, IDs).
+    pub async fn secret_text(&self, ns: &str, name: &str, key: &str, field: &str) -> Result<String, ProviderError> {
+        let bytes = self.secret_key(ns, name, key, field).await?;
+        String::from_utf8(bytes)
+            .map(|s| s.trim().to_string())
+            .map_err(|_| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} key {key:?} is not UTF-8")))
+    }
+
+    /// One key of a ConfigMap.
+    pub async fn config_map_key(&self, ns: &str, name: &str, key: &str, field: &str) -> Result<String, ProviderError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let cm = api
+            .get_opt(name)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("{field}: ConfigMap {ns}/{name}")))?
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ConfigMap {ns}/{name} not found")))?;
+        cm.data
+            .and_then(|mut d| d.remove(key))
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ConfigMap {ns}/{name} has no key {key:?}")))
+    }
+
+    /// A token of a ServiceAccount from the TokenRequest API.
+    pub async fn service_account_token(
+        &self,
+        ns: &str,
+        name: &str,
+        audiences: &[String],
+        expiration_seconds: i64,
+        field: &str,
+    ) -> Result<String, ProviderError> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: Some(audiences.to_vec()).filter(|a| !a.is_empty()),
+                expiration_seconds: Some(expiration_seconds),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let issued = api
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("{field}: token for ServiceAccount {ns}/{name}")))?;
+        issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or_else(|| {
+            ProviderError::Unavailable(format!("TokenRequest for ServiceAccount {ns}/{name} returned no token"))
+        })
+    }
+
+    /// An annotation of a ServiceAccount.
+    pub async fn service_account_annotation(
+        &self,
+        ns: &str,
+        name: &str,
+        annotation: &str,
+        field: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        let sa = api
+            .get_opt(name)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("{field}: ServiceAccount {ns}/{name}")))?
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ServiceAccount {ns}/{name} not found")))?;
+        Ok(sa.metadata.annotations.and_then(|mut a| a.remove(annotation)))
+    }
+
+    /// A CA bundle given inline (Base64 PEM) or through `caProvider`, as DER certificates.
+    /// `field` is the path of the object holding `caBundle` / `caProvider`.
+    pub async fn ca_bundle(
+        &self,
+        ctx: &RequestContext,
+        field: &str,
+        bundle: Option<&str>,
+        provider: Option<&CaProvider>,
+    ) -> Result<Option<Vec<Vec<u8>>>, ProviderError> {
+        if let Some(b64) = bundle {
+            let pem = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|e| ProviderError::BadConfig(format!("{field}.caBundle is not Base64: {e}")))?;
+            return pem_to_der(&pem, &format!("{field}.caBundle")).map(Some);
+        }
+        let Some(p) = provider else {
+            return Ok(None);
+        };
+        let f = format!("{field}.caProvider");
+        let pem = match p.type_ {
+            CaProviderType::Secret => {
+                let ns = named_namespace(ctx, &f, NamedKind::Secret, &p.name, p.namespace.as_deref())?;
+                self.secret_key(ns, &p.name, &p.key, &f).await?
+            }
+            CaProviderType::ConfigMap => {
+                let ns = named_namespace(ctx, &f, NamedKind::ConfigMap, &p.name, p.namespace.as_deref())?;
+                self.config_map_key(ns, &p.name, &p.key, &f).await?.into_bytes()
+            }
+        };
+        pem_to_der(&pem, &f).map(Some)
+    }
+}
+
+/// How long a built store client is reused before the credentials it was built from are read
+/// again (rotated Secrets, expiring tokens and assumed roles).
+pub const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Which cached client serves a request: the configuration object, its generation and the
+/// store kind it was reached through (references resolve differently per kind).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct CacheKey {
+    /// Namespace of the config object.
+    pub namespace: String,
+    /// Name of the config object.
+    pub name: String,
+    /// `metadata.generation` of the config object.
+    pub generation: i64,
+    /// Store kind the request came through.
+    pub store_kind: crate::StoreRefKind,
+}
+
+impl CacheKey {
+    /// The key of a request's configuration object at `generation`.
+    pub fn of(ctx: &RequestContext, generation: Option<i64>) -> Self {
+        CacheKey {
+            namespace: ctx.config_namespace().to_string(),
+            name: ctx.name.clone(),
+            generation: generation.unwrap_or_default(),
+            store_kind: ctx.store_ref_kind,
+        }
+    }
+}
+
+struct Cached<C> {
+    client: C,
+    built: std::time::Instant,
+}
+
+/// Store clients built from configuration objects, reused for [`CLIENT_TTL`].
+pub struct ClientCache<C> {
+    entries: std::sync::Mutex<std::collections::HashMap<CacheKey, Cached<C>>>,
+}
+
+impl<C> Default for ClientCache<C> {
+    fn default() -> Self {
+        ClientCache { entries: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+}
+
+impl<C: Clone> ClientCache<C> {
+    /// The cached client for `key`, if still fresh.
+    pub fn get(&self, key: &CacheKey) -> Option<C> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key).filter(|c| c.built.elapsed() < CLIENT_TTL).map(|c| c.client.clone())
+    }
+
+    /// Stores a client; older generations of the same config object and stale entries are
+    /// dropped.
+    pub fn put(&self, key: CacheKey, client: C) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|k, c| {
+            !(k.namespace == key.namespace && k.name == key.name && k.generation != key.generation)
+                && c.built.elapsed() < CLIENT_TTL
+        });
+        entries.insert(key, Cached { client, built: std::time::Instant::now() });
+    }
+
+    /// Forgets a client (its credentials were refused).
+    pub fn evict(&self, key: &CacheKey) {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    }
+
+    /// Number of cached clients.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check_provider_ref;
+    use keyward_proto::v1::ProviderReference;
+
+    fn ctx(ns: &str, kind: &str) -> RequestContext {
+        let r = ProviderReference {
+            api_version: "provider.external-secrets.io/v2alpha1".into(),
+            kind: "Vault".into(),
+            name: "v".into(),
+            namespace: ns.into(),
+            store_ref_kind: kind.into(),
+        };
+        check_provider_ref("GetSecret", Some(&r), "team-a", true).expect("valid")
+    }
+
+    #[test]
+    fn tenant_configs_name_objects_of_their_namespace_only() {
+        let tenant = ctx("", "Provider");
+        assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", None).expect("own"), "team-a");
+        assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", Some("team-a")).expect("own"), "team-a");
+        let e = named_namespace(&tenant, "spec.auth.tokenSecretRef", NamedKind::Secret, "s", Some("team-b"))
+            .expect_err("another namespace");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        let m = e.to_string();
+        assert!(m.contains("Vault team-a/v: spec.auth.tokenSecretRef.namespace \"team-b\": Secret \"s\""), "{m}");
+        let operator = ctx("keyward", "ClusterProvider");
+        assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", Some("creds")).expect("operator"), "creds");
+        assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", None).expect("own"), "keyward");
+    }
+
+    #[test]
+    fn ambient_credentials_are_for_the_operator_only() {
+        assert!(require_operator_owned(&ctx("keyward", "ClusterProvider"), "x").is_ok());
+        for c in [ctx("", "Provider"), ctx("", "ClusterProvider"), ctx("team-a", "Provider")] {
+            let e = require_operator_owned(&c, "the default credentials chain").expect_err("tenant");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        }
+    }
+
+    #[test]
+    fn cache_is_keyed_by_config_generation_and_store_kind() {
+        use crate::StoreRefKind::{ClusterProvider, Provider};
+        let key = |name: &str, generation, store_kind| CacheKey {
+            namespace: "team-a".into(),
+            name: name.into(),
+            generation,
+            store_kind,
+        };
+        let cache = ClientCache::<&str>::default();
+        cache.put(key("v", 1, Provider), "gen1");
+        assert_eq!(cache.get(&key("v", 1, Provider)), Some("gen1"));
+        assert_eq!(cache.get(&key("v", 1, ClusterProvider)), None, "store kind matters");
+        cache.put(key("v", 2, Provider), "gen2");
+        assert_eq!(cache.get(&key("v", 1, Provider)), None, "a new generation replaces the old");
+        assert_eq!(cache.len(), 1);
+        cache.evict(&key("v", 2, Provider));
+        assert!(cache.is_empty());
+        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, Provider));
+    }
+
+    #[test]
+    fn pem_bundles() {
+        assert!(pem_to_der(b"", "f").is_err());
+        assert!(pem_to_der(b"garbage", "f").is_err());
+    }
+}
