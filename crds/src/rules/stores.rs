@@ -167,14 +167,14 @@ pub fn validate_secrets_manager(spec: &SecretsManagerSpec) -> Result<(), Validat
             }
         }
     }
-    if let Some(opts) = &spec.secrets_manager {
-        if let Some(days) = opts.recovery_window_in_days {
-            if !(7..=30).contains(&days) {
-                errs.push("spec.secretsManager.recoveryWindowInDays", format!("{days} is not between 7 and 30"));
-            }
-            if opts.force_delete_without_recovery {
-                errs.push("spec.secretsManager", "set recoveryWindowInDays or forceDeleteWithoutRecovery, not both");
-            }
+    if let Some(opts) = &spec.secrets_manager
+        && let Some(days) = opts.recovery_window_in_days
+    {
+        if !(7..=30).contains(&days) {
+            errs.push("spec.secretsManager.recoveryWindowInDays", format!("{days} is not between 7 and 30"));
+        }
+        if opts.force_delete_without_recovery {
+            errs.push("spec.secretsManager", "set recoveryWindowInDays or forceDeleteWithoutRecovery, not both");
         }
     }
     for (i, t) in spec.session_tags.iter().enumerate() {
