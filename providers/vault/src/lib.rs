@@ -1,0 +1,375 @@
+//! The HashiCorp Vault provider: KV v1 and v2 secrets engines.
+//!
+//! Each request names a `Vault` config object (`provider.external-secrets.io/v2alpha1`), read
+//! from `providerRef.namespace` when set, else from the source namespace. Its server, CA and
+//! login method give a Vault client, cached per config object, generation and store kind for a
+//! few minutes; the client's token is renewed before it expires and replaced by a new login
+//! when Vault refuses it. Secret and ServiceAccount references resolve in the config's
+//! namespace; a tenant's config naming another namespace, or relying on the provider's own
+//! ServiceAccount token, is refused.
+
+pub mod client;
+pub mod kv;
+
+use keyward_crds::Vault;
+use keyward_crds::vault::VaultKvVersion;
+use keyward_proto::v1::{
+    ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
+};
+use keyward_provider_runtime::json::{push_value, value_map, value_property};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use crate::client::VaultClient;
+use crate::kv::{
+    Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, custom_metadata, locate, parse_push_metadata, secret_data,
+};
+
+/// Most secrets a find walks through (listing stops there).
+const FIND_LIMIT: usize = 10_000;
+
+#[derive(Clone)]
+struct Target {
+    client: VaultClient,
+    mount: Option<String>,
+    version: VaultKvVersion,
+    key: CacheKey,
+}
+
+impl Target {
+    fn locate(&self, key: &str) -> Result<Location, ProviderError> {
+        locate(self.mount.as_deref(), self.version, key)
+    }
+}
+
+/// The Vault provider.
+pub struct VaultProvider {
+    refs: ClusterRefs,
+    clients: ClientCache<Target>,
+}
+
+fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(data).map_err(|e| ProviderError::Internal(e.to_string()))
+}
+
+impl VaultProvider {
+    /// A provider reading its config objects and credentials with `client`.
+    pub fn new(client: kube::Client) -> Self {
+        VaultProvider { refs: ClusterRefs::new(client), clients: ClientCache::default() }
+    }
+
+    async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+        let config: Vault = self.refs.config(ctx).await?;
+        let ns = ctx.config_namespace();
+        keyward_crds::rules::validate_vault(&config.spec)
+            .map_err(|e| ProviderError::BadConfig(format!("Vault {ns}/{}: {e}", ctx.name)))?;
+        let key = CacheKey::of(ctx, config.metadata.generation);
+        if let Some(t) = self.clients.get(&key) {
+            return Ok(t);
+        }
+        let client = VaultClient::build(&self.refs, ctx, &config.spec).await?;
+        let target = Target { client, mount: config.spec.path.clone(), version: config.spec.version, key: key.clone() };
+        tracing::info!(generation = key.generation, server = %config.spec.server, "built a Vault client");
+        self.clients.put(key, target.clone());
+        Ok(target)
+    }
+
+    /// Refused credentials evict the cached client so the next call reads them again.
+    fn fail(&self, target: &Target, e: ProviderError) -> ProviderError {
+        if matches!(e, ProviderError::Unauthenticated(_)) {
+            self.clients.evict(&target.key);
+        }
+        e
+    }
+
+    /// The data map of a secret (a version of it, for KV v2).
+    async fn read(&self, target: &Target, loc: &Location, version: &str) -> Result<Map<String, Value>, ProviderError> {
+        let what = format!("secret {}/{}", loc.mount, loc.path);
+        let query: Vec<(&str, String)> = match (loc.version, version) {
+            (_, "") => vec![],
+            (VaultKvVersion::V2, v) => vec![("version", v.to_string())],
+            (VaultKvVersion::V1, _) => {
+                return Err(ProviderError::InvalidArgument(format!("{what}: KV v1 secrets have no versions")));
+            }
+        };
+        let body =
+            target.client.ok(Method::GET, &loc.data(), None, &query, &what).await.map_err(|e| self.fail(target, e))?;
+        // A deleted or destroyed KV v2 version answers with metadata and no data.
+        secret_data(loc.version, &body).ok_or_else(|| ProviderError::NoSecret(format!("{what} has no data (deleted)")))
+    }
+
+    async fn read_opt(&self, target: &Target, loc: &Location) -> Result<Option<Map<String, Value>>, ProviderError> {
+        match self.read(target, loc, "").await {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// KV v2 custom metadata; `None` when the secret has no metadata at all.
+    async fn metadata(
+        &self,
+        target: &Target,
+        loc: &Location,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ProviderError> {
+        let what = format!("metadata of {}/{}", loc.mount, loc.path);
+        match target.client.ok(Method::GET, &loc.metadata(), None, &[], &what).await {
+            Ok(body) => Ok(Some(custom_metadata(&body))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(self.fail(target, e)),
+        }
+    }
+
+    async fn write(&self, target: &Target, loc: &Location, data: &Map<String, Value>) -> Result<(), ProviderError> {
+        let what = format!("writing secret {}/{}", loc.mount, loc.path);
+        let body = match loc.version {
+            VaultKvVersion::V2 => json!({"data": data}),
+            VaultKvVersion::V1 => Value::Object(data.clone()),
+        };
+        target.client.ok(Method::POST, &loc.data(), Some(&body), &[], &what).await.map_err(|e| self.fail(target, e))?;
+        Ok(())
+    }
+
+    /// Paths of the secrets under `loc` (recursively), relative to the mount.
+    async fn list(&self, target: &Target, loc: &Location) -> Result<Vec<String>, ProviderError> {
+        let list = Method::from_bytes(b"LIST").map_err(|e| ProviderError::Internal(e.to_string()))?;
+        let mut folders = vec![loc.path.trim_end_matches('/').to_string()];
+        let mut out = Vec::new();
+        while let Some(folder) = folders.pop() {
+            let at = loc.at(&if folder.is_empty() { String::new() } else { format!("{folder}/") });
+            let what = format!("listing {}/{}", at.mount, at.path);
+            let body = match target.client.ok(list.clone(), &at.list(), None, &[], &what).await {
+                Ok(b) => b,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(self.fail(target, e)),
+            };
+            for k in
+                body.pointer("/data/keys").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+            {
+                let full = if folder.is_empty() { k.to_string() } else { format!("{folder}/{k}") };
+                match full.strip_suffix('/') {
+                    Some(sub) => folders.push(sub.to_string()),
+                    None => out.push(full),
+                }
+                if out.len() >= FIND_LIMIT {
+                    tracing::warn!(limit = FIND_LIMIT, "find stopped at the limit");
+                    return Ok(out);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Whether a push or delete may change the secret at `loc`: KV v1 has no metadata, so
+    /// always; KV v2 when the secret does not exist or carries the managed-by marker.
+    async fn owned(&self, target: &Target, loc: &Location) -> Result<bool, ProviderError> {
+        if loc.version == VaultKvVersion::V1 {
+            return Ok(true);
+        }
+        Ok(match self.metadata(target, loc).await? {
+            None => true,
+            Some(m) => m.get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE),
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl Provider for VaultProvider {
+    async fn get_secret(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let target = self.target(ctx).await?;
+        let loc = target.locate(&remote_ref.key)?;
+        if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
+            if loc.version == VaultKvVersion::V1 {
+                return Err(ProviderError::InvalidArgument("metadataPolicy Fetch needs a KV v2 engine".into()));
+            }
+            let meta = self
+                .metadata(&target, &loc)
+                .await?
+                .ok_or_else(|| ProviderError::NoSecret(format!("secret {}/{} not found", loc.mount, loc.path)))?;
+            return match remote_ref.property.as_str() {
+                "" => serde_json::to_vec(&meta).map_err(|e| ProviderError::Internal(e.to_string())),
+                p => meta.get(p).map(|v| v.clone().into_bytes()).ok_or_else(|| {
+                    ProviderError::NoSecret(format!("secret {}/{} has no custom metadata {p:?}", loc.mount, loc.path))
+                }),
+            };
+        }
+        let data = data_bytes(&self.read(&target, &loc, &remote_ref.version).await?)?;
+        if remote_ref.property.is_empty() {
+            Ok(data)
+        } else {
+            value_property(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
+        }
+    }
+
+    async fn get_secret_map(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &ExternalSecretDataRemoteRef,
+    ) -> Result<SecretMap, ProviderError> {
+        let target = self.target(ctx).await?;
+        let loc = target.locate(&remote_ref.key)?;
+        let data = data_bytes(&self.read(&target, &loc, &remote_ref.version).await?)?;
+        value_map(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
+    }
+
+    async fn get_all_secrets(
+        &self,
+        ctx: &RequestContext,
+        find: &ExternalSecretFind,
+    ) -> Result<SecretMap, ProviderError> {
+        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
+            Some(r) => Some(
+                regex::Regex::new(r)
+                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let target = self.target(ctx).await?;
+        if !find.tags.is_empty() && target.version == VaultKvVersion::V1 {
+            return Err(ProviderError::Unsupported(
+                "find.tags needs KV v2 custom metadata; this engine is KV v1".into(),
+            ));
+        }
+        // Without spec.path the find path's first segment is the mount.
+        let root = match (&target.mount, find.path.is_empty()) {
+            (Some(m), _) => locate(Some(m), target.version, &format!("{m}/{}", find.path))?,
+            (None, false) => locate(None, target.version, &format!("{}/", find.path.trim_end_matches('/')))?,
+            (None, true) => {
+                return Err(ProviderError::InvalidArgument(
+                    "find.path must name the KV mount when the Vault config has no spec.path".into(),
+                ));
+            }
+        };
+        let mut out = SecretMap::new();
+        for path in self.list(&target, &root.at("")).await? {
+            if !path.starts_with(root.path.as_str()) || regex.as_ref().is_some_and(|r| !r.is_match(&path)) {
+                continue;
+            }
+            let loc = root.at(&path);
+            if !find.tags.is_empty() {
+                let meta = self.metadata(&target, &loc).await?.unwrap_or_default();
+                if !find.tags.iter().all(|(k, v)| meta.get(k) == Some(v)) {
+                    continue;
+                }
+            }
+            // A secret deleted (or whose latest version was) since the listing is skipped.
+            if let Some(data) = self.read_opt(&target, &loc).await? {
+                out.insert(path, data_bytes(&data)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn push_secret(
+        &self,
+        ctx: &RequestContext,
+        secret_data: &SecretMap,
+        data: &PushSecretData,
+    ) -> Result<(), ProviderError> {
+        let meta = parse_push_metadata(&data.metadata)?;
+        let target = self.target(ctx).await?;
+        let loc = target.locate(&data.remote_key)?;
+        let name = format!("{}/{}", loc.mount, loc.path);
+        if !self.owned(&target, &loc).await? {
+            return Err(ProviderError::PermissionDenied(format!(
+                "secret {name} exists but its custom metadata has no {MANAGED_BY_KEY}={MANAGED_BY_VALUE}, so a push \
+                 does not overwrite it"
+            )));
+        }
+        let current = self.read_opt(&target, &loc).await?;
+        let current_bytes = current.as_ref().map(data_bytes).transpose()?;
+        // A Vault secret is a map: a single value without a property goes under the source key,
+        // unless it is a JSON object itself (then it is the map).
+        let value = if !data.secret_key.is_empty() && data.property.is_empty() {
+            let raw = secret_data.get(&data.secret_key).ok_or_else(|| {
+                ProviderError::InvalidArgument(format!("the source Secret has no key {:?}", data.secret_key))
+            })?;
+            match serde_json::from_slice::<Value>(raw) {
+                Ok(Value::Object(m)) => data_bytes(&m)?,
+                _ => {
+                    let text = String::from_utf8(raw.clone()).map_err(|_| {
+                        ProviderError::InvalidArgument(format!("key {:?} is not UTF-8", data.secret_key))
+                    })?;
+                    data_bytes(&Map::from_iter([(data.secret_key.clone(), Value::String(text))]))?
+                }
+            }
+        } else {
+            push_value(current_bytes.as_deref(), secret_data, data, &name)?
+        };
+        let new: Map<String, Value> = keyward_provider_runtime::json::json_object(&value, &name)?;
+        if current.as_ref() != Some(&new) {
+            self.write(&target, &loc, &new).await?;
+        }
+        if loc.version == VaultKvVersion::V2 {
+            let mut custom = meta.custom_metadata.clone();
+            custom.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
+            let what = format!("writing the metadata of {name}");
+            target
+                .client
+                .ok(Method::POST, &loc.metadata(), Some(&json!({"custom_metadata": custom})), &[], &what)
+                .await
+                .map_err(|e| self.fail(&target, e))?;
+        }
+        tracing::info!(remote_key = %name, created = current.is_none(), "pushed");
+        Ok(())
+    }
+
+    async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+        let target = self.target(ctx).await?;
+        let loc = target.locate(&remote_ref.remote_key)?;
+        let name = format!("{}/{}", loc.mount, loc.path);
+        let Some(mut current) = self.read_opt(&target, &loc).await? else {
+            return Ok(());
+        };
+        if !self.owned(&target, &loc).await? {
+            tracing::info!(remote_key = %name, "not deleting a secret without the {MANAGED_BY_KEY} marker");
+            return Ok(());
+        }
+        if !remote_ref.property.is_empty() {
+            if current.remove(&remote_ref.property).is_none() {
+                return Ok(());
+            }
+            if !current.is_empty() {
+                return self.write(&target, &loc, &current).await;
+            }
+        }
+        // KV v2: the metadata, so every version goes.
+        let path = if loc.version == VaultKvVersion::V2 { loc.metadata() } else { loc.data() };
+        match target.client.ok(Method::DELETE, &path, None, &[], &format!("deleting {name}")).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(self.fail(&target, e)),
+        }
+    }
+
+    async fn secret_exists(
+        &self,
+        ctx: &RequestContext,
+        remote_ref: &PushSecretRemoteRef,
+    ) -> Result<bool, ProviderError> {
+        let target = self.target(ctx).await?;
+        let loc = target.locate(&remote_ref.remote_key)?;
+        Ok(match self.read_opt(&target, &loc).await? {
+            None => false,
+            Some(_) if remote_ref.property.is_empty() => true,
+            Some(d) => d.contains_key(&remote_ref.property),
+        })
+    }
+
+    async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
+        let target = self.target(ctx).await?;
+        target.client.lookup_self().await.map_err(|e| self.fail(&target, e))?;
+        Ok(vec![])
+    }
+
+    fn capabilities(&self) -> SecretStoreCapabilities {
+        SecretStoreCapabilities::ReadWrite
+    }
+}

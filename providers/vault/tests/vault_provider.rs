@@ -1,0 +1,385 @@
+//! The Vault provider as a process, over real mTLS, against `vault server -dev` (built from
+//! Vault's Go module) and the local control plane: KV v2 and v1 reads, versions, finds, pushes
+//! and deletes; token, AppRole, Kubernetes and JWT logins; token renewal and re-login; the
+//! tenant boundary.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use keyward_crds::Vault;
+use keyward_e2e::stores::VaultDev;
+use keyward_e2e::{ChildProcess, control_plane, spawn_provider, with_temp_namespace};
+use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+use keyward_proto::v1::{
+    DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
+    GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
+    SecretExistsRequest, ValidateRequest,
+};
+use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tonic::transport::Channel;
+
+const POLICY: &str = r#"
+path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }
+path "kv1/*" { capabilities = ["create", "read", "update", "delete", "list"] }
+"#;
+
+struct Running {
+    child: ChildProcess,
+    client: SecretStoreProviderClient<Channel>,
+    _pki: TestPki,
+}
+
+async fn start_provider() -> Running {
+    let pki = TestPki::new().unwrap();
+    let (child, grpc, health) = spawn_provider("keyward-provider-vault", pki.tls_dir(), &[]).await;
+    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+        panic!("{e}\n{}", child.log());
+    }
+    let id = pki.client().unwrap();
+    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
+    Running { child, client, _pki: pki }
+}
+
+/// A dev server with the `keyward` policy and a KV v1 engine at `kv1/`.
+fn vault() -> VaultDev {
+    let v = VaultDev::start();
+    v.policy("keyward", POLICY);
+    v.cli(&["secrets", "enable", "-path=kv1", "-version=1", "kv"]);
+    v
+}
+
+fn token(v: &VaultDev, args: &[&str]) -> String {
+    let mut all = vec!["-policy=keyward"];
+    all.extend(args);
+    v.json(&["token", "create"], &all)["auth"]["client_token"].as_str().unwrap().to_string()
+}
+
+async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
+    let data = data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect();
+    let s = Secret {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns).create(&PostParams::default(), &s).await.unwrap();
+}
+
+async fn config(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
+    let obj: Vault = serde_json::from_value(json!({
+        "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Vault",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap();
+    Api::<Vault>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap();
+}
+
+fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, version: &str) -> GetSecretRequest {
+    GetSecretRequest {
+        provider_ref: Some(r.clone()),
+        source_namespace: ns.into(),
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: key.into(),
+            property: property.into(),
+            version: version.into(),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequest) -> Result<String, tonic::Status> {
+    c.get_secret(req).await.map(|r| String::from_utf8(r.into_inner().value).unwrap())
+}
+
+fn names(m: HashMap<String, Vec<u8>>) -> Vec<String> {
+    let mut k: Vec<String> = m.into_keys().collect();
+    k.sort();
+    k
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
+    let v = vault();
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        v.cli(&["kv", "put", &format!("secret/{ns}/app/db"), "user=app", "password=one"]);
+        v.cli(&["kv", "put", &format!("secret/{ns}/app/db"), "user=app", "password=two"]);
+        v.cli(&["kv", "metadata", "put", "-custom-metadata=team=a", &format!("secret/{ns}/app/db")]);
+        v.cli(&["kv", "put", &format!("secret/{ns}/web/token"), "token=t0k"]);
+        v.cli(&["kv", "put", &format!("kv1/{ns}/legacy"), "user=old"]);
+        secret(&client, &ns, "vault-token", &[("token", &token(&v, &[]))]).await;
+        let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
+        config(&client, &ns, "kv2", json!({"server": v.address(), "path": "secret", "auth": auth})).await;
+        config(&client, &ns, "kv1", json!({"server": v.address(), "path": "kv1", "version": "v1", "auth": auth})).await;
+        config(&client, &ns, "nomount", json!({"server": v.address(), "auth": auth})).await;
+
+        let r = provider_ref("Vault", "kv2", "", "Provider");
+        let c = &mut p.client;
+        let key = format!("{ns}/app/db");
+        assert_eq!(get_text(c, get(&r, &ns, &key, "password", "")).await.unwrap(), "two");
+        assert_eq!(get_text(c, get(&r, &ns, &key, "password", "1")).await.unwrap(), "one", "version 1");
+        let whole: serde_json::Value =
+            serde_json::from_str(&get_text(c, get(&r, &ns, &key, "", "")).await.unwrap()).unwrap();
+        assert_eq!(whole, json!({"user": "app", "password": "two"}));
+        let mut fetch = get(&r, &ns, &key, "team", "");
+        fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
+        assert_eq!(get_text(c, fetch).await.unwrap(), "a", "metadataPolicy Fetch reads custom metadata");
+        let nomount = provider_ref("Vault", "nomount", "", "Provider");
+        assert_eq!(get_text(c, get(&nomount, &ns, &format!("secret/{key}"), "user", "")).await.unwrap(), "app");
+        let kv1 = provider_ref("Vault", "kv1", "", "Provider");
+        assert_eq!(get_text(c, get(&kv1, &ns, &format!("{ns}/legacy"), "user", "")).await.unwrap(), "old");
+
+        for (req, what) in [
+            (get(&r, &ns, &format!("{ns}/missing"), "", ""), "missing secret"),
+            (get(&r, &ns, &key, "nope", ""), "missing property"),
+            (get(&kv1, &ns, &format!("{ns}/missing"), "", ""), "missing KV v1 secret"),
+        ] {
+            let e = get_text(c, req).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::NotFound, "{what}: {e:?}");
+        }
+
+        let map = c
+            .get_secret_map(GetSecretMapRequest {
+                provider_ref: Some(r.clone()),
+                source_namespace: ns.clone(),
+                remote_ref: get(&r, &ns, &key, "", "").remote_ref,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .secrets;
+        assert_eq!(map.get("user").map(Vec::as_slice), Some(&b"app"[..]));
+
+        let find = |r: &ProviderReference, regexp: &str, path: &str, tags: &[(&str, &str)]| GetAllSecretsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            find: Some(ExternalSecretFind {
+                name: (!regexp.is_empty()).then(|| FindName { regexp: regexp.into() }),
+                path: path.into(),
+                tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                ..Default::default()
+            }),
+        };
+        let found = c.get_all_secrets(find(&r, "token$", &ns, &[])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found.clone()), [format!("{ns}/web/token")]);
+        assert_eq!(found[&format!("{ns}/web/token")], br#"{"token":"t0k"}"#);
+        let found = c.get_all_secrets(find(&r, "", &ns, &[("team", "a")])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found), vec![key.to_string()]);
+        let found = c.get_all_secrets(find(&r, "", &format!("{ns}/app"), &[])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found), vec![key.to_string()]);
+        let found = c.get_all_secrets(find(&kv1, ".", &ns, &[])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found), [format!("{ns}/legacy")]);
+
+        let valid = c
+            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(valid.valid, "{valid:?}");
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pushes_with_custom_metadata_and_deletes() {
+    let v = vault();
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        secret(&client, &ns, "vault-token", &[("token", &token(&v, &[]))]).await;
+        let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
+        config(&client, &ns, "kv2", json!({"server": v.address(), "path": "secret", "auth": auth})).await;
+        let r = provider_ref("Vault", "kv2", "", "Provider");
+        let c = &mut p.client;
+        let source: HashMap<String, Vec<u8>> =
+            [("password".to_string(), b"p1".to_vec()), ("user".to_string(), b"app".to_vec())].into();
+        let push = |key: &str, remote: &str, prop: &str, meta: serde_json::Value| PushSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            secret_data: source.clone(),
+            push_secret_data: Some(PushSecretData {
+                secret_key: key.into(),
+                remote_key: remote.into(),
+                property: prop.into(),
+                metadata: if meta.is_null() { vec![] } else { meta.to_string().into_bytes() },
+            }),
+        };
+        let remote = format!("{ns}/pushed");
+        let meta = json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata",
+                          "spec": {"customMetadata": {"owner": "team-a"}}});
+        c.push_secret(push("password", &remote, "pw", meta)).await.unwrap();
+        c.push_secret(push("user", &remote, "user", serde_json::Value::Null)).await.unwrap();
+        let stored = v.json(&["kv", "get"], &[&format!("secret/{remote}")]);
+        assert_eq!(stored["data"]["data"], json!({"pw": "p1", "user": "app"}), "properties merge");
+        assert_eq!(stored["data"]["metadata"]["version"], 2);
+        let m = v.json(&["kv", "metadata", "get"], &[&format!("secret/{remote}")]);
+        assert_eq!(m["data"]["custom_metadata"]["managed-by"], "external-secrets");
+        assert_eq!(m["data"]["custom_metadata"]["owner"], "team-a");
+        c.push_secret(push("", &format!("{ns}/all"), "", serde_json::Value::Null)).await.unwrap();
+        let stored = v.json(&["kv", "get"], &[&format!("secret/{ns}/all")]);
+        assert_eq!(stored["data"]["data"], json!({"password": "p1", "user": "app"}));
+
+        v.cli(&["kv", "put", &format!("secret/{ns}/foreign"), "mine=yes"]);
+        let refused = c.push_secret(push("password", &format!("{ns}/foreign"), "", serde_json::Value::Null)).await;
+        assert_eq!(refused.unwrap_err().code(), tonic::Code::PermissionDenied, "unmarked secrets are left alone");
+
+        let rr =
+            |remote: &str, prop: &str| Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() });
+        let exists = |remote: &str, prop: &str| SecretExistsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: rr(remote, prop),
+        };
+        let delete = |remote: &str, prop: &str| DeleteSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: rr(remote, prop),
+        };
+        assert!(c.secret_exists(exists(&remote, "pw")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete(&remote, "pw")).await.unwrap();
+        assert!(!c.secret_exists(exists(&remote, "pw")).await.unwrap().into_inner().exists);
+        assert!(c.secret_exists(exists(&remote, "")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete(&remote, "")).await.unwrap();
+        assert!(!c.secret_exists(exists(&remote, "")).await.unwrap().into_inner().exists);
+        assert!(v.try_cli(&["kv", "metadata", "get", &format!("secret/{remote}")]).is_err(), "every version is gone");
+        c.delete_secret(delete(&remote, "")).await.expect("deleting what is gone succeeds");
+        c.delete_secret(delete(&format!("{ns}/foreign"), "")).await.unwrap();
+        v.cli(&["kv", "get", &format!("secret/{ns}/foreign")]);
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logins_renewal_relogin_and_the_tenant_boundary() {
+    let v = vault();
+    let cp = control_plane().await;
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |_client, other| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let key = format!("{ns}/db");
+            v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+            secret(&client, &other, "vault-token", &[("token", &token(&v, &[]))]).await;
+
+            // AppRole, with a short token that must be renewed, then re-issued after revocation.
+            let (role_id, secret_id) = v.approle("keyward", "keyward");
+            v.cli(&["write", "auth/approle/role/keyward", "token_policies=keyward", "token_ttl=6s", "token_max_ttl=1h"]);
+            secret(&client, &ns, "approle", &[("secret-id", &secret_id)]).await;
+            config(&client, &ns, "approle", json!({"server": v.address(), "path": "secret",
+                "auth": {"appRole": {"roleId": role_id, "secretRef": {"name": "approle", "key": "secret-id"}}}}))
+            .await;
+            let c = &mut p.client;
+            let r = provider_ref("Vault", "approle", "", "Provider");
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app", "renewed at 5s");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app", "past the first 6s");
+            v.cli(&["token", "revoke", "-mode=path", "auth/approle"]);
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app", "logged in again");
+            let logins = p.child.log().matches("logged in to Vault").count();
+            assert!(logins >= 2, "a new login after revocation ({logins} logins)");
+
+            // Kubernetes auth: a token of this namespace's ServiceAccount, reviewed by the API server.
+            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+            for sa in ["app", "reviewer"] {
+                let obj = ServiceAccount { metadata: ObjectMeta { name: Some(sa.into()), ..Default::default() }, ..Default::default() };
+                sas.create(&PostParams::default(), &obj).await.unwrap();
+            }
+            let binding = format!("{ns}-vault-reviewer");
+            let out = cp
+                .kubectl()
+                .args(["create", "clusterrolebinding", &binding, "--clusterrole=system:auth-delegator"])
+                .arg(format!("--serviceaccount={ns}:reviewer"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let reviewer = cp.kubectl().args(["create", "token", "reviewer", "-n", &ns, "--duration=1h"]).output().unwrap();
+            let reviewer = String::from_utf8(reviewer.stdout).unwrap();
+            let ca = std::fs::read_to_string(cp.ca_files().0).unwrap();
+            v.cli(&["auth", "enable", "kubernetes"]);
+            v.cli(&[
+                "write",
+                "auth/kubernetes/config",
+                &format!("kubernetes_host={}", cp.server_url()),
+                &format!("kubernetes_ca_cert={ca}"),
+                &format!("token_reviewer_jwt={}", reviewer.trim()),
+            ]);
+            v.cli(&[
+                "write",
+                "auth/kubernetes/role/app",
+                "bound_service_account_names=app",
+                &format!("bound_service_account_namespaces={ns}"),
+                "token_policies=keyward",
+            ]);
+            config(&client, &ns, "k8s", json!({"server": v.address(), "path": "secret",
+                "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "app"}}}}))
+            .await;
+            let r = provider_ref("Vault", "k8s", "", "Provider");
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app");
+
+            // JWT auth: the same kind of token, checked against the control plane's signing key.
+            let sa_pub = std::fs::read_to_string(cp.dir().join("pki/sa.pub")).unwrap();
+            v.cli(&["auth", "enable", "jwt"]);
+            v.cli(&["write", "auth/jwt/config", &format!("jwt_validation_pubkeys={sa_pub}")]);
+            v.cli(&[
+                "write",
+                "auth/jwt/role/app",
+                "role_type=jwt",
+                "bound_audiences=vault",
+                "user_claim=sub",
+                &format!("bound_subject=system:serviceaccount:{ns}:app"),
+                "token_policies=keyward",
+            ]);
+            config(&client, &ns, "jwt", json!({"server": v.address(), "path": "secret",
+                "auth": {"jwt": {"role": "app", "kubernetesServiceAccountToken": {"serviceAccountRef": {"name": "app"}}}}}))
+            .await;
+            let r = provider_ref("Vault", "jwt", "", "Provider");
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "app");
+
+            // Wrong credentials: Validate says so.
+            secret(&client, &ns, "bad-token", &[("token", "hvs.not-a-token")]).await;
+            config(&client, &ns, "bad", json!({"server": v.address(), "path": "secret",
+                "auth": {"tokenSecretRef": {"name": "bad-token", "key": "token"}}}))
+            .await;
+            let valid = c
+                .validate(ValidateRequest { provider_ref: Some(provider_ref("Vault", "bad", "", "Provider")), source_namespace: ns.clone() })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(!valid.valid, "{valid:?}");
+
+            // The tenant boundary: another namespace's token, or the provider's own identity.
+            config(&client, &ns, "foreign", json!({"server": v.address(), "path": "secret",
+                "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token", "namespace": other}}}))
+            .await;
+            config(&client, &ns, "ambient", json!({"server": v.address(), "path": "secret",
+                "auth": {"kubernetes": {"role": "app"}}}))
+            .await;
+            config(&client, &ns, "foreign-sa", json!({"server": v.address(), "path": "secret",
+                "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "default", "namespace": other}}}}))
+            .await;
+            for (name, kind, want) in [
+                ("foreign", "Provider", "spec.auth.tokenSecretRef.namespace"),
+                ("foreign-sa", "Provider", "spec.auth.kubernetes.serviceAccountRef.namespace"),
+                ("ambient", "Provider", "uses the provider's own credentials"),
+            ] {
+                let r = provider_ref("Vault", name, "", kind);
+                let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind}: {e:?}");
+                assert!(e.message().contains(want), "{name} via {kind}: {}", e.message());
+            }
+            // The operator's config may name Secrets of other namespaces.
+            let r = provider_ref("Vault", "foreign", &ns, "ClusterProvider");
+            assert_eq!(get_text(c, get(&r, "elsewhere", &key, "user", "")).await.unwrap(), "app");
+            let _ = cp.kubectl().args(["delete", "clusterrolebinding", &binding]).output();
+        })
+        .await
+    })
+    .await;
+}
