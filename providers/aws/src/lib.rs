@@ -22,10 +22,8 @@ use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
 use crate::client::{build_config, map_sdk_error};
-use crate::mapping::{
-    MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, json_bytes, parse_push_metadata, parse_version,
-    push_value, value_map, value_property, without_property,
-};
+use crate::mapping::{MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version};
+use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map, value_property, without_property};
 
 /// A resolved request: the client, the config's name prefix and delete options.
 #[derive(Clone)]
@@ -375,7 +373,7 @@ impl Provider for SecretsManagerProvider {
                 };
                 Ok(serde_json::from_slice::<serde_json::Value>(&raw)
                     .ok()
-                    .and_then(|v| mapping::property(&v, &remote_ref.property).map(json_bytes))
+                    .and_then(|v| property(&v, &remote_ref.property).map(json_bytes))
                     .is_some())
             }
         }

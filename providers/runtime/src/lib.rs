@@ -15,6 +15,7 @@
 
 mod cli;
 mod context;
+pub mod json;
 mod metrics;
 mod provider;
 #[cfg(feature = "refs")]
