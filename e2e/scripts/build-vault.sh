@@ -6,9 +6,10 @@
 #
 # Vault builds against its in-tree sdk (`replace github.com/hashicorp/vault/sdk => ./sdk` in its
 # go.mod), which the published module does not contain, so the build uses the published sdk its
-# go.mod names (v0.21.0). That sdk's framework.Backend.ActivationFunc takes one more argument than
-# v1.21.4's code passes; e2e/tools/vault/sdk-activation-func.patch adapts those two call sites
-# (identity deduplication activation, unused by the tests) and nothing else.
+# go.mod names (v0.21.0). Three call sites of v1.21.4 disagree with that sdk's signatures
+# (framework.Backend.ActivationFunc takes one more argument; keysutil RestorePolicy returns no
+# key name); e2e/tools/vault/sdk-v0.21.0.patch adapts them (identity deduplication activation
+# and transit key restore, neither used by the tests) and changes nothing else.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools/vault" && pwd)"
 version="$(awk '$1=="require" && $2=="github.com/hashicorp/vault" {print $3; exit}' "$here/go.mod")"
@@ -22,17 +23,18 @@ if [[ ! -x "$bin_dir/vault" ]]; then
   echo "building vault ${version} into $bin_dir (first run only)" >&2
   export CGO_ENABLED=0 GOFLAGS=-mod=readonly
   mod_dir="$(cd "$here" && go mod download -json "github.com/hashicorp/vault@${version}" | awk -F'"' '$2=="Dir" {print $4; exit}')"
-  rm -rf "$bin_dir/src" "$bin_dir/build.mod" "$bin_dir/build.sum"
+  rm -rf "$bin_dir/src" "$bin_dir/work" "$bin_dir/build.mod" "$bin_dir/build.sum"
   cp -r "$mod_dir" "$bin_dir/src"
   chmod -R u+w "$bin_dir/src"
-  patch -s -d "$bin_dir/src" -p1 <"$here/sdk-activation-func.patch"
-  # The pinned module graph, with Vault's source replaced by the patched copy.
-  cp "$here/go.mod" "$bin_dir/build.mod"
-  cp "$here/go.sum" "$bin_dir/build.sum"
-  echo "replace github.com/hashicorp/vault => $bin_dir/src" >>"$bin_dir/build.mod"
-  (cd "$here" && nice -n 10 go build -modfile "$bin_dir/build.mod" -trimpath -ldflags "-s -w" \
-    -o "$bin_dir/vault.tmp" github.com/hashicorp/vault >&2)
+  patch -s -d "$bin_dir/src" -p1 <"$here/sdk-v0.21.0.patch"
+  # The pinned module graph, with Vault's source replaced by the patched copy; built from a copy
+  # in the cache so the build does not depend on the checkout staying put.
+  mkdir -p "$bin_dir/work"
+  cp "$here/go.mod" "$here/go.sum" "$here/tools.go" "$bin_dir/work/"
+  echo "replace github.com/hashicorp/vault => $bin_dir/src" >>"$bin_dir/work/go.mod"
+  (cd "$bin_dir/work" && nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin_dir/vault.tmp" \
+    github.com/hashicorp/vault >&2)
   mv "$bin_dir/vault.tmp" "$bin_dir/vault"
-  rm -rf "$bin_dir/src"
+  rm -rf "$bin_dir/src" "$bin_dir/work"
 fi
 echo "$bin_dir"

@@ -543,7 +543,7 @@ fn provider_ref_api_version_defaults_from_its_kind() {
     assert_eq!(doc["spec"]["config"]["providerRef"]["apiVersion"], "provider.external-secrets.io/v2alpha1");
     let other = cluster_provider_object(
         "c",
-        json!({"config": {"address": "a.b.svc:1", "providerRef": {"kind": "Vault", "name": "f"}}}),
+        json!({"config": {"address": "a.b.svc:1", "providerRef": {"kind": "Gitlab", "name": "f"}}}),
     );
     assert!(patched(&other, CPROV).1.is_empty());
 }

@@ -91,10 +91,21 @@ pub struct ProviderProcess {
     pub health_port: u16,
     pub process: ChildProcess,
     tls_dir: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 impl ProviderProcess {
     pub async fn start(binary: &str, tls_dir: PathBuf, port: Option<u16>) -> ProviderProcess {
+        ProviderProcess::spawn(binary, tls_dir, port, Vec::new()).await
+    }
+
+    /// Starts a provider with extra environment variables (a store endpoint, for example).
+    pub async fn start_with_env(binary: &str, tls_dir: PathBuf, env: &[(&str, &str)]) -> ProviderProcess {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        ProviderProcess::spawn(binary, tls_dir, None, env).await
+    }
+
+    async fn spawn(binary: &str, tls_dir: PathBuf, port: Option<u16>, env: Vec<(String, String)>) -> ProviderProcess {
         let port = port.unwrap_or_else(free_port);
         let health_port = free_port();
         let mut cmd = Command::new(workspace_binary(binary));
@@ -104,10 +115,11 @@ impl ProviderProcess {
             .arg("--health-listen")
             .arg(format!("127.0.0.1:{health_port}"))
             .arg("--tls-dir")
-            .arg(&tls_dir);
+            .arg(&tls_dir)
+            .envs(env.iter().map(|(k, v)| (k, v)));
         let mut process = spawn_logged(binary, cmd);
         process.wait_for_log("provider serving", Duration::from_secs(60)).await;
-        ProviderProcess { name: binary.to_string(), port, health_port, process, tls_dir }
+        ProviderProcess { name: binary.to_string(), port, health_port, process, tls_dir, env }
     }
 
     pub fn address(&self) -> String {
@@ -122,7 +134,8 @@ impl ProviderProcess {
     /// Starts it again on the same port.
     pub async fn restart(&mut self) {
         self.stop();
-        let again = ProviderProcess::start(&self.name.clone(), self.tls_dir.clone(), Some(self.port)).await;
+        let again =
+            ProviderProcess::spawn(&self.name.clone(), self.tls_dir.clone(), Some(self.port), self.env.clone()).await;
         *self = again;
     }
 

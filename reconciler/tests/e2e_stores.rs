@@ -1,0 +1,299 @@
+//! End to end with the store providers against real servers: ExternalSecrets synced from
+//! Vault (`vault server -dev`) and AWS Secrets Manager (moto's server) through a namespaced
+//! Provider and a ClusterProvider, rotation picked up on refresh, a PushSecret round trip, a
+//! missing remote secret keeping the target Secret (and reporting Ready=False), and a tenant
+//! config that names another namespace's credentials refused.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{ClusterProvider, ExternalSecret, Provider, PushSecret};
+use keyward_e2e::stores::{Moto, VaultDev};
+use keyward_e2e::with_temp_namespace;
+use kube::Api;
+use serde_json::json;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// One store under test: how to reach it and how the test changes its contents.
+trait Store {
+    /// Provider binary.
+    fn binary(&self) -> &'static str;
+    /// Environment of the provider process.
+    fn env(&self) -> Vec<(&'static str, String)>;
+    /// Config kind.
+    fn kind(&self) -> &'static str;
+    /// Config spec using credentials from Secret `creds` (in `creds_ns`, when set).
+    fn spec(&self, creds_ns: Option<&str>) -> serde_json::Value;
+    /// Credential Secret data.
+    fn creds(&self) -> Vec<(&'static str, String)>;
+    /// Writes `{"user": user}` at `key`.
+    fn put(&self, key: &str, user: &str);
+    /// Deletes `key`.
+    fn delete(&self, key: &str);
+    /// The `pw` property at `key`, if any.
+    fn read_pw(&self, key: &str) -> Option<String>;
+}
+
+struct VaultStore(VaultDev);
+
+impl Store for VaultStore {
+    fn binary(&self) -> &'static str {
+        "keyward-provider-vault"
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![]
+    }
+    fn kind(&self) -> &'static str {
+        "Vault"
+    }
+    fn spec(&self, creds_ns: Option<&str>) -> serde_json::Value {
+        let mut sel = json!({"name": "creds", "key": "token"});
+        if let Some(ns) = creds_ns {
+            sel["namespace"] = json!(ns);
+        }
+        json!({"server": self.0.address(), "path": "secret", "auth": {"tokenSecretRef": sel}})
+    }
+    fn creds(&self) -> Vec<(&'static str, String)> {
+        vec![("token", self.0.root_token().to_string())]
+    }
+    fn put(&self, key: &str, user: &str) {
+        self.0.cli(&["kv", "put", &format!("secret/{key}"), &format!("user={user}")]);
+    }
+    fn delete(&self, key: &str) {
+        self.0.cli(&["kv", "metadata", "delete", &format!("secret/{key}")]);
+    }
+    fn read_pw(&self, key: &str) -> Option<String> {
+        let out = self.0.try_cli(&["kv", "get", "-format=json", &format!("secret/{key}")]).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        v["data"]["data"]["pw"].as_str().map(str::to_string)
+    }
+}
+
+struct AwsStore(Moto);
+
+impl AwsStore {
+    fn aws(&self, args: &[&str]) -> Result<String, String> {
+        // boto3 (a dependency of moto, in the same virtualenv) changes the store's contents.
+        let venv = keyward_e2e::stores::cached_tool("install-moto.sh");
+        let script = format!(
+            "import boto3,sys,json\nc=boto3.client('secretsmanager',region_name='us-east-1',endpoint_url='{}',\
+             aws_access_key_id='t',aws_secret_access_key='t')\n{}",
+            self.0.endpoint(),
+            args.join("\n")
+        );
+        let out = std::process::Command::new(venv.join("bin/python")).args(["-c", &script]).output().unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+impl Store for AwsStore {
+    fn binary(&self) -> &'static str {
+        "keyward-provider-aws"
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("AWS_ENDPOINT_URL", self.0.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".into())]
+    }
+    fn kind(&self) -> &'static str {
+        "SecretsManager"
+    }
+    fn spec(&self, creds_ns: Option<&str>) -> serde_json::Value {
+        let sel = |key: &str| match creds_ns {
+            Some(ns) => json!({"name": "creds", "key": key, "namespace": ns}),
+            None => json!({"name": "creds", "key": key}),
+        };
+        json!({"region": "us-east-1", "auth": {"secretRef": {
+            "accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}},
+            "secretsManager": {"forceDeleteWithoutRecovery": true}})
+    }
+    fn creds(&self) -> Vec<(&'static str, String)> {
+        vec![("id", "AKIDTEST".into()), ("secret", "s3cr3t".into())]
+    }
+    fn put(&self, key: &str, user: &str) {
+        let value = json!({"user": user}).to_string();
+        let create = format!("c.create_secret(Name='{key}', SecretString='{value}')");
+        if self.aws(&[&create]).is_err() {
+            self.aws(&[&format!("c.put_secret_value(SecretId='{key}', SecretString='{value}')")]).unwrap();
+        }
+    }
+    fn delete(&self, key: &str) {
+        self.aws(&[&format!("c.delete_secret(SecretId='{key}', ForceDeleteWithoutRecovery=True)")]).unwrap();
+    }
+    fn read_pw(&self, key: &str) -> Option<String> {
+        let out = self
+            .aws(&[&format!(
+                "v=c.get_secret_value(SecretId='{key}')\nprint(v.get('SecretString') or v['SecretBinary'].decode())"
+            )])
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_str(out.trim()).ok()?;
+        v["pw"].as_str().map(str::to_string)
+    }
+}
+
+fn secret_manifest(name: &str, data: &[(&str, String)]) -> serde_json::Value {
+    let data: serde_json::Map<String, serde_json::Value> =
+        data.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data})
+}
+
+fn store_provider(kind: &str, name: &str, ns: &str, address: &str) -> serde_json::Value {
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
+           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+           "spec": {"config": {"address": address, "providerRef": {
+               "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind, "name": name}}}})
+}
+
+fn external_secret(name: &str, ns: &str, store: (&str, &str), key: &str) -> serde_json::Value {
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+           "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": store.0, "kind": store.1},
+                    "data": [{"secretKey": "user", "remoteRef": {"key": key, "property": "user"}}]}})
+}
+
+async fn run(store: &dyn Store) {
+    with_temp_namespace(&[], |_client, operator| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let pki = Pki::new();
+            pki.install(&client, &ns).await;
+            pki.install(&client, &operator).await;
+            let env: Vec<(&str, String)> = store.env();
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let provider = ProviderProcess::start_with_env(store.binary(), pki.provider_dir(), &env).await;
+            let kind = store.kind();
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let op_secrets: Api<Secret> = Api::namespaced(client.clone(), &operator);
+            apply(&secrets, secret_manifest("creds", &store.creds())).await;
+            apply(&op_secrets, secret_manifest("creds", &store.creds())).await;
+            let configs = kube::api::ApiResource {
+                group: "provider.external-secrets.io".into(),
+                version: "v2alpha1".into(),
+                api_version: "provider.external-secrets.io/v2alpha1".into(),
+                kind: kind.into(),
+                plural: format!("{}s", kind.to_lowercase()),
+            };
+            let config = |name: &str, spec: serde_json::Value| {
+                json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind,
+                       "metadata": {"name": name}, "spec": spec})
+            };
+            let tenant_configs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &configs);
+            let op_configs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &operator, &configs);
+            apply(&tenant_configs, config("tenant", store.spec(None))).await;
+            // A tenant config naming the operator namespace's credentials.
+            apply(&tenant_configs, config("stolen", store.spec(Some(&operator)))).await;
+            apply(&op_configs, config("shared", store.spec(None))).await;
+            let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
+            for name in ["tenant", "stolen"] {
+                apply(&providers, store_provider(kind, name, &ns, &provider.address())).await;
+            }
+            let cp_name = format!("{ns}-shared");
+            let cps: Api<ClusterProvider> = Api::all(client.clone());
+            apply(
+                &cps,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
+                       "metadata": {"name": cp_name, "labels": {CLASS_LABEL: ns}},
+                       "spec": {"authenticationScope": "ProviderNamespace",
+                                "config": {"address": provider.address(), "providerRef": {
+                                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind,
+                                    "name": "shared", "namespace": operator}}}}),
+            )
+            .await;
+
+            let db = format!("{ns}/db");
+            store.put(&db, "app");
+            let _reconciler = Reconciler::start(&ns, &[]).await;
+            let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+            apply(&ess, external_secret("via-provider", &ns, ("tenant", "Provider"), &db)).await;
+            apply(&ess, external_secret("via-cluster", &ns, (&cp_name, "ClusterProvider"), &db)).await;
+            apply(&ess, external_secret("stolen", &ns, ("stolen", "Provider"), &db)).await;
+            let synced = |name: &'static str, want: &'static str| {
+                let secrets = secrets.clone();
+                async move {
+                    eventually(&format!("{name} holds {want}"), WAIT, || async {
+                        let s = secrets.get_opt(name).await.ok()??;
+                        (value(&s, "user").as_deref() == Some(want)).then_some(())
+                    })
+                    .await
+                }
+            };
+            synced("via-provider", "app").await;
+            synced("via-cluster", "app").await;
+
+            // Rotation in the store reaches both on refresh.
+            store.put(&db, "app2");
+            synced("via-provider", "app2").await;
+            synced("via-cluster", "app2").await;
+
+            // The tenant config that names the operator's credentials never syncs.
+            let (_, _, message) = eventually("stolen ExternalSecret refused", WAIT, || async {
+                let es = ess.get("stolen").await.ok()?;
+                let ready = ready_of(&es.status?.conditions)?;
+                (ready.0 == "False").then_some(ready)
+            })
+            .await;
+            assert!(message.contains("namespace") && message.contains(&operator), "{message}");
+            assert!(secrets.get_opt("stolen").await.unwrap().is_none());
+
+            // PushSecret round trip: a Secret of the namespace pushed to the store, read back.
+            apply(&secrets, secret_manifest("source", &[("password", "pushed-1".into())])).await;
+            let pushed = format!("{ns}/pushed");
+            let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+            apply(
+                &pss,
+                json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                       "metadata": {"name": "push", "labels": {CLASS_LABEL: ns}},
+                       "spec": {"refreshInterval": "1s", "deletionPolicy": "Delete",
+                                "secretStoreRefs": [{"name": "tenant", "kind": "Provider"}],
+                                "selector": {"secret": {"name": "source"}},
+                                "data": [{"match": {"secretKey": "password",
+                                                    "remoteRef": {"remoteKey": pushed, "property": "pw"}}}]}}),
+            )
+            .await;
+            eventually("pushed value in the store", WAIT, || async {
+                (store.read_pw(&pushed).as_deref() == Some("pushed-1")).then_some(())
+            })
+            .await;
+            apply(&secrets, secret_manifest("source", &[("password", "pushed-2".into())])).await;
+            eventually("updated push in the store", WAIT, || async {
+                (store.read_pw(&pushed).as_deref() == Some("pushed-2")).then_some(())
+            })
+            .await;
+            pss.delete("push", &Default::default()).await.unwrap();
+            eventually("push deleted from the store", WAIT, || async {
+                store.read_pw(&pushed).is_none().then_some(())
+            })
+            .await;
+
+            // Not found: the target keeps its last good data, Ready=False says why.
+            store.delete(&db);
+            eventually("via-provider not ready after the secret went away", WAIT, || async {
+                let es = ess.get("via-provider").await.ok()?;
+                (ready_of(&es.status?.conditions)?.0 == "False").then_some(())
+            })
+            .await;
+            let kept = secrets.get("via-provider").await.unwrap();
+            assert_eq!(value(&kept, "user").as_deref(), Some("app2"), "the target Secret keeps its data");
+            let _ = cps.delete(&cp_name, &Default::default()).await;
+        })
+        .await
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vault_end_to_end() {
+    run(&VaultStore(VaultDev::start())).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_secrets_manager_end_to_end() {
+    run(&AwsStore(Moto::start())).await;
+}
