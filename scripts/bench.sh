@@ -18,6 +18,7 @@ KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
 KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-1000,10000}" \
   cargo bench -q -p keyward-reconciler --bench sync
 
-# keyward-provider-fake: GetSecret round trip over one pooled mTLS connection (p50/p99 in µs) and
-# the provider's RSS after 10,000 calls, against the local control plane.
+# Providers: GetSecret round trip over one pooled mTLS connection (p50/p99 in µs) and the
+# provider's RSS: keyward-provider-fake (10,000 calls), then keyward-provider-vault against
+# `vault server -dev` and keyward-provider-aws against moto's server (1,000 calls each, loopback).
 cargo bench -q -p keyward-provider-fake --bench get_secret

@@ -1,17 +1,23 @@
-//! GetSecret round trip over one pooled mTLS connection to a `keyward-provider-fake` process
-//! (release build) serving a Fake object from the local control plane: p50 and p99 in
-//! microseconds, and the provider's resident memory after the calls.
+//! GetSecret round trip over one pooled mTLS connection to a provider process (release build):
+//! `keyward-provider-fake` serving a Fake object from the local control plane, and next to it
+//! `keyward-provider-vault` against `vault server -dev` and `keyward-provider-aws` against moto's
+//! server (both on loopback, so the figures are the provider's overhead plus one local store
+//! round trip, not a cloud's latency). Prints p50 and p99 in microseconds, calls per second and
+//! the provider's resident memory.
 //!
-//! `KEYWARD_BENCH_CALLS` changes the number of measured calls (default 10,000).
+//! `KEYWARD_BENCH_CALLS` changes the number of measured Fake calls (default 10,000),
+//! `KEYWARD_BENCH_STORE_CALLS` those of the store providers (default 1,000), and
+//! `KEYWARD_BENCH_STORES=0` skips the store providers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keyward_crds::Fake;
+use keyward_crds::{Fake, SecretsManager, Vault};
+use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::{control_plane, free_port, repo_root, spawn_logged, with_temp_namespace};
-use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest};
+use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference};
 use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
 use kube::Api;
 use kube::api::PostParams;
@@ -45,12 +51,101 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx].as_secs_f64() * 1e6
 }
 
+/// Starts `binary` (release build) with `env` against the local control plane; returns the
+/// process, an mTLS client and the PKI (kept alive with them).
+async fn start(
+    binary: &str,
+    env: &[(&str, String)],
+) -> (
+    keyward_e2e::ChildProcess,
+    keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient<tonic::transport::Channel>,
+    TestPki,
+) {
+    let path = release_binary(binary);
+    let cp = control_plane().await;
+    let pki = TestPki::new().expect("pki");
+    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let health: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let mut cmd = Command::new(&path);
+    cmd.arg("--listen")
+        .arg(grpc.to_string())
+        .arg("--health-listen")
+        .arg(health.to_string())
+        .arg("--tls-dir")
+        .arg(pki.tls_dir())
+        .arg("--log-level")
+        .arg("warn")
+        .env("KUBECONFIG", cp.kubeconfig())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let child = spawn_logged(&format!("{binary}-bench"), cmd);
+    wait_ready(health, Duration::from_secs(60)).await.expect("provider ready");
+    let id = pki.client().expect("client cert");
+    let c = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
+    (child, c, pki)
+}
+
+/// Starts `binary` (release build) with `env`, then measures `calls` GetSecret calls of `key`
+/// (property `password`) through the config `reference` in `ns`.
+async fn measure(
+    binary: &str,
+    env: &[(&str, String)],
+    reference: ProviderReference,
+    ns: &str,
+    key: &str,
+    calls: usize,
+) {
+    let (mut child, mut c, _pki) = start(binary, env).await;
+    let request = GetSecretRequest {
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: key.into(),
+            property: "password".into(),
+            ..Default::default()
+        }),
+        provider_ref: Some(reference),
+        source_namespace: ns.to_string(),
+    };
+    let warmup = WARMUP.min(calls);
+    for _ in 0..warmup {
+        c.get_secret(request.clone()).await.expect("warm-up call");
+    }
+    let rss_before = rss_kib(child.pid());
+    let mut samples = Vec::with_capacity(calls);
+    let start = Instant::now();
+    for _ in 0..calls {
+        let t = Instant::now();
+        let v = c.get_secret(request.clone()).await.expect("GetSecret");
+        samples.push(t.elapsed());
+        assert_eq!(v.into_inner().value, b"s3cret");
+    }
+    let total = start.elapsed();
+    let rss_after = rss_kib(child.pid());
+    samples.sort();
+    println!("{binary} GetSecret over one pooled mTLS connection ({calls} calls after {warmup} warm-up):");
+    println!(
+        "  p50 {:.0} µs   p99 {:.0} µs   max {:.0} µs   {:.0} calls/s",
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.99),
+        percentile(&samples, 1.0),
+        calls as f64 / total.as_secs_f64()
+    );
+    println!(
+        "  provider RSS: {:.1} MiB after warm-up, {:.1} MiB after {calls} calls",
+        rss_before as f64 / 1024.0,
+        rss_after as f64 / 1024.0
+    );
+    let _ = child.terminate(Duration::from_secs(10));
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 #[tokio::main]
 async fn main() {
     keyward_provider_runtime::install_crypto_provider();
-    let calls: usize = std::env::var("KEYWARD_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let binary = release_binary("keyward-provider-fake");
-    let cp = control_plane().await;
+    let calls = env_usize("KEYWARD_BENCH_CALLS", 10_000);
+    let store_calls = env_usize("KEYWARD_BENCH_STORE_CALLS", 1_000);
+    let stores = std::env::var("KEYWARD_BENCH_STORES").map(|v| v != "0").unwrap_or(true);
     with_temp_namespace(&[], |client, ns| async move {
         let fake: Fake = serde_json::from_value(serde_json::json!({
             "apiVersion": "provider.external-secrets.io/v2alpha1",
@@ -59,65 +154,66 @@ async fn main() {
             "spec": {"data": [{"key": "db", "value": "{\"user\":\"app\",\"password\":\"s3cret\"}"}]}
         }))
         .expect("Fake");
-        Api::<Fake>::namespaced(client, &ns).create(&PostParams::default(), &fake).await.expect("create Fake");
+        Api::<Fake>::namespaced(client.clone(), &ns).create(&PostParams::default(), &fake).await.expect("create Fake");
+        measure("keyward-provider-fake", &[], provider_ref("Fake", "bench", "", "Provider"), &ns, "db", calls).await;
+        if !stores {
+            return;
+        }
 
-        let pki = TestPki::new().expect("pki");
-        let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let health: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let mut cmd = Command::new(&binary);
-        cmd.arg("--listen")
-            .arg(grpc.to_string())
-            .arg("--health-listen")
-            .arg(health.to_string())
-            .arg("--tls-dir")
-            .arg(pki.tls_dir())
-            .arg("--log-level")
-            .arg("warn")
-            .env("KUBECONFIG", cp.kubeconfig());
-        let mut child = spawn_logged("keyward-provider-fake-bench", cmd);
-        wait_ready(health, Duration::from_secs(60)).await.expect("provider ready");
-        let id = pki.client().expect("client cert");
-        let mut c = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
-        let request = GetSecretRequest {
-            remote_ref: Some(ExternalSecretDataRemoteRef {
-                key: "db".into(),
-                property: "password".into(),
-                ..Default::default()
-            }),
-            provider_ref: Some(provider_ref("Fake", "bench", "", "Provider")),
-            source_namespace: ns.clone(),
-        };
-        for _ in 0..WARMUP {
-            c.get_secret(request.clone()).await.expect("warm-up call");
-        }
-        let rss_before = rss_kib(child.pid());
-        let mut samples = Vec::with_capacity(calls);
-        let start = Instant::now();
-        for _ in 0..calls {
-            let t = Instant::now();
-            let v = c.get_secret(request.clone()).await.expect("GetSecret");
-            samples.push(t.elapsed());
-            assert_eq!(v.into_inner().value, b"s3cret");
-        }
-        let total = start.elapsed();
-        let rss_after = rss_kib(child.pid());
-        samples.sort();
-        println!(
-            "keyward-provider-fake GetSecret over one pooled mTLS connection ({calls} calls after {WARMUP} warm-up):"
-        );
-        println!(
-            "  p50 {:.0} µs   p99 {:.0} µs   max {:.0} µs   {:.0} calls/s",
-            percentile(&samples, 0.50),
-            percentile(&samples, 0.99),
-            percentile(&samples, 1.0),
-            calls as f64 / total.as_secs_f64()
-        );
-        println!(
-            "  provider RSS: {:.1} MiB after warm-up, {:.1} MiB after {calls} calls",
-            rss_before as f64 / 1024.0,
-            rss_after as f64 / 1024.0
-        );
-        let _ = child.terminate(Duration::from_secs(10));
+        let vault = VaultDev::start();
+        vault.cli(&["kv", "put", "secret/bench/db", "user=app", "password=s3cret"]);
+        let token = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-token"},
+                                       "stringData": {"token": vault.root_token()}});
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        secrets.create(&PostParams::default(), &serde_json::from_value(token).expect("Secret")).await.expect("Secret");
+        let config: Vault = serde_json::from_value(serde_json::json!({
+            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Vault", "metadata": {"name": "bench"},
+            "spec": {"server": vault.address(), "path": "secret",
+                     "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}}}))
+        .expect("Vault");
+        Api::<Vault>::namespaced(client.clone(), &ns).create(&PostParams::default(), &config).await.expect("Vault");
+        let reference = provider_ref("Vault", "bench", "", "Provider");
+        measure("keyward-provider-vault", &[], reference, &ns, "bench/db", store_calls).await;
+        drop(vault);
+
+        let moto = Moto::start();
+        let keys = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-keys"},
+                                      "stringData": {"id": "bench", "secret": "bench"}});
+        secrets.create(&PostParams::default(), &serde_json::from_value(keys).expect("Secret")).await.expect("Secret");
+        let config: SecretsManager = serde_json::from_value(serde_json::json!({
+            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "SecretsManager", "metadata": {"name": "bench"},
+            "spec": {"region": "us-east-1", "auth": {"secretRef": {
+                "accessKeyIDSecretRef": {"name": "aws-keys", "key": "id"},
+                "secretAccessKeySecretRef": {"name": "aws-keys", "key": "secret"}}}}}))
+        .expect("SecretsManager");
+        Api::<SecretsManager>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &config)
+            .await
+            .expect("SecretsManager");
+        let env = [("AWS_ENDPOINT_URL", moto.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".to_string())];
+        // The provider creates nothing on reads: seed the secret with a push.
+        let reference = provider_ref("SecretsManager", "bench", "", "Provider");
+        seed_aws(&env, reference.clone(), &ns).await;
+        measure("keyward-provider-aws", &env, reference, &ns, "bench/db", store_calls).await;
     })
     .await;
+}
+
+/// Writes `bench/db` = `{"password": "s3cret"}` through the AWS provider's PushSecret.
+async fn seed_aws(env: &[(&str, String)], reference: ProviderReference, ns: &str) {
+    use keyward_proto::v1::{PushSecretData, PushSecretRequest};
+    let (mut child, mut c, _pki) = start("keyward-provider-aws", env).await;
+    c.push_secret(PushSecretRequest {
+        provider_ref: Some(reference),
+        source_namespace: ns.to_string(),
+        secret_data: [("password".to_string(), b"s3cret".to_vec())].into(),
+        push_secret_data: Some(PushSecretData {
+            secret_key: String::new(),
+            remote_key: "bench/db".into(),
+            ..Default::default()
+        }),
+    })
+    .await
+    .expect("seed push");
+    let _ = child.terminate(Duration::from_secs(10));
 }
