@@ -92,6 +92,9 @@ impl VaultDev {
             .env_remove("VAULT_TOKEN");
         let mut process = spawn_logged("vault", cmd);
         wait_for_port(port, &mut process, "vault server -dev");
+        // The dev server's cluster listener takes the next port once unsealed; wait for it too, so
+        // no later free_port() of the test can hand that port to another process.
+        wait_for_port(port + 1, &mut process, "vault server -dev (cluster listener)");
         let vault = VaultDev { process, port, root_token, bin };
         // Unsealed and the KV mount ready.
         let start = Instant::now();
