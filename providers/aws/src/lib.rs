@@ -220,13 +220,7 @@ impl Provider for SecretsManagerProvider {
         ctx: &RequestContext,
         find: &ExternalSecretFind,
     ) -> Result<SecretMap, ProviderError> {
-        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
-            Some(r) => Some(
-                regex::Regex::new(r)
-                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
-            ),
-            None => None,
-        };
+        let regex = keyward_provider_runtime::json::find_regex(find)?;
         let target = self.target(ctx).await?;
         // The name filter narrows the listing to the prefix; everything is checked again here.
         let prefix = target.name(&find.path);

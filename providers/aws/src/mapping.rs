@@ -63,29 +63,11 @@ impl PushMetadata {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope {
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    spec: PushMetadata,
-}
-
 /// Parses push metadata; empty bytes (or `null`) mean none.
 pub fn parse_push_metadata(bytes: &[u8]) -> Result<PushMetadata, ProviderError> {
-    let text = std::str::from_utf8(bytes).unwrap_or_default().trim();
-    if text.is_empty() || text == "null" {
-        return Ok(PushMetadata::default());
-    }
-    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| {
-        ProviderError::InvalidArgument(format!("push metadata is not a PushSecretMetadata object: {e}"))
-    })?;
-    if let Some(k) = env.kind.filter(|k| k != "PushSecretMetadata") {
-        return Err(ProviderError::InvalidArgument(format!("push metadata kind {k:?} is not PushSecretMetadata")));
-    }
-    match env.spec.secret_push_format.as_deref() {
-        None | Some("binary") | Some("string") => Ok(env.spec),
+    let spec: PushMetadata = keyward_provider_runtime::json::push_metadata_spec(bytes)?;
+    match spec.secret_push_format.as_deref() {
+        None | Some("binary") | Some("string") => Ok(spec),
         Some(other) => Err(ProviderError::InvalidArgument(format!(
             "push metadata secretPushFormat {other:?} is not binary or string"
         ))),

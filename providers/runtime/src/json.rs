@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use keyward_proto::ProviderError;
-use keyward_proto::v1::PushSecretData;
+use keyward_proto::v1::{ExternalSecretFind, PushSecretData};
+use serde::de::DeserializeOwned;
 
 use crate::SecretMap;
 
@@ -103,6 +104,39 @@ pub fn without_property(raw: &[u8], name: &str, prop: &str) -> Result<Option<Vec
     serde_json::to_vec(&object).map(Some).map_err(|e| ProviderError::Internal(e.to_string()))
 }
 
+#[derive(serde::Deserialize)]
+struct Envelope<T> {
+    #[serde(default)]
+    kind: Option<String>,
+    spec: Option<T>,
+}
+
+/// The `spec` of push metadata in upstream's envelope (`kind: PushSecretMetadata`; the
+/// `apiVersion` is not checked); empty bytes, `null` or no `spec` give the default.
+pub fn push_metadata_spec<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ProviderError> {
+    let text = std::str::from_utf8(bytes).unwrap_or_default().trim();
+    if text.is_empty() || text == "null" {
+        return Ok(T::default());
+    }
+    let env: Envelope<T> = serde_json::from_slice(bytes).map_err(|e| {
+        ProviderError::InvalidArgument(format!("push metadata is not a PushSecretMetadata object: {e}"))
+    })?;
+    if let Some(k) = env.kind.filter(|k| k != "PushSecretMetadata") {
+        return Err(ProviderError::InvalidArgument(format!("push metadata kind {k:?} is not PushSecretMetadata")));
+    }
+    Ok(env.spec.unwrap_or_default())
+}
+
+/// The compiled `find.name.regexp`, if any.
+pub fn find_regex(find: &ExternalSecretFind) -> Result<Option<regex::Regex>, ProviderError> {
+    match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
+        Some(r) => regex::Regex::new(r)
+            .map(Some)
+            .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}"))),
+        None => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +176,29 @@ mod tests {
         );
         assert!(push_value(Some(b"not json"), &src, &push("pw", "p"), "r").is_err());
         assert!(push_value(None, &src, &push("missing", ""), "r").is_err());
+    }
+
+    #[derive(serde::Deserialize, Default, Debug, PartialEq)]
+    struct Spec {
+        #[serde(default)]
+        a: String,
+    }
+
+    #[test]
+    fn push_metadata_envelopes() {
+        assert_eq!(push_metadata_spec::<Spec>(b"").unwrap(), Spec::default());
+        assert_eq!(push_metadata_spec::<Spec>(b"null").unwrap(), Spec::default());
+        let s: Spec = push_metadata_spec(br#"{"kind":"PushSecretMetadata","spec":{"a":"x"}}"#).unwrap();
+        assert_eq!(s.a, "x");
+        assert!(push_metadata_spec::<Spec>(br#"{"kind":"Other"}"#).is_err());
+        assert!(push_metadata_spec::<Spec>(b"[1]").is_err());
+        let find = |r: &str| ExternalSecretFind {
+            name: Some(keyward_proto::v1::FindName { regexp: r.into() }),
+            ..Default::default()
+        };
+        assert!(find_regex(&find("^a")).unwrap().is_some());
+        assert!(find_regex(&find("")).unwrap().is_none());
+        assert_eq!(find_regex(&find("(")).unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 
     #[test]

@@ -113,27 +113,9 @@ pub struct PushMetadata {
     pub custom_metadata: BTreeMap<String, String>,
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    spec: PushMetadata,
-}
-
 /// Parses push metadata; empty bytes (or `null`) mean none.
 pub fn parse_push_metadata(bytes: &[u8]) -> Result<PushMetadata, ProviderError> {
-    let text = std::str::from_utf8(bytes).unwrap_or_default().trim();
-    if text.is_empty() || text == "null" {
-        return Ok(PushMetadata::default());
-    }
-    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| {
-        ProviderError::InvalidArgument(format!("push metadata is not a PushSecretMetadata object: {e}"))
-    })?;
-    if let Some(k) = env.kind.filter(|k| k != "PushSecretMetadata") {
-        return Err(ProviderError::InvalidArgument(format!("push metadata kind {k:?} is not PushSecretMetadata")));
-    }
-    Ok(env.spec)
+    keyward_provider_runtime::json::push_metadata_spec(bytes)
 }
 
 /// Maps a Vault HTTP status (with its `errors`) to the contract's codes.

@@ -224,13 +224,7 @@ impl Provider for VaultProvider {
         ctx: &RequestContext,
         find: &ExternalSecretFind,
     ) -> Result<SecretMap, ProviderError> {
-        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
-            Some(r) => Some(
-                regex::Regex::new(r)
-                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
-            ),
-            None => None,
-        };
+        let regex = keyward_provider_runtime::json::find_regex(find)?;
         let target = self.target(ctx).await?;
         if !find.tags.is_empty() && target.version == VaultKvVersion::V1 {
             return Err(ProviderError::Unsupported(
