@@ -169,11 +169,13 @@ impl VaultProvider {
         if loc.version == VaultKvVersion::V1 {
             return Ok(true);
         }
-        Ok(match self.metadata(target, loc).await? {
-            None => true,
-            Some(m) => m.get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE),
-        })
+        Ok(self.metadata(target, loc).await?.is_none_or(|m| managed(&m)))
     }
+}
+
+/// Whether custom metadata carries the marker of pushed secrets.
+fn managed(custom: &std::collections::BTreeMap<String, String>) -> bool {
+    custom.get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE)
 }
 
 #[tonic::async_trait]
@@ -271,7 +273,12 @@ impl Provider for VaultProvider {
         let target = self.target(ctx).await?;
         let loc = target.locate(&data.remote_key)?;
         let name = format!("{}/{}", loc.mount, loc.path);
-        if !self.owned(&target, &loc).await? {
+        // KV v2: the custom metadata as it is (`None`: no such secret); KV v1 has none.
+        let existing = match loc.version {
+            VaultKvVersion::V2 => self.metadata(&target, &loc).await?,
+            VaultKvVersion::V1 => None,
+        };
+        if existing.as_ref().is_some_and(|m| !managed(m)) {
             return Err(ProviderError::PermissionDenied(format!(
                 "secret {name} exists but its custom metadata has no {MANAGED_BY_KEY}={MANAGED_BY_VALUE}, so a push \
                  does not overwrite it"
@@ -302,14 +309,19 @@ impl Provider for VaultProvider {
             self.write(&target, &loc, &new).await?;
         }
         if loc.version == VaultKvVersion::V2 {
-            let mut custom = meta.custom_metadata.clone();
+            // Writing custom metadata replaces all of it: keep what is there (other entries of
+            // the same PushSecret, or other PushSecrets, may have set it) and add this entry's.
+            let mut custom = existing.clone().unwrap_or_default();
+            custom.extend(meta.custom_metadata.clone());
             custom.insert(MANAGED_BY_KEY.to_string(), MANAGED_BY_VALUE.to_string());
-            let what = format!("writing the metadata of {name}");
-            target
-                .client
-                .ok(Method::POST, &loc.metadata(), Some(&json!({"custom_metadata": custom})), &[], &what)
-                .await
-                .map_err(|e| self.fail(&target, e))?;
+            if existing.as_ref() != Some(&custom) {
+                let what = format!("writing the metadata of {name}");
+                target
+                    .client
+                    .ok(Method::POST, &loc.metadata(), Some(&json!({"custom_metadata": custom})), &[], &what)
+                    .await
+                    .map_err(|e| self.fail(&target, e))?;
+            }
         }
         tracing::info!(remote_key = %name, created = current.is_none(), "pushed");
         Ok(())
