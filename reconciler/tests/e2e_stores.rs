@@ -2,7 +2,8 @@
 //! Vault (`vault server -dev`) and AWS Secrets Manager (moto's server) through a namespaced
 //! Provider and a ClusterProvider, rotation picked up on refresh, a PushSecret round trip, a
 //! missing remote secret keeping the target Secret (and reporting Ready=False), and a tenant
-//! config that names another namespace's credentials refused.
+//! config that names another namespace's credentials refused through a Provider and through a
+//! ManifestNamespace ClusterProvider.
 
 #![allow(clippy::unwrap_used)]
 
@@ -206,6 +207,19 @@ async fn run(store: &dyn Store) {
                                     "name": "shared", "namespace": operator}}}}),
             )
             .await;
+            // A ManifestNamespace ClusterProvider reaches the config of the manifest's namespace:
+            // the tenant's, so its reference to the operator's credentials is refused too.
+            let cp_manifest = format!("{ns}-per-namespace");
+            apply(
+                &cps,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
+                       "metadata": {"name": cp_manifest, "labels": {CLASS_LABEL: ns}},
+                       "spec": {"authenticationScope": "ManifestNamespace",
+                                "config": {"address": provider.address(), "providerRef": {
+                                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind,
+                                    "name": "stolen"}}}}),
+            )
+            .await;
 
             let db = format!("{ns}/db");
             store.put(&db, "app");
@@ -214,6 +228,7 @@ async fn run(store: &dyn Store) {
             apply(&ess, external_secret("via-provider", &ns, ("tenant", "Provider"), &db)).await;
             apply(&ess, external_secret("via-cluster", &ns, (&cp_name, "ClusterProvider"), &db)).await;
             apply(&ess, external_secret("stolen", &ns, ("stolen", "Provider"), &db)).await;
+            apply(&ess, external_secret("stolen-cluster", &ns, (&cp_manifest, "ClusterProvider"), &db)).await;
             let synced = |name: &'static str, want: &'static str| {
                 let secrets = secrets.clone();
                 async move {
@@ -232,15 +247,18 @@ async fn run(store: &dyn Store) {
             synced("via-provider", "app2").await;
             synced("via-cluster", "app2").await;
 
-            // The tenant config that names the operator's credentials never syncs.
-            let (_, _, message) = eventually("stolen ExternalSecret refused", WAIT, || async {
-                let es = ess.get("stolen").await.ok()?;
-                let ready = ready_of(&es.status?.conditions)?;
-                (ready.0 == "False").then_some(ready)
-            })
-            .await;
-            assert!(message.contains("namespace") && message.contains(&operator), "{message}");
-            assert!(secrets.get_opt("stolen").await.unwrap().is_none());
+            // The tenant config that names the operator's credentials never syncs, whichever kind
+            // of store reaches it.
+            for name in ["stolen", "stolen-cluster"] {
+                let (_, _, message) = eventually(&format!("{name} ExternalSecret refused"), WAIT, || async {
+                    let es = ess.get(name).await.ok()?;
+                    let ready = ready_of(&es.status?.conditions)?;
+                    (ready.0 == "False").then_some(ready)
+                })
+                .await;
+                assert!(message.contains("namespace") && message.contains(&operator), "{name}: {message}");
+                assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
+            }
 
             // PushSecret round trip: a Secret of the namespace pushed to the store, read back.
             apply(&secrets, secret_manifest("source", &[("password", "pushed-1".into())])).await;
@@ -281,7 +299,9 @@ async fn run(store: &dyn Store) {
             .await;
             let kept = secrets.get("via-provider").await.unwrap();
             assert_eq!(value(&kept, "user").as_deref(), Some("app2"), "the target Secret keeps its data");
-            let _ = cps.delete(&cp_name, &Default::default()).await;
+            for name in [&cp_name, &cp_manifest] {
+                let _ = cps.delete(name, &Default::default()).await;
+            }
         })
         .await
     })

@@ -2,7 +2,7 @@
 //!
 //! Each request names a `SecretsManager` config object (`provider.external-secrets.io/v2alpha1`),
 //! read from `providerRef.namespace` when set, else from the source namespace. Its credentials
-//! and roles give a Secrets Manager client, cached per config object, generation and store kind
+//! and roles give a Secrets Manager client, cached per config object, generation and owner
 //! for a few minutes. Secret references resolve in the config's namespace; a tenant's config
 //! naming another namespace, or relying on the provider's own credentials, is refused.
 

@@ -325,15 +325,21 @@ async fn web_identity_and_the_tenant_boundary() {
             let r = provider_ref("SecretsManager", "irsa", "", "Provider");
             assert_eq!(get_text(c, get(&r, &ns, &key, "", "")).await.unwrap(), "v");
 
-            for (name, kind, want) in [
-                ("foreign-keys", "Provider", "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
-                ("ambient", "Provider", "uses the provider's own credentials"),
-                ("ambient", "ClusterProvider", "uses the provider's own credentials"),
+            // The reconciler names the manifest's namespace as the config namespace for a
+            // Provider and for a ManifestNamespace ClusterProvider: both reach the tenant's config.
+            for (name, kind, config_ns, want) in [
+                ("foreign-keys", "Provider", "", "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
+                ("foreign-keys", "Provider", ns.as_str(), "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
+                ("foreign-keys", "ClusterProvider", ns.as_str(), "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
+                ("ambient", "Provider", "", "uses the provider's own credentials"),
+                ("ambient", "Provider", ns.as_str(), "uses the provider's own credentials"),
+                ("ambient", "ClusterProvider", "", "uses the provider's own credentials"),
+                ("ambient", "ClusterProvider", ns.as_str(), "uses the provider's own credentials"),
             ] {
-                let r = provider_ref("SecretsManager", name, "", kind);
+                let r = provider_ref("SecretsManager", name, config_ns, kind);
                 let e = get_text(c, get(&r, &ns, &key, "", "")).await.unwrap_err();
-                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind}: {e:?}");
-                assert!(e.message().contains(want), "{name} via {kind}: {}", e.message());
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind} ({config_ns:?}): {e:?}");
+                assert!(e.message().contains(want), "{name} via {kind} ({config_ns:?}): {}", e.message());
             }
             // The operator's config (a ClusterProvider naming the config's namespace) may use the
             // provider's own credentials and name Secrets anywhere.

@@ -41,10 +41,21 @@ impl std::fmt::Display for NamedKind {
     }
 }
 
+/// Whether the configuration a request reaches is owned by the cluster operator: it came
+/// through a ClusterProvider that names the configuration's namespace (`providerRef.namespace`,
+/// `authenticationScope: ProviderNamespace`), which then differs from the manifest's namespace.
+/// The reconciler sends the manifest's namespace as the configuration namespace for a namespaced
+/// Provider and for a `ManifestNamespace` ClusterProvider, so both are tenant-owned here, as is
+/// every request that does not say. (A ProviderNamespace ClusterProvider used by a manifest in
+/// the configuration's own namespace is judged tenant-owned too: the narrow rule.)
+pub fn operator_owned(ctx: &RequestContext) -> bool {
+    ctx.is_cluster_provider() && !ctx.namespace.is_empty() && ctx.namespace != ctx.source_namespace
+}
+
 /// The namespace an object named by the configuration is read from: the configuration's own
-/// unless the reference names another one, which only a configuration reached through a
-/// ClusterProvider may do; a namespaced Provider's configuration naming another namespace is
-/// refused with `PERMISSION_DENIED`.
+/// unless the reference names another one, which only an operator-owned configuration
+/// ([`operator_owned`]) may do; a tenant's configuration naming another namespace is refused
+/// with `PERMISSION_DENIED`.
 pub fn named_namespace<'a>(
     ctx: &'a RequestContext,
     field: &str,
@@ -55,12 +66,12 @@ pub fn named_namespace<'a>(
     let own = ctx.config_namespace();
     match namespace.filter(|ns| !ns.is_empty()) {
         None => Ok(own),
-        Some(ns) if ns == own || ctx.is_cluster_provider() => Ok(ns),
+        Some(ns) if ns == own || operator_owned(ctx) => Ok(ns),
         Some(ns) => Err(ProviderError::PermissionDenied(format!(
             "{} {own}/{}: {field}.namespace {ns:?}: {kind} {name:?} is outside namespace {own:?} where this \
              configuration lives, and a configuration in a tenant namespace may only name objects of its own \
              namespace; remove {field}.namespace, or have the cluster operator serve this store through a \
-             ClusterProvider",
+             ClusterProvider with authenticationScope ProviderNamespace",
             ctx.kind, ctx.name
         ))),
     }
@@ -70,12 +81,13 @@ pub fn named_namespace<'a>(
 /// credentials: its ServiceAccount token file, its cloud credentials chain). Only the cluster
 /// operator's configurations may; a tenant's must name credentials of its namespace.
 pub fn require_operator_owned(ctx: &RequestContext, what: &str) -> Result<(), ProviderError> {
-    if ctx.is_cluster_provider() && !ctx.namespace.is_empty() {
+    if operator_owned(ctx) {
         return Ok(());
     }
     Err(ProviderError::PermissionDenied(format!(
         "{} {}/{}: {what} uses the provider's own credentials, which only a configuration owned by the cluster \
-         operator (reached through a ClusterProvider with providerRef.namespace) may do; name credentials in \
+         operator (reached through a ClusterProvider with authenticationScope ProviderNamespace and \
+         providerRef.namespace) may do; name credentials in \
          namespace {:?} instead",
         ctx.kind,
         ctx.config_namespace(),
@@ -273,8 +285,9 @@ impl ClusterRefs {
 /// again (rotated Secrets, expiring tokens and assumed roles).
 pub const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Which cached client serves a request: the configuration object, its generation and the
-/// store kind it was reached through (references resolve differently per kind).
+/// Which cached client serves a request: the configuration object, its generation and whether
+/// the request reached it as the operator's ([`operator_owned`]): what a configuration may name
+/// depends on that, so a client built for the operator never serves a tenant's request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct CacheKey {
     /// Namespace of the config object.
@@ -283,8 +296,8 @@ pub struct CacheKey {
     pub name: String,
     /// `metadata.generation` of the config object.
     pub generation: i64,
-    /// Store kind the request came through.
-    pub store_kind: crate::StoreRefKind,
+    /// Whether the config was reached as operator-owned.
+    pub operator: bool,
 }
 
 impl CacheKey {
@@ -294,7 +307,7 @@ impl CacheKey {
             namespace: ctx.config_namespace().to_string(),
             name: ctx.name.clone(),
             generation: generation.unwrap_or_default(),
-            store_kind: ctx.store_ref_kind,
+            operator: operator_owned(ctx),
         }
     }
 }
@@ -356,6 +369,10 @@ mod tests {
     use keyward_proto::v1::ProviderReference;
 
     fn ctx(ns: &str, kind: &str) -> RequestContext {
+        ctx_from(ns, kind, "team-a")
+    }
+
+    fn ctx_from(ns: &str, kind: &str, source: &str) -> RequestContext {
         let r = ProviderReference {
             api_version: "provider.external-secrets.io/v2alpha1".into(),
             kind: "Vault".into(),
@@ -363,7 +380,7 @@ mod tests {
             namespace: ns.into(),
             store_ref_kind: kind.into(),
         };
-        check_provider_ref("GetSecret", Some(&r), "team-a", true).expect("valid")
+        check_provider_ref("GetSecret", Some(&r), source, true).expect("valid")
     }
 
     #[test]
@@ -379,36 +396,53 @@ mod tests {
         let operator = ctx("keyward", "ClusterProvider");
         assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", Some("creds")).expect("operator"), "creds");
         assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", None).expect("own"), "keyward");
+        // What the reconciler sends for a ManifestNamespace ClusterProvider: the manifest's
+        // namespace as the config namespace. That config is the tenant's.
+        let manifest_scope = ctx("team-a", "ClusterProvider");
+        let e = named_namespace(&manifest_scope, "f", NamedKind::Secret, "s", Some("keyward")).expect_err("tenant");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        let provider = ctx("team-a", "Provider");
+        assert!(named_namespace(&provider, "f", NamedKind::Secret, "s", Some("keyward")).is_err());
     }
 
     #[test]
     fn ambient_credentials_are_for_the_operator_only() {
         assert!(require_operator_owned(&ctx("keyward", "ClusterProvider"), "x").is_ok());
-        for c in [ctx("", "Provider"), ctx("", "ClusterProvider"), ctx("team-a", "Provider")] {
+        let tenants = [
+            ctx("", "Provider"),
+            ctx("", "ClusterProvider"),
+            ctx("team-a", "Provider"),
+            ctx("team-a", "ClusterProvider"),
+            ctx_from("keyward", "ClusterProvider", "keyward"),
+        ];
+        for c in tenants {
             let e = require_operator_owned(&c, "the default credentials chain").expect_err("tenant");
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
         }
     }
 
     #[test]
-    fn cache_is_keyed_by_config_generation_and_store_kind() {
-        use crate::StoreRefKind::{ClusterProvider, Provider};
-        let key = |name: &str, generation, store_kind| CacheKey {
+    fn cache_is_keyed_by_config_generation_and_owner() {
+        let key = |name: &str, generation, operator| CacheKey {
             namespace: "team-a".into(),
             name: name.into(),
             generation,
-            store_kind,
+            operator,
         };
         let cache = ClientCache::<&str>::default();
-        cache.put(key("v", 1, Provider), "gen1");
-        assert_eq!(cache.get(&key("v", 1, Provider)), Some("gen1"));
-        assert_eq!(cache.get(&key("v", 1, ClusterProvider)), None, "store kind matters");
-        cache.put(key("v", 2, Provider), "gen2");
-        assert_eq!(cache.get(&key("v", 1, Provider)), None, "a new generation replaces the old");
+        cache.put(key("v", 1, false), "gen1");
+        assert_eq!(cache.get(&key("v", 1, false)), Some("gen1"));
+        assert_eq!(cache.get(&key("v", 1, true)), None, "the owner matters");
+        cache.put(key("v", 2, false), "gen2");
+        assert_eq!(cache.get(&key("v", 1, false)), None, "a new generation replaces the old");
         assert_eq!(cache.len(), 1);
-        cache.evict(&key("v", 2, Provider));
+        cache.evict(&key("v", 2, false));
         assert!(cache.is_empty());
-        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, Provider));
+        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
+        // The same ClusterProvider config reached from its own namespace is the narrow case.
+        let from_elsewhere = CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-b"), Some(3));
+        assert_eq!(from_elsewhere, key("v", 3, true));
+        assert_ne!(CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-a"), Some(3)), from_elsewhere);
     }
 
     #[test]

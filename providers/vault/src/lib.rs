@@ -2,7 +2,7 @@
 //!
 //! Each request names a `Vault` config object (`provider.external-secrets.io/v2alpha1`), read
 //! from `providerRef.namespace` when set, else from the source namespace. Its server, CA and
-//! login method give a Vault client, cached per config object, generation and store kind for a
+//! login method give a Vault client, cached per config object, generation and owner for a
 //! few minutes; the client's token is renewed before it expires and replaced by a new login
 //! when Vault refuses it. Secret and ServiceAccount references resolve in the config's
 //! namespace; a tenant's config naming another namespace, or relying on the provider's own

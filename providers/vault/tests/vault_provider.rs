@@ -364,19 +364,29 @@ async fn logins_renewal_relogin_and_the_tenant_boundary() {
             config(&client, &ns, "foreign-sa", json!({"server": v.address(), "path": "secret",
                 "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "default", "namespace": other}}}}))
             .await;
-            for (name, kind, want) in [
-                ("foreign", "Provider", "spec.auth.tokenSecretRef.namespace"),
-                ("foreign-sa", "Provider", "spec.auth.kubernetes.serviceAccountRef.namespace"),
-                ("ambient", "Provider", "uses the provider's own credentials"),
+            // A Provider, and a ManifestNamespace ClusterProvider (the reconciler names the
+            // manifest's namespace as the config namespace for both), reach the tenant's config.
+            for (name, kind, config_ns, want) in [
+                ("foreign", "Provider", "", "spec.auth.tokenSecretRef.namespace"),
+                ("foreign", "Provider", ns.as_str(), "spec.auth.tokenSecretRef.namespace"),
+                ("foreign", "ClusterProvider", ns.as_str(), "spec.auth.tokenSecretRef.namespace"),
+                ("foreign-sa", "Provider", "", "spec.auth.kubernetes.serviceAccountRef.namespace"),
+                ("foreign-sa", "ClusterProvider", ns.as_str(), "spec.auth.kubernetes.serviceAccountRef.namespace"),
+                ("ambient", "Provider", "", "uses the provider's own credentials"),
+                ("ambient", "ClusterProvider", ns.as_str(), "uses the provider's own credentials"),
             ] {
-                let r = provider_ref("Vault", name, "", kind);
+                let r = provider_ref("Vault", name, config_ns, kind);
                 let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
-                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind}: {e:?}");
-                assert!(e.message().contains(want), "{name} via {kind}: {}", e.message());
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind} ({config_ns:?}): {e:?}");
+                assert!(e.message().contains(want), "{name} via {kind} ({config_ns:?}): {}", e.message());
             }
-            // The operator's config may name Secrets of other namespaces.
+            // The operator's config (a ClusterProvider naming it for a manifest elsewhere) may
+            // name Secrets of other namespaces; the client built for it does not serve the
+            // tenant's request for the same config afterwards.
             let r = provider_ref("Vault", "foreign", &ns, "ClusterProvider");
             assert_eq!(get_text(c, get(&r, "elsewhere", &key, "user", "")).await.unwrap(), "app");
+            let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "the operator's client is not reused: {e:?}");
             let _ = cp.kubectl().args(["delete", "clusterrolebinding", &binding]).output();
         })
         .await
