@@ -106,7 +106,20 @@ impl SecretsManagerProvider {
             Version::Stage(s) => req.version_stage(s),
             Version::Id(id) => req.version_id(id),
         };
-        let out = req.send().await.map_err(|e| self.fail(target, map_sdk_error(e, &format!("secret {name:?}"))))?;
+        let out = match req.send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let e = self.fail(target, map_sdk_error(e, &format!("secret {name:?}")));
+                // Secrets Manager refuses reads of a secret scheduled for deletion as an invalid
+                // request; for the deletion policies that secret is gone.
+                if matches!(e, ProviderError::InvalidArgument(_))
+                    && self.describe(target, name).await.ok().flatten().is_some_and(|d| d.deleted)
+                {
+                    return Err(ProviderError::NoSecret(format!("secret {name:?} is scheduled for deletion")));
+                }
+                return Err(e);
+            }
+        };
         if let Some(s) = out.secret_string() {
             return Ok(s.as_bytes().to_vec());
         }

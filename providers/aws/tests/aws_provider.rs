@@ -283,6 +283,41 @@ async fn pushes_deletes_and_assumes_roles() {
         c.delete_secret(delete("pushed/db", "")).await.expect("deleting what is gone succeeds");
         c.delete_secret(delete("foreign", "")).await.unwrap();
         assert!(sm.get_secret_value().secret_id(format!("{prefix}foreign")).send().await.is_ok(), "kept");
+
+        // With a recovery window the secret is only scheduled for deletion: gone for reads,
+        // existence checks and pushes, restorable in the store.
+        config(
+            &client,
+            &ns,
+            "windowed",
+            json!({"region": REGION, "auth": keys(None), "prefix": prefix,
+                   "secretsManager": {"recoveryWindowInDays": 7}}),
+        )
+        .await;
+        let w = provider_ref("SecretsManager", "windowed", "", "Provider");
+        let mut wpush = push("password", "windowed", "", serde_json::Value::Null);
+        wpush.provider_ref = Some(w.clone());
+        c.push_secret(wpush.clone()).await.unwrap();
+        let mut wdelete = delete("windowed", "");
+        wdelete.provider_ref = Some(w.clone());
+        c.delete_secret(wdelete.clone()).await.unwrap();
+        let described = sm.describe_secret().secret_id(format!("{prefix}windowed")).send().await.unwrap();
+        let deleted = described.deleted_date().expect("scheduled for deletion, not deleted");
+        let in_days = (deleted.secs()
+            - aws_sdk_secretsmanager::primitives::DateTime::from(std::time::SystemTime::now()).secs())
+            / 86_400;
+        assert!((6..=7).contains(&in_days), "deletion date in {in_days} days, want the 7-day window");
+        let mut wexists = exists("windowed", "");
+        wexists.provider_ref = Some(w.clone());
+        assert!(!c.secret_exists(wexists).await.unwrap().into_inner().exists, "scheduled is gone");
+        let read = get_text(c, get(&w, &ns, "windowed", "", "")).await.unwrap_err();
+        assert_eq!(read.code(), tonic::Code::NotFound, "{read:?}");
+        let again = c.push_secret(wpush).await.unwrap_err();
+        assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+        assert!(again.message().contains("scheduled for deletion"), "{}", again.message());
+        c.delete_secret(wdelete).await.expect("deleting a scheduled secret again succeeds");
+        sm.restore_secret().secret_id(format!("{prefix}windowed")).send().await.unwrap();
+        assert_eq!(get_text(c, get(&w, &ns, "windowed", "", "")).await.unwrap(), "p1", "restored");
     })
     .await;
     drop(p.child);
