@@ -394,7 +394,7 @@ impl Provider for SecretsManagerProvider {
             .send()
             .await
             .map_err(|e| self.fail(&target, map_sdk_error(e, "GetCallerIdentity")))?;
-        tracing::debug!(arn = who.arn().unwrap_or_default(), "validated credentials");
+        tracing::info!(arn = who.arn().unwrap_or_default(), "validated credentials");
         Ok(vec![])
     }
 

@@ -388,3 +388,70 @@ async fn web_identity_and_the_tenant_boundary() {
     .await;
     drop(p.child);
 }
+
+/// The provider's own web identity (IRSA style: `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE`
+/// in its environment, no keys) through the SDK's default chain, for the operator's config.
+#[tokio::test(flavor = "multi_thread")]
+async fn default_chain_web_identity_serves_the_operator_config() {
+    let moto = Moto::start();
+    let sm = sm(&moto).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    with_temp_namespace(&[], |client, ns| async move {
+        // A real ServiceAccount token, as the kubelet would project it into the provider's Pod.
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+        sas.create(&PostParams::default(), &ServiceAccount { metadata: meta("provider"), ..Default::default() })
+            .await
+            .unwrap();
+        let request = k8s_openapi::api::authentication::v1::TokenRequest {
+            spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
+                audiences: Some(vec!["sts.amazonaws.com".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let token = sas.create_token_request("provider", &PostParams::default(), &request).await.unwrap();
+        std::fs::write(&token_file, token.status.unwrap().token.unwrap()).unwrap();
+
+        let pki = TestPki::new().unwrap();
+        let endpoint = moto.endpoint();
+        let env = [
+            ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/provider-irsa"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap()),
+            ("AWS_ROLE_SESSION_NAME", "keyward"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ];
+        let (child, grpc, health) = spawn_provider("keyward-provider-aws", pki.tls_dir(), &env).await;
+        if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+            panic!("{e}\n{}", child.log());
+        }
+        let mut c = connect(grpc, pki.ca.cert_pem(), Some(&pki.client().unwrap())).await.unwrap();
+
+        sm.create_secret().name(format!("{ns}-op")).secret_string("operator-value").send().await.unwrap();
+        config(&client, &ns, "ambient", json!({"region": REGION})).await;
+        // The operator's config: a ClusterProvider naming the config's namespace, used elsewhere.
+        let r = provider_ref("SecretsManager", "ambient", &ns, "ClusterProvider");
+        let v = c
+            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: "elsewhere".into() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(v.valid, "{v:?}\n{}", child.log());
+        assert!(
+            child.log().contains("assumed-role/provider-irsa"),
+            "the default chain assumed the role of the web identity:\n{}",
+            child.log()
+        );
+        assert_eq!(
+            get_text(&mut c, get(&r, "elsewhere", &format!("{ns}-op"), "", "")).await.unwrap(),
+            "operator-value"
+        );
+        // The same config reached as the tenant's is refused before any call.
+        let tenant = provider_ref("SecretsManager", "ambient", &ns, "Provider");
+        let e = get_text(&mut c, get(&tenant, &ns, &format!("{ns}-op"), "", "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        drop(child);
+    })
+    .await;
+}
