@@ -75,27 +75,44 @@ pub struct VaultDev {
     port: u16,
     root_token: String,
     bin: PathBuf,
+    /// With `-dev-tls`: the directory of the CA, certificate and key the server generated.
+    tls_dir: Option<tempfile::TempDir>,
 }
 
 impl VaultDev {
-    /// Builds Vault (first run) and starts a dev server on a free loopback port.
+    /// Builds Vault (first run) and starts a dev server on a free loopback port (plain HTTP).
     pub fn start() -> VaultDev {
+        VaultDev::start_with(false)
+    }
+
+    /// Like [`VaultDev::start`], serving HTTPS with a certificate for `127.0.0.1` signed by a CA
+    /// the server generates (`-dev-tls`); [`VaultDev::ca_pem`] is that CA.
+    pub fn start_tls() -> VaultDev {
+        VaultDev::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> VaultDev {
         let bin = cached_tool("build-vault.sh").join("vault");
         let port = free_port();
         let root_token = format!("root-{:016x}", rand::random::<u64>());
+        let tls_dir = tls.then(|| tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir for vault TLS: {e}")));
         let mut cmd = Command::new(&bin);
         cmd.args(["server", "-dev", "-dev-no-store-token"])
             .arg(format!("-dev-root-token-id={root_token}"))
             .arg(format!("-dev-listen-address=127.0.0.1:{port}"))
             // Dev servers otherwise read ~/.vault-token and the machine's VAULT_* settings.
             .env_remove("VAULT_ADDR")
-            .env_remove("VAULT_TOKEN");
+            .env_remove("VAULT_TOKEN")
+            .env_remove("VAULT_CACERT");
+        if let Some(dir) = &tls_dir {
+            cmd.arg("-dev-tls").arg(format!("-dev-tls-cert-dir={}", dir.path().display()));
+        }
         let mut process = spawn_logged("vault", cmd);
         wait_for_port(port, &mut process, "vault server -dev");
         // The dev server's cluster listener takes the next port once unsealed; wait for it too, so
         // no later free_port() of the test can hand that port to another process.
         wait_for_port(port + 1, &mut process, "vault server -dev (cluster listener)");
-        let vault = VaultDev { process, port, root_token, bin };
+        let vault = VaultDev { process, port, root_token, bin, tls_dir };
         // Unsealed and the KV mount ready.
         let start = Instant::now();
         while vault.try_cli(&["kv", "list", "secret/"]).is_err_and(|e| !e.contains("No value found")) {
@@ -105,9 +122,19 @@ impl VaultDev {
         vault
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls_dir.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The PEM CA that signs the server's certificate (a TLS server only).
+    ///
+    /// # Panics
+    /// When the server does not serve TLS or its CA cannot be read.
+    pub fn ca_pem(&self) -> String {
+        let dir = self.tls_dir.as_ref().unwrap_or_else(|| panic!("this vault dev server does not serve TLS"));
+        std::fs::read_to_string(dir.path().join("vault-ca.pem")).unwrap_or_else(|e| panic!("read vault-ca.pem: {e}"))
     }
 
     /// The root token.
@@ -122,10 +149,13 @@ impl VaultDev {
 
     /// Runs the `vault` CLI against this server as root; returns stdout or stderr.
     pub fn try_cli_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-        let mut child = Command::new(&self.bin)
-            .args(args)
-            .env("VAULT_ADDR", self.address())
-            .env("VAULT_TOKEN", &self.root_token)
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args).env("VAULT_ADDR", self.address()).env("VAULT_TOKEN", &self.root_token);
+        match &self.tls_dir {
+            Some(dir) => cmd.env("VAULT_CACERT", dir.path().join("vault-ca.pem")),
+            None => cmd.env_remove("VAULT_CACERT"),
+        };
+        let mut child = cmd
             .env_remove("VAULT_NAMESPACE")
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())

@@ -202,6 +202,22 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
     Err(ProviderError::BadConfig("spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes or jwt".into()))
 }
 
+/// An error with its causes (`a: b: c`): reqwest's own message leaves out why a connection
+/// failed, such as a certificate signed by an unknown CA.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 fn errors_of(body: &Value) -> String {
     body.get("errors")
         .and_then(Value::as_array)
@@ -254,7 +270,7 @@ impl VaultClient {
         }
         let resp = req.send().await.map_err(|e| {
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
-            ProviderError::Unavailable(format!("request to Vault at {} {kind}: {e}", self.server))
+            ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, causes(&e)))
         })?;
         let status = resp.status().as_u16();
         let bytes =

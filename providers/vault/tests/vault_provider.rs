@@ -393,3 +393,54 @@ async fn logins_renewal_relogin_and_the_tenant_boundary() {
     })
     .await;
 }
+
+/// A Vault server on HTTPS with its own CA: reached with the CA inline (`caBundle`), from a
+/// ConfigMap or a Secret (`caProvider`); refused without it; a tenant's `caProvider` naming
+/// another namespace is refused before any request.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_with_ca_bundle_and_ca_provider() {
+    use base64::Engine;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let v = VaultDev::start_tls();
+    let mut p = start_provider().await;
+    let ca = v.ca_pem();
+    with_temp_namespace(&[], |client, ns| async move {
+        let key = format!("{ns}/db");
+        v.cli(&["kv", "put", &format!("secret/{key}"), "user=tls"]);
+        v.policy("keyward", POLICY);
+        secret(&client, &ns, "vault-token", &[("token", &token(&v, &[])), ("ca.crt", &ca)]).await;
+        let cm = ConfigMap {
+            metadata: ObjectMeta { name: Some("vault-ca".into()), ..Default::default() },
+            data: Some([("ca.crt".to_string(), ca.clone())].into()),
+            ..Default::default()
+        };
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap();
+        let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&ca);
+        let base = |extra: serde_json::Value| {
+            let mut spec = json!({"server": v.address(), "path": "secret", "auth": auth});
+            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            spec
+        };
+        config(&client, &ns, "inline", base(json!({"caBundle": b64}))).await;
+        config(&client, &ns, "configmap", base(json!({"caProvider": {"type": "ConfigMap", "name": "vault-ca", "key": "ca.crt"}}))).await;
+        config(&client, &ns, "secret", base(json!({"caProvider": {"type": "Secret", "name": "vault-token", "key": "ca.crt"}}))).await;
+        config(&client, &ns, "system-roots", base(json!({}))).await;
+        config(&client, &ns, "foreign-ca", base(json!({"caProvider": {"type": "ConfigMap", "name": "vault-ca", "key": "ca.crt", "namespace": "kube-system"}}))).await;
+        let c = &mut p.client;
+        for name in ["inline", "configmap", "secret"] {
+            let r = provider_ref("Vault", name, "", "Provider");
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap(), "tls", "{name}");
+        }
+        let r = provider_ref("Vault", "system-roots", "", "Provider");
+        let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "an unknown CA: {e:?}");
+        assert!(e.message().contains("certificate"), "{}", e.message());
+        let r = provider_ref("Vault", "foreign-ca", "", "Provider");
+        let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("spec.caProvider.namespace"), "{}", e.message());
+    })
+    .await;
+    drop(p.child);
+}
