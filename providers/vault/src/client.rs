@@ -69,6 +69,22 @@ fn pem_certs(pem: &[u8], field: &str) -> Result<Vec<CertificateDer<'static>>, Pr
         .map_err(|e| ProviderError::BadConfig(format!("{field}: not a PEM certificate: {e}")))
 }
 
+/// rustls on ring with the safe protocol versions.
+fn tls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, ProviderError> {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))
+}
+
+/// The HTTPS client over a TLS configuration.
+fn http_client(tls: rustls::ClientConfig) -> Result<reqwest::Client, ProviderError> {
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| ProviderError::Internal(format!("building the HTTPS client: {e}")))
+}
+
 async fn tls_config(
     refs: &ClusterRefs,
     ctx: &RequestContext,
@@ -88,11 +104,7 @@ async fn tls_config(
             roots.add_parsable_certificates(native.certs);
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))?
-        .with_root_certificates(roots);
+    let builder = tls_builder()?.with_root_certificates(roots);
     let tls = spec.tls.as_ref().and_then(|t| Some((t.cert_secret_ref.as_ref()?, t.key_secret_ref.as_ref()?)));
     let Some((cert, key)) = tls else {
         return Ok(builder.with_no_client_auth());
@@ -229,12 +241,7 @@ impl VaultClient {
     /// Builds a client for the server, CA and credentials `spec` describes. Nothing is sent to
     /// Vault yet; the first call logs in.
     pub async fn build(refs: &ClusterRefs, ctx: &RequestContext, spec: &VaultSpec) -> Result<Self, ProviderError> {
-        let tls = tls_config(refs, ctx, spec).await?;
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| ProviderError::Internal(format!("building the HTTPS client: {e}")))?;
+        let http = http_client(tls_config(refs, ctx, spec).await?)?;
         let login = login_method(refs, ctx, &spec.auth).await?;
         let namespace = spec.namespace.clone().filter(|n| !n.is_empty());
         Ok(VaultClient {
@@ -404,11 +411,156 @@ impl VaultClient {
 
     /// Looks the token up: proves the login works.
     pub async fn lookup_self(&self) -> Result<Value, ProviderError> {
-        self.token().await?;
-        let ns = self.auth_namespace.as_deref().or(self.namespace.as_deref()).map(str::to_string);
         let token = self.token().await?;
-        let (status, body) =
-            self.send(Method::GET, "auth/token/lookup-self", Some(&token), ns.as_deref(), None, &[]).await?;
+        let ns = self.auth_namespace.as_deref();
+        let (status, body) = self.send(Method::GET, "auth/token/lookup-self", Some(&token), ns, None, &[]).await?;
         if status == 200 { Ok(body) } else { Err(map_status(status, &errors_of(&body), "looking up the Vault token")) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// One request as a server saw it.
+    #[derive(Debug)]
+    struct Seen {
+        line: String,
+        headers: Vec<(String, String)>,
+    }
+
+    impl Seen {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        }
+    }
+
+    /// An HTTP/1.1 listener answering each connection with the next `(status, body)` and
+    /// recording what it received. Vault Enterprise namespaces cannot be exercised against the
+    /// open-source dev server (it ignores the header), so this checks what the client sends.
+    async fn listener(answers: Vec<(u16, &'static str)>) -> (String, tokio::task::JoinHandle<Vec<Seen>>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = format!("http://{}", l.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for (status, body) in answers {
+                let (mut conn, _) = l.accept().await.expect("accept");
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let head_end = loop {
+                    let n = conn.read(&mut chunk).await.expect("read");
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i;
+                    }
+                    assert!(n > 0, "connection closed mid-request");
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let mut lines = head.lines();
+                let line = lines.next().unwrap_or_default().to_string();
+                let headers: Vec<(String, String)> = lines
+                    .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+                    .collect();
+                let length: usize = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                while buf.len() < head_end + 4 + length {
+                    let n = conn.read(&mut chunk).await.expect("read body");
+                    assert!(n > 0, "connection closed mid-body");
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                conn.write_all(answer.as_bytes()).await.expect("write");
+                seen.push(Seen { line, headers });
+            }
+            seen
+        });
+        (addr, task)
+    }
+
+    fn client(server: String, namespace: Option<&str>, auth_namespace: Option<&str>) -> VaultClient {
+        let tls =
+            tls_builder().expect("tls").with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
+        VaultClient {
+            http: http_client(tls).expect("http"),
+            server,
+            namespace: namespace.map(str::to_string),
+            auth_namespace: auth_namespace.map(str::to_string),
+            login: Login::Post { mount: "approle".into(), body: json!({"role_id": "r", "secret_id": "s"}) },
+            token: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    const LOGIN_T1: &str = r#"{"auth":{"client_token":"t1","renewable":true,"lease_duration":3600}}"#;
+    const LOGIN_T2: &str = r#"{"auth":{"client_token":"t2","renewable":true,"lease_duration":3600}}"#;
+    const DATA: &str = r#"{"data":{"data":{"user":"app"}}}"#;
+
+    #[tokio::test]
+    async fn namespace_headers_on_login_and_on_calls() {
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (200, DATA), (200, DATA)]).await;
+        let c = client(addr, Some("team-a"), Some("admin"));
+        let body = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read");
+        assert_eq!(body["data"]["data"]["user"], "app");
+        c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read again");
+        let seen = seen.await.expect("listener");
+        assert_eq!(seen.len(), 3, "one login, two reads: {seen:?}");
+        assert_eq!(seen[0].line, "POST /v1/auth/approle/login HTTP/1.1");
+        assert_eq!(seen[0].header("x-vault-namespace"), Some("admin"), "the login goes to auth.namespace");
+        assert_eq!(seen[0].header("x-vault-token"), None);
+        for read in &seen[1..] {
+            assert_eq!(read.line, "GET /v1/secret/data/db HTTP/1.1");
+            assert_eq!(read.header("x-vault-namespace"), Some("team-a"), "calls go to spec.namespace");
+            assert_eq!(read.header("x-vault-token"), Some("t1"), "the token is reused");
+        }
+
+        // Without namespaces no header is sent; auth.namespace defaults to spec.namespace in
+        // build(), tested through the config there.
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (200, DATA)]).await;
+        client(addr, None, None).ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read");
+        assert!(seen.await.expect("listener").iter().all(|s| s.header("x-vault-namespace").is_none()));
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_replaced_by_a_new_login_once() {
+        let forbidden = r#"{"errors":["permission denied"]}"#;
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (403, forbidden), (200, LOGIN_T2), (200, DATA)]).await;
+        let c = client(addr, None, None);
+        c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read after a new login");
+        let seen = seen.await.expect("listener");
+        assert_eq!(seen[3].header("x-vault-token"), Some("t2"), "{seen:?}");
+
+        // A second refusal right after the new login is the caller's answer, not a loop.
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (403, forbidden), (200, LOGIN_T2), (403, forbidden)]).await;
+        let e = client(addr, None, None).ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("permission denied"), "{e}");
+        assert_eq!(seen.await.expect("listener").len(), 4);
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn causes_are_joined() {
+        let e = Outer(std::io::Error::other("invalid peer certificate: UnknownIssuer"));
+        assert_eq!(causes(&e), "error sending request: invalid peer certificate: UnknownIssuer");
     }
 }
