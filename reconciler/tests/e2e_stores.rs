@@ -279,11 +279,17 @@ async fn run(store: &dyn Store) {
                 (store.read_pw(&pushed).as_deref() == Some("pushed-1")).then_some(())
             })
             .await;
+            // Round trip: an ExternalSecret reads the pushed value back through the same store.
+            let mut back = external_secret("pushed-back", &ns, ("tenant", "Provider"), &pushed);
+            back["spec"]["data"][0]["remoteRef"]["property"] = json!("pw");
+            apply(&ess, back).await;
+            synced("pushed-back", "pushed-1").await;
             apply(&secrets, secret_manifest("source", &[("password", "pushed-2".into())])).await;
             eventually("updated push in the store", WAIT, || async {
                 (store.read_pw(&pushed).as_deref() == Some("pushed-2")).then_some(())
             })
             .await;
+            synced("pushed-back", "pushed-2").await;
             pss.delete("push", &Default::default()).await.unwrap();
             eventually("push deleted from the store", WAIT, || async {
                 store.read_pw(&pushed).is_none().then_some(())
