@@ -122,6 +122,94 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
     .await;
 }
 
+/// The Vault and AWS providers are off by default; enabled, each gets its Deployment (running
+/// its own binary), Service, ServiceAccount and a ClusterRole with only what its configs name,
+/// and the API server accepts the objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_providers_deploy_with_their_own_rules_when_enabled() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        let cp = control_plane().await;
+        let f = format!("{ns}-stores");
+        // The chart's own provider entries, switched on (`--set` on a list index would replace
+        // the whole list).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let defaults = std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml");
+        let defaults: serde_yaml::Value = serde_yaml::from_str(&defaults).expect("values yaml");
+        let mut providers = defaults["providers"].as_sequence().cloned().expect("providers list");
+        for p in providers.iter_mut() {
+            if matches!(p["name"].as_str(), Some("vault" | "aws")) {
+                p["enabled"] = true.into();
+            }
+        }
+        let mut on = serde_yaml::Mapping::new();
+        on.insert("providers".into(), serde_yaml::Value::Sequence(providers));
+        let values = write_values(dir.path(), "stores.yaml", &serde_yaml::to_string(&on).expect("yaml"));
+        let render = |enable: bool| {
+            let mut cmd = helm(cp.kubeconfig());
+            cmd.args(["template", "kw"]).arg(chart_dir()).args(["-n", &ns, "--set", &format!("fullnameOverride={f}")]);
+            if enable {
+                cmd.arg("-f").arg(&values);
+            }
+            run(cmd)
+        };
+        let off = render(false);
+        assert!(!off.contains("keyward-provider-vault") && !off.contains("keyward-provider-aws"), "off by default");
+        let rendered = render(true);
+        let (ok, out) = kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
+        assert!(ok, "server-side dry run refused the chart with the store providers:\n{out}");
+        let docs: Vec<serde_json::Value> = rendered
+            .split("\n---")
+            .filter_map(|d| serde_yaml::from_str::<serde_json::Value>(d).ok())
+            .filter(|d| d.is_object())
+            .collect();
+        let find = |kind: &str, name: &str| {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{kind} {name} not rendered"))
+                .clone()
+        };
+        for (p, binary, own_kind, core) in [
+            ("vault", "keyward-provider-vault", "vaults", vec!["secrets", "configmaps", "serviceaccounts/token"]),
+            (
+                "aws",
+                "keyward-provider-aws",
+                "secretsmanagers",
+                vec!["secrets", "serviceaccounts", "serviceaccounts/token"],
+            ),
+        ] {
+            let name = format!("{f}-provider-{p}");
+            let d = find("Deployment", &name);
+            let pod = &d["spec"]["template"]["spec"];
+            assert_eq!(pod["containers"][0]["command"], serde_json::json!([binary]), "{p}");
+            assert_eq!(pod["serviceAccountName"], name.as_str(), "{p}: own ServiceAccount");
+            find("Service", &name);
+            find("ServiceAccount", &name);
+            let rules = find("ClusterRole", &name)["rules"].as_array().cloned().unwrap_or_default();
+            let resources = |group: &str| -> Vec<String> {
+                rules
+                    .iter()
+                    .filter(|r| r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == group)))
+                    .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+                    .filter_map(|r| r.as_str().map(str::to_string))
+                    .collect()
+            };
+            assert_eq!(resources("provider.external-secrets.io"), [own_kind], "{p}: only its own config kind");
+            let mut got = resources("");
+            got.sort();
+            let mut want: Vec<String> = core.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            assert_eq!(got, want, "{p}: core resources");
+            let verbs: Vec<String> = rules
+                .iter()
+                .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            assert!(verbs.iter().all(|v| v == "get" || v == "create"), "{p}: read and TokenRequest only: {verbs:?}");
+        }
+    })
+    .await;
+}
+
 async fn assert_common_objects(client: &Client, ns: &str, f: &str) {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let webhook = deployments.get(&format!("{f}-webhook")).await.expect("webhook Deployment");
