@@ -153,6 +153,30 @@ fn store_provider(kind: &str, name: &str, ns: &str, address: &str) -> serde_json
                "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind, "name": name}}}})
 }
 
+/// A ClusterProvider for the config `config`: in `config_ns` with `ProviderNamespace` scope,
+/// else in each manifest's namespace (`ManifestNamespace`).
+fn cluster_provider(
+    name: &str,
+    class: &str,
+    address: &str,
+    kind: &str,
+    config: &str,
+    config_ns: Option<&str>,
+) -> serde_json::Value {
+    let mut provider_ref = json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind, "name": config});
+    let scope = match config_ns {
+        Some(ns) => {
+            provider_ref["namespace"] = json!(ns);
+            "ProviderNamespace"
+        }
+        None => "ManifestNamespace",
+    };
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
+           "metadata": {"name": name, "labels": {CLASS_LABEL: class}},
+           "spec": {"authenticationScope": scope,
+                    "config": {"address": address, "providerRef": provider_ref}}})
+}
+
 fn external_secret(name: &str, ns: &str, store: (&str, &str), key: &str) -> serde_json::Value {
     json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
            "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
@@ -197,29 +221,12 @@ async fn run(store: &dyn Store) {
             }
             let cp_name = format!("{ns}-shared");
             let cps: Api<ClusterProvider> = Api::all(client.clone());
-            apply(
-                &cps,
-                json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
-                       "metadata": {"name": cp_name, "labels": {CLASS_LABEL: ns}},
-                       "spec": {"authenticationScope": "ProviderNamespace",
-                                "config": {"address": provider.address(), "providerRef": {
-                                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind,
-                                    "name": "shared", "namespace": operator}}}}),
-            )
-            .await;
+            let address = provider.address();
+            apply(&cps, cluster_provider(&cp_name, &ns, &address, kind, "shared", Some(&operator))).await;
             // A ManifestNamespace ClusterProvider reaches the config of the manifest's namespace:
             // the tenant's, so its reference to the operator's credentials is refused too.
             let cp_manifest = format!("{ns}-per-namespace");
-            apply(
-                &cps,
-                json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
-                       "metadata": {"name": cp_manifest, "labels": {CLASS_LABEL: ns}},
-                       "spec": {"authenticationScope": "ManifestNamespace",
-                                "config": {"address": provider.address(), "providerRef": {
-                                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": kind,
-                                    "name": "stolen"}}}}),
-            )
-            .await;
+            apply(&cps, cluster_provider(&cp_manifest, &ns, &address, kind, "stolen", None)).await;
 
             let db = format!("{ns}/db");
             store.put(&db, "app");
