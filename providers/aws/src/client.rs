@@ -60,16 +60,6 @@ fn loader(region: &str) -> aws_config::ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_string())).http_client(http)
 }
 
-async fn secret_text(
-    refs: &ClusterRefs,
-    ctx: &RequestContext,
-    field: &str,
-    sel: &keyward_crds::SecretKeySelector,
-) -> Result<String, ProviderError> {
-    let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
-    refs.secret_text(ns, &sel.name, sel.key.as_deref().unwrap_or_default(), field).await
-}
-
 fn with_credentials(conf: &SdkConfig, creds: Credentials) -> SdkConfig {
     conf.to_builder().credentials_provider(SharedCredentialsProvider::new(creds)).build()
 }
@@ -89,13 +79,14 @@ pub async fn build_config(
     let auth = spec.auth.as_ref();
     let mut role_used = false;
     let mut conf = if let Some(s) = auth.and_then(|a| a.secret_ref.as_ref()) {
-        let id =
-            secret_text(refs, ctx, "spec.auth.secretRef.accessKeyIDSecretRef", &s.access_key_id_secret_ref).await?;
-        let secret =
-            secret_text(refs, ctx, "spec.auth.secretRef.secretAccessKeySecretRef", &s.secret_access_key_secret_ref)
-                .await?;
+        let id = refs
+            .selected_secret_text(ctx, "spec.auth.secretRef.accessKeyIDSecretRef", &s.access_key_id_secret_ref)
+            .await?;
+        let secret = refs
+            .selected_secret_text(ctx, "spec.auth.secretRef.secretAccessKeySecretRef", &s.secret_access_key_secret_ref)
+            .await?;
         let token = match &s.session_token_secret_ref {
-            Some(t) => Some(secret_text(refs, ctx, "spec.auth.secretRef.sessionTokenSecretRef", t).await?),
+            Some(t) => Some(refs.selected_secret_text(ctx, "spec.auth.secretRef.sessionTokenSecretRef", t).await?),
             None => None,
         };
         let creds = Credentials::new(id, secret, token, None, "keyward-secret-ref");

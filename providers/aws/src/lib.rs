@@ -67,35 +67,32 @@ impl SecretsManagerProvider {
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
-        let config: SecretsManager = self.refs.config(ctx).await?;
-        let ns = ctx.config_namespace();
-        keyward_crds::rules::validate_secrets_manager(&config.spec)
-            .map_err(|e| ProviderError::BadConfig(format!("SecretsManager {ns}/{}: {e}", ctx.name)))?;
+        let config: SecretsManager = self
+            .refs
+            .valid_config(ctx, |c: &SecretsManager| keyward_crds::rules::validate_secrets_manager(&c.spec))
+            .await?;
         let key = CacheKey::of(ctx, config.metadata.generation);
-        if let Some(t) = self.clients.get(&key) {
-            return Ok(t);
-        }
-        let sdk = build_config(&self.refs, ctx, &config.spec).await?;
-        let opts = config.spec.secrets_manager.clone().unwrap_or_default();
-        let target = Target {
-            client: Client::new(&sdk),
-            sdk,
-            prefix: config.spec.prefix.clone().unwrap_or_default(),
-            force_delete: opts.force_delete_without_recovery,
-            recovery_days: opts.recovery_window_in_days,
-            key: key.clone(),
-        };
-        tracing::info!(generation = key.generation, region = %config.spec.region, "built a Secrets Manager client");
-        self.clients.put(key, target.clone());
-        Ok(target)
+        self.clients
+            .get_or_build(&key, async {
+                let sdk = build_config(&self.refs, ctx, &config.spec).await?;
+                let opts = config.spec.secrets_manager.clone().unwrap_or_default();
+                let region = &config.spec.region;
+                tracing::info!(generation = key.generation, region = %region, "built a Secrets Manager client");
+                Ok(Target {
+                    client: Client::new(&sdk),
+                    sdk,
+                    prefix: config.spec.prefix.clone().unwrap_or_default(),
+                    force_delete: opts.force_delete_without_recovery,
+                    recovery_days: opts.recovery_window_in_days,
+                    key: key.clone(),
+                })
+            })
+            .await
     }
 
     /// Refused credentials evict the cached client so the next call builds it again.
     fn fail(&self, target: &Target, e: ProviderError) -> ProviderError {
-        if matches!(e, ProviderError::Unauthenticated(_)) {
-            self.clients.evict(&target.key);
-        }
-        e
+        self.clients.evict_if_refused(&target.key, e)
     }
 
     /// The raw value of a secret version.

@@ -10,6 +10,7 @@
 use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use keyward_crds::SecretKeySelector;
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
@@ -163,6 +164,53 @@ impl ClusterRefs {
                     ctx.name
                 ))
             })
+    }
+
+    /// The configuration object a request names, checked with `check` (its rules); a config
+    /// that breaks them is `FAILED_PRECONDITION` naming the object.
+    pub async fn valid_config<K, E>(
+        &self,
+        ctx: &RequestContext,
+        check: impl FnOnce(&K) -> Result<(), E>,
+    ) -> Result<K, ProviderError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        E: std::fmt::Display,
+    {
+        let config: K = self.config(ctx).await?;
+        check(&config).map_err(|e| {
+            ProviderError::BadConfig(format!("{} {}/{}: {e}", K::kind(&()), ctx.config_namespace(), ctx.name))
+        })?;
+        Ok(config)
+    }
+
+    /// The key a configuration's Secret reference selects (`default_key` when it names none),
+    /// read in the namespace the tenant boundary allows ([`named_namespace`]).
+    pub async fn selected_secret_key(
+        &self,
+        ctx: &RequestContext,
+        field: &str,
+        sel: &SecretKeySelector,
+        default_key: &str,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
+        let key = sel.key.as_deref().filter(|k| !k.is_empty()).unwrap_or(default_key);
+        self.secret_key(ns, &sel.name, key, field).await
+    }
+
+    /// Like [`Self::selected_secret_key`], as trimmed text (tokens, IDs); the reference must
+    /// name its key.
+    pub async fn selected_secret_text(
+        &self,
+        ctx: &RequestContext,
+        field: &str,
+        sel: &SecretKeySelector,
+    ) -> Result<String, ProviderError> {
+        let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
+        self.secret_text(ns, &sel.name, sel.key.as_deref().unwrap_or_default(), field).await
     }
 
     /// One key of a Secret.
@@ -346,9 +394,31 @@ impl<C: Clone> ClientCache<C> {
         entries.insert(key, Cached { client, built: std::time::Instant::now() });
     }
 
+    /// The cached client for `key`, else the one `build` makes, then cached.
+    pub async fn get_or_build<F>(&self, key: &CacheKey, build: F) -> Result<C, ProviderError>
+    where
+        F: std::future::Future<Output = Result<C, ProviderError>>,
+    {
+        if let Some(c) = self.get(key) {
+            return Ok(c);
+        }
+        let client = build.await?;
+        self.put(key.clone(), client.clone());
+        Ok(client)
+    }
+
     /// Forgets a client (its credentials were refused).
     pub fn evict(&self, key: &CacheKey) {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    }
+
+    /// Passes `e` on; when the store refused the client's credentials (`UNAUTHENTICATED`) the
+    /// client is forgotten, so the next call reads them again.
+    pub fn evict_if_refused(&self, key: &CacheKey, e: ProviderError) -> ProviderError {
+        if matches!(e, ProviderError::Unauthenticated(_)) {
+            self.evict(key);
+        }
+        e
     }
 
     /// Number of cached clients.
@@ -436,13 +506,29 @@ mod tests {
         cache.put(key("v", 2, false), "gen2");
         assert_eq!(cache.get(&key("v", 1, false)), None, "a new generation replaces the old");
         assert_eq!(cache.len(), 1);
-        cache.evict(&key("v", 2, false));
-        assert!(cache.is_empty());
+        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unavailable("down".into()));
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+        assert_eq!(cache.len(), 1, "an outage keeps the client");
+        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unauthenticated("no".into()));
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert!(cache.is_empty(), "refused credentials evict it");
         assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
         // The same ClusterProvider config reached from its own namespace is the narrow case.
         let from_elsewhere = CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-b"), Some(3));
         assert_eq!(from_elsewhere, key("v", 3, true));
         assert_ne!(CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-a"), Some(3)), from_elsewhere);
+    }
+
+    #[tokio::test]
+    async fn get_or_build_builds_once() {
+        let cache = ClientCache::<u32>::default();
+        let key = CacheKey::of(&ctx("", "Provider"), Some(1));
+        assert_eq!(cache.get_or_build(&key, async { Ok(7) }).await.expect("built"), 7);
+        assert_eq!(cache.get_or_build(&key, async { Ok(8) }).await.expect("cached"), 7, "not built again");
+        let other = CacheKey::of(&ctx("", "Provider"), Some(2));
+        let e = cache.get_or_build(&other, async { Err(ProviderError::BadConfig("x".into())) }).await;
+        assert!(e.is_err());
+        assert_eq!(cache.get(&other), None, "a failed build caches nothing");
     }
 
     #[test]

@@ -109,36 +109,14 @@ async fn tls_config(
     let Some((cert, key)) = tls else {
         return Ok(builder.with_no_client_auth());
     };
-    let cert_pem = secret_bytes(refs, ctx, "spec.tls.certSecretRef", cert, "tls.crt").await?;
-    let key_pem = secret_bytes(refs, ctx, "spec.tls.keySecretRef", key, "tls.key").await?;
+    let cert_pem = refs.selected_secret_key(ctx, "spec.tls.certSecretRef", cert, "tls.crt").await?;
+    let key_pem = refs.selected_secret_key(ctx, "spec.tls.keySecretRef", key, "tls.key").await?;
     let chain = pem_certs(&cert_pem, "spec.tls.certSecretRef")?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| ProviderError::BadConfig(format!("spec.tls.keySecretRef: not a PEM private key: {e}")))?;
     builder
         .with_client_auth_cert(chain, key)
         .map_err(|e| ProviderError::BadConfig(format!("spec.tls: unusable client certificate: {e}")))
-}
-
-async fn secret_bytes(
-    refs: &ClusterRefs,
-    ctx: &RequestContext,
-    field: &str,
-    sel: &keyward_crds::SecretKeySelector,
-    default_key: &str,
-) -> Result<Vec<u8>, ProviderError> {
-    let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
-    let key = sel.key.as_deref().filter(|k| !k.is_empty()).unwrap_or(default_key);
-    refs.secret_key(ns, &sel.name, key, field).await
-}
-
-async fn secret_text(
-    refs: &ClusterRefs,
-    ctx: &RequestContext,
-    field: &str,
-    sel: &keyward_crds::SecretKeySelector,
-) -> Result<String, ProviderError> {
-    let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
-    refs.secret_text(ns, &sel.name, sel.key.as_deref().unwrap_or_default(), field).await
 }
 
 async fn sa_token(
@@ -156,15 +134,15 @@ async fn sa_token(
 /// Reads the credentials the login method names.
 async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth) -> Result<Login, ProviderError> {
     if let Some(t) = &auth.token_secret_ref {
-        return Ok(Login::Token(secret_text(refs, ctx, "spec.auth.tokenSecretRef", t).await?));
+        return Ok(Login::Token(refs.selected_secret_text(ctx, "spec.auth.tokenSecretRef", t).await?));
     }
     if let Some(a) = &auth.app_role {
         let role_id = match (&a.role_id, &a.role_ref) {
             (Some(id), _) if !id.is_empty() => id.clone(),
-            (_, Some(r)) => secret_text(refs, ctx, "spec.auth.appRole.roleRef", r).await?,
+            (_, Some(r)) => refs.selected_secret_text(ctx, "spec.auth.appRole.roleRef", r).await?,
             _ => return Err(ProviderError::BadConfig("spec.auth.appRole: set roleId or roleRef".into())),
         };
-        let secret_id = secret_text(refs, ctx, "spec.auth.appRole.secretRef", &a.secret_ref).await?;
+        let secret_id = refs.selected_secret_text(ctx, "spec.auth.appRole.secretRef", &a.secret_ref).await?;
         return Ok(Login::Post { mount: a.path.clone(), body: json!({"role_id": role_id, "secret_id": secret_id}) });
     }
     if let Some(k) = &auth.kubernetes {
@@ -174,7 +152,7 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
                 let field = "spec.auth.kubernetes.serviceAccountRef";
                 sa_token(refs, ctx, field, sa, &sa.audiences, SA_TOKEN_SECONDS).await?
             }
-            (None, Some(s)) => secret_text(refs, ctx, "spec.auth.kubernetes.secretRef", s).await?,
+            (None, Some(s)) => refs.selected_secret_text(ctx, "spec.auth.kubernetes.secretRef", s).await?,
             (None, None) => {
                 require_operator_owned(ctx, &format!("{field} without serviceAccountRef or secretRef"))?;
                 tokio::fs::read_to_string(OWN_TOKEN_FILE).await.map(|t| t.trim().to_string()).map_err(|e| {
@@ -188,7 +166,7 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
     }
     if let Some(j) = &auth.jwt {
         let jwt = match (&j.secret_ref, &j.kubernetes_service_account_token) {
-            (Some(s), _) => secret_text(refs, ctx, "spec.auth.jwt.secretRef", s).await?,
+            (Some(s), _) => refs.selected_secret_text(ctx, "spec.auth.jwt.secretRef", s).await?,
             (None, Some(t)) => {
                 let field = "spec.auth.jwt.kubernetesServiceAccountToken.serviceAccountRef";
                 let audiences = t

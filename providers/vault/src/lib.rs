@@ -61,27 +61,21 @@ impl VaultProvider {
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
-        let config: Vault = self.refs.config(ctx).await?;
-        let ns = ctx.config_namespace();
-        keyward_crds::rules::validate_vault(&config.spec)
-            .map_err(|e| ProviderError::BadConfig(format!("Vault {ns}/{}: {e}", ctx.name)))?;
+        let config: Vault =
+            self.refs.valid_config(ctx, |v: &Vault| keyward_crds::rules::validate_vault(&v.spec)).await?;
         let key = CacheKey::of(ctx, config.metadata.generation);
-        if let Some(t) = self.clients.get(&key) {
-            return Ok(t);
-        }
-        let client = VaultClient::build(&self.refs, ctx, &config.spec).await?;
-        let target = Target { client, mount: config.spec.path.clone(), version: config.spec.version, key: key.clone() };
-        tracing::info!(generation = key.generation, server = %config.spec.server, "built a Vault client");
-        self.clients.put(key, target.clone());
-        Ok(target)
+        self.clients
+            .get_or_build(&key, async {
+                let client = VaultClient::build(&self.refs, ctx, &config.spec).await?;
+                tracing::info!(generation = key.generation, server = %config.spec.server, "built a Vault client");
+                Ok(Target { client, mount: config.spec.path.clone(), version: config.spec.version, key: key.clone() })
+            })
+            .await
     }
 
     /// Refused credentials evict the cached client so the next call reads them again.
     fn fail(&self, target: &Target, e: ProviderError) -> ProviderError {
-        if matches!(e, ProviderError::Unauthenticated(_)) {
-            self.clients.evict(&target.key);
-        }
-        e
+        self.clients.evict_if_refused(&target.key, e)
     }
 
     /// The data map of a secret (a version of it, for KV v2).
