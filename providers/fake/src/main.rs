@@ -15,15 +15,9 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the Kubernetes API (kubeconfig or in-cluster config): {e}"))?;
-    let provider = keyward_provider_fake::FakeProvider::start(client);
-    keyward_provider_runtime::serve(
-        provider,
-        cli.runtime.server_options(),
-        keyward_provider_runtime::shutdown_signal(),
-    )
-    .await?;
-    Ok(())
+    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+        kube::Client::try_from(config).map(keyward_provider_fake::FakeProvider::start)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!(e))
 }

@@ -17,15 +17,7 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
-    let config = kube::Config::infer()
+    keyward_provider_runtime::serve_in_cluster(&cli.runtime, keyward_provider_kubernetes::KubernetesProvider::new)
         .await
-        .map_err(|e| anyhow::anyhow!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
-    let provider = keyward_provider_kubernetes::KubernetesProvider::new(config)?;
-    keyward_provider_runtime::serve(
-        provider,
-        cli.runtime.server_options(),
-        keyward_provider_runtime::shutdown_signal(),
-    )
-    .await?;
-    Ok(())
+        .map_err(|e| anyhow::anyhow!(e))
 }

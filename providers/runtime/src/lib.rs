@@ -33,3 +33,23 @@ pub use metrics::Metrics;
 pub use provider::{Provider, SecretMap};
 pub use server::{RuntimeError, ServerOptions, serve};
 pub use service::ProviderService;
+
+/// Runs a provider binary after its flags are parsed: reads the process's Kubernetes
+/// configuration (a kubeconfig, else the in-cluster one), builds the provider from it with
+/// `make`, and serves it with `args` until SIGTERM or SIGINT.
+#[cfg(feature = "refs")]
+pub async fn serve_in_cluster<P, E>(
+    args: &RuntimeArgs,
+    make: impl FnOnce(kube::Config) -> Result<P, E>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    P: Provider,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| format!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
+    let provider = make(config).map_err(Into::into)?;
+    serve(provider, args.server_options(), shutdown_signal()).await?;
+    Ok(())
+}

@@ -16,15 +16,9 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
-    let config = kube::Config::infer()
-        .await
-        .map_err(|e| anyhow::anyhow!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
-    let provider = keyward_provider_vault::VaultProvider::new(kube::Client::try_from(config)?);
-    keyward_provider_runtime::serve(
-        provider,
-        cli.runtime.server_options(),
-        keyward_provider_runtime::shutdown_signal(),
-    )
-    .await?;
-    Ok(())
+    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+        kube::Client::try_from(config).map(keyward_provider_vault::VaultProvider::new)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!(e))
 }
