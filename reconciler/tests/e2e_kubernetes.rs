@@ -79,16 +79,7 @@ async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth
                 .await;
             }
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-            let synced = |want: &'static str, name: &'static str| {
-                let secrets = secrets.clone();
-                async move {
-                    eventually(&format!("{name} holds {want}"), WAIT, || async {
-                        let s = secrets.get_opt(name).await.ok()??;
-                        (value(&s, "user").as_deref() == Some(want)).then_some(())
-                    })
-                    .await
-                }
-            };
+            let synced = |want: &'static str, name: &'static str| wait_for_value(&secrets, name, "user", want, WAIT);
             synced("app", "good").await;
             apply(
                 &remote_secrets,

@@ -236,16 +236,7 @@ async fn run(store: &dyn Store) {
             apply(&ess, external_secret("via-cluster", &ns, (&cp_name, "ClusterProvider"), &db)).await;
             apply(&ess, external_secret("stolen", &ns, ("stolen", "Provider"), &db)).await;
             apply(&ess, external_secret("stolen-cluster", &ns, (&cp_manifest, "ClusterProvider"), &db)).await;
-            let synced = |name: &'static str, want: &'static str| {
-                let secrets = secrets.clone();
-                async move {
-                    eventually(&format!("{name} holds {want}"), WAIT, || async {
-                        let s = secrets.get_opt(name).await.ok()??;
-                        (value(&s, "user").as_deref() == Some(want)).then_some(())
-                    })
-                    .await
-                }
-            };
+            let synced = |name: &'static str, want: &'static str| wait_for_value(&secrets, name, "user", want, WAIT);
             synced("via-provider", "app").await;
             synced("via-cluster", "app").await;
 

@@ -325,6 +325,15 @@ pub fn value(secret: &Secret, key: &str) -> Option<String> {
     secret.data.as_ref()?.get(key).map(|v| String::from_utf8_lossy(&v.0).into_owned())
 }
 
+/// Waits until Secret `name` holds `want` under `key`.
+pub async fn wait_for_value(secrets: &Api<Secret>, name: &str, key: &str, want: &str, timeout: Duration) {
+    eventually(&format!("{name} holds {key}={want}"), timeout, || async {
+        let s = secrets.get_opt(name).await.ok()??;
+        (value(&s, key).as_deref() == Some(want)).then_some(())
+    })
+    .await
+}
+
 /// The Ready condition of a status as (status, reason, message).
 pub fn ready_of(conditions: &[keyward_crds::Condition]) -> Option<(String, String, String)> {
     conditions
