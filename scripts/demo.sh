@@ -92,7 +92,7 @@ ok "webhook at $WEBHOOK_URL, failurePolicy Fail for Keyward kinds"
 
 say "Starting the reconciler"
 reconciler_port="$(free_port)"
-run_bg reconciler "$bin/keyward-reconciler" --metrics-listen "127.0.0.1:$reconciler_port" \
+run_bg reconciler "$bin/keyward-reconciler" --health-listen "127.0.0.1:$reconciler_port" \
   --lease-namespace kube-system --log-format text
 wait_http "http://127.0.0.1:$reconciler_port/readyz" "the reconciler"
 ok "metrics on 127.0.0.1:$reconciler_port"

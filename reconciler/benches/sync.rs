@@ -151,8 +151,8 @@ async fn run(client: Client, ns: String, n: usize) {
     let mut cmd = Command::new(binary("KEYWARD_RECONCILER_BIN", "keyward-reconciler"));
     cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
         .env("RUST_LOG", "warn")
-        .args(["--namespace", &ns, "--controller-class", &ns, "--lease-namespace", &ns])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")]);
+        .args(["--watch-namespace", &ns, "--controller-class", &ns, "--lease-namespace", &ns])
+        .args(["--health-listen", &format!("127.0.0.1:{metrics_port}")]);
     let requests_before = api_requests(&client).await;
     let started = Instant::now();
     let reconciler = spawn_logged("keyward-reconciler", cmd);

@@ -14,11 +14,15 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[command(name = "keyward-reconciler", version)]
 pub struct Cli {
     /// Address of the operations server (/healthz, /readyz, /metrics).
-    #[arg(long, env = "KEYWARD_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
-    pub metrics_listen: SocketAddr,
+    #[arg(long, env = "KEYWARD_HEALTH_LISTEN", default_value = "0.0.0.0:8080")]
+    pub health_listen: SocketAddr,
     /// Only reconcile objects in this namespace (all namespaces when unset).
-    #[arg(long, env = "KEYWARD_NAMESPACE")]
-    pub namespace: Option<String>,
+    #[arg(long, env = "KEYWARD_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// The namespace this process runs in (the chart sets it from the downward API); the
+    /// default namespace of the Lease.
+    #[arg(long, env = "KEYWARD_POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
     /// Only reconcile objects labelled `external-secrets.io/controller-class=<class>`, so several
     /// instances can share a cluster.
     #[arg(long, env = "KEYWARD_CONTROLLER_CLASS")]
@@ -29,13 +33,14 @@ pub struct Cli {
     /// Name of the Lease.
     #[arg(long, env = "KEYWARD_LEASE_NAME", default_value = "keyward-reconciler")]
     pub lease_name: String,
-    /// Namespace of the Lease.
-    #[arg(long, env = "KEYWARD_LEASE_NAMESPACE", default_value = "default")]
-    pub lease_namespace: String,
+    /// Namespace of the Lease (default: `--pod-namespace`, else the client's default namespace:
+    /// the ServiceAccount's namespace in a Pod, the kubeconfig context's outside).
+    #[arg(long, env = "KEYWARD_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
     /// Lease duration (Go duration).
     #[arg(long, env = "KEYWARD_LEASE_DURATION", default_value = "15s", value_parser = duration)]
     pub lease_duration: Duration,
-    /// Identity in the Lease (defaults to the host name and process id).
+    /// Identity in the Lease (the chart sets the Pod name; default: host name and process id).
     #[arg(long, env = "KEYWARD_IDENTITY")]
     pub identity: Option<String>,
     /// ExternalSecrets reconciled at once.
@@ -75,4 +80,11 @@ pub struct Cli {
     /// Log format: `json` or `text`.
     #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
     pub log_format: String,
+}
+
+impl Cli {
+    /// The Lease's namespace when one is configured (`--lease-namespace`, else `--pod-namespace`).
+    pub fn lease_namespace(&self) -> Option<String> {
+        self.lease_namespace.clone().or_else(|| self.pod_namespace.clone()).filter(|ns| !ns.is_empty())
+    }
 }

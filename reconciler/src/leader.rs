@@ -11,6 +11,13 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
+/// An identity that differs between replicas when none is configured: the host name (the Pod
+/// name in a container) and the process id.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
 /// What the elector should do with the lease as it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

@@ -18,7 +18,7 @@ use crate::clientmanager::{
 };
 use crate::context::{self, Context, Reporter, Settings};
 use crate::http::Ops;
-use crate::leader::Elector;
+use crate::leader::{Elector, default_identity};
 use crate::metrics::Metrics;
 
 /// Label that assigns an object to one reconciler instance.
@@ -67,14 +67,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let ops = Arc::new(Ops { registry, ready: Default::default() });
-    let http = tokio::spawn(crate::http::serve(cli.metrics_listen, ops.clone(), cancel.clone()));
+    let http = tokio::spawn(crate::http::serve(cli.health_listen, ops.clone(), cancel.clone()));
 
-    let identity = cli.identity.clone().unwrap_or_else(|| format!("keyward-reconciler-{}", std::process::id()));
-    let elector = Elector::new(client.clone(), &cli.lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
+    let identity = cli.identity.clone().unwrap_or_else(default_identity);
+    let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
+    let elector = Elector::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
     // Standbys are ready: they are healthy and waiting for the lease.
     ops.ready.store(true, Ordering::Relaxed);
     if cli.leader_elect {
-        tracing::info!(%identity, lease = %cli.lease_name, "waiting for leadership");
+        tracing::info!(%identity, lease = %cli.lease_name, namespace = %lease_namespace, "waiting for leadership");
         if !elector.acquire(&cancel).await {
             return Ok(());
         }
@@ -170,7 +171,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let ps = crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone());
     let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
-    let scope = caches::Scope { client: client.clone(), namespace: cli.namespace.clone(), class: class_watch };
+    let scope = caches::Scope { client: client.clone(), namespace: cli.watch_namespace.clone(), class: class_watch };
     let ready = caches.start(&scope);
     tokio::select! {
         _ = ready.wait() => tracing::info!("caches listed"),

@@ -26,8 +26,9 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Namespace of the Secrets, the Lease and the Services.
-    #[arg(long, env = "KEYWARD_NAMESPACE")]
+    /// Namespace of the Secrets, the Lease and the Services: the namespace this process runs in
+    /// (the chart sets it from the downward API).
+    #[arg(long, env = "KEYWARD_POD_NAMESPACE")]
     namespace: String,
     /// The CA Secret (`ca.crt` trust bundle, `tls.crt`/`tls.key` signing CA).
     #[arg(long, env = "KEYWARD_CA_SECRET", default_value = "keyward-ca")]
@@ -80,7 +81,8 @@ struct RunArgs {
     /// How long a Lease holds without renewal.
     #[arg(long, env = "KEYWARD_LEASE_DURATION", value_parser = humantime::parse_duration, default_value = "15s")]
     lease_duration: Duration,
-    /// This replica's identity in the Lease (default: the Pod name, else host name and pid).
+    /// This replica's identity in the Lease (the chart sets the Pod name; default: host name and
+    /// process id).
     #[arg(long, env = "KEYWARD_IDENTITY")]
     identity: Option<String>,
     /// Make one pass (without the Lease) and exit.
@@ -210,10 +212,8 @@ fn log_report(report: &keyward_certs::manager::Report) {
 }
 
 fn default_identity() -> String {
-    std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("{}-{}", host.trim(), std::process::id())
-    })
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
 }
 
 fn init_logging(format: LogFormat) {

@@ -86,11 +86,11 @@ tolerations:
 {{- define "keyward.commonEnv" -}}
 - name: KEYWARD_LOG_FORMAT
   value: {{ .Values.logFormat | quote }}
-- name: KEYWARD_NAMESPACE
+- name: KEYWARD_POD_NAMESPACE
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
-- name: POD_NAME
+- name: KEYWARD_IDENTITY
   valueFrom:
     fieldRef:
       fieldPath: metadata.name

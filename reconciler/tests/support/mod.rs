@@ -238,11 +238,11 @@ impl Reconciler {
         let mut cmd = Command::new(workspace_binary("keyward-reconciler"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .env("RUST_LOG", "info,keyward_reconciler=debug,kube_runtime=warn")
-            .args(["--namespace", ns, "--controller-class", ns])
+            .args(["--watch-namespace", ns, "--controller-class", ns])
             .args(["--lease-namespace", ns, "--lease-name", "keyward-reconciler"])
             .args(["--log-format", "text", "--provider-check-interval", "3s", "--error-backoff", "500ms"])
             .args(["--breaker-cooldown", "1s"])
-            .arg("--metrics-listen")
+            .arg("--health-listen")
             .arg(format!("127.0.0.1:{metrics_port}"))
             .args(extra);
         let process = spawn_logged("keyward-reconciler", cmd);
