@@ -104,10 +104,15 @@ impl ChildProcess {
         panic!("{} did not log {needle:?} within {timeout:?}:\n{}", self.name, tail(&self.log, 30));
     }
 
+    /// Sends SIGTERM without waiting.
+    pub fn signal_terminate(&self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+    }
+
     /// Sends SIGTERM and waits up to `timeout` for a graceful exit; returns the exit status
     /// (`None` if it had to be killed).
     pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        self.signal_terminate();
         let start = Instant::now();
         while start.elapsed() < timeout {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -53,6 +53,11 @@ pub struct Args {
     /// How long a review waits for a just-created namespace to reach the cache.
     #[arg(long, env = "KEYWARD_NAMESPACE_WAIT", value_parser = parse_duration, default_value = "2s")]
     pub namespace_wait: Duration,
+    /// After a shutdown signal, keep accepting reviews this long while reporting not ready, so
+    /// the Service stops routing to this Pod before it stops listening (a review sent to a
+    /// closed port would fail, and Keyward's own kinds fail closed).
+    #[arg(long, env = "KEYWARD_SHUTDOWN_DELAY", value_parser = parse_duration, default_value = "5s")]
+    pub shutdown_delay: Duration,
     /// How long shutdown waits for in-flight reviews.
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,
@@ -128,10 +133,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }));
 
     let shutting_down = state.shutting_down.clone();
+    let delay = args.shutdown_delay;
     let shutdown = async move {
         shutdown_signal().await;
         shutting_down.store(true, Ordering::SeqCst);
-        tracing::info!("shutdown requested");
+        tracing::info!(?delay, "shutdown requested; not ready, still serving until the delay has passed");
+        tokio::time::sleep(delay).await;
+        tracing::info!("no longer accepting connections; draining in-flight reviews");
     };
     serve_tls(
         listener,

@@ -362,7 +362,17 @@ async fn admission_through_the_api_server() {
         assert!(text.contains(&format!("ClusterProvider \"{shared}\" is still used by 1 object in 1 namespace")), "{text}");
         run(kubectl().args(["delete", "externalsecret", "db", "-n", &ns]));
 
-        // 9. With the webhook stopped, our kinds fail closed with the API server's error.
+        // 9. Told to stop, the webhook reports not ready at once but keeps answering reviews for
+        //    the shutdown delay, so a Service can drop it before its port closes.
+        webhook.signal_terminate();
+        let start = Instant::now();
+        while !matches!(http_get(health, "/readyz").await, Some((503, _))) {
+            assert!(start.elapsed() < Duration::from_secs(2), "still ready after SIGTERM:\n{}", webhook.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (ok, out) = apply(&ns, &external_secret("draining", "local", "Provider"));
+        assert!(ok, "a review during the shutdown delay must be answered:\n{out}");
+        // Then, with the webhook stopped, our kinds fail closed with the API server's error.
         let status = webhook.terminate(Duration::from_secs(20));
         assert!(status.is_some_and(|s| s.success()), "graceful exit expected:\n{}", webhook.log());
         let (ok, out) = apply(&ns, &external_secret("after", "local", "Provider"));
