@@ -24,16 +24,45 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// How a directory of generated CRDs is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Plain YAML, for `kubectl apply`.
+    Plain,
+    /// Helm templates: rendered when `crds.install` is true (so `helm upgrade` upgrades them,
+    /// which Helm never does for a chart's `crds/` directory), and kept on `helm uninstall`
+    /// while `crds.keep` is true, so uninstalling never deletes every ExternalSecret with them.
+    HelmTemplate,
+}
+
 /// The generated files as `(file name, contents)`, one per CRD, named after the CRD.
-pub fn render_all() -> Result<Vec<(String, String)>, serde_yaml::Error> {
+pub fn render_all(layout: Layout) -> Result<Vec<(String, String)>, serde_yaml::Error> {
     all_crds()
         .into_iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();
             let yaml = serde_yaml::to_string(&crd)?;
-            Ok((format!("{name}.yaml"), format!("{HEADER}{yaml}")))
+            let body = match layout {
+                Layout::Plain => yaml,
+                Layout::HelmTemplate => helm_template(&yaml),
+            };
+            Ok((format!("{name}.yaml"), format!("{HEADER}{body}")))
         })
         .collect()
+}
+
+/// Wraps one CRD's YAML in the chart's switches and adds the chart's labels.
+fn helm_template(yaml: &str) -> String {
+    let metadata = concat!(
+        "metadata:\n",
+        "  labels:\n",
+        "    {{- include \"keyward.labels\" . | nindent 4 }}\n",
+        "  {{- if .Values.crds.keep }}\n",
+        "  annotations:\n",
+        "    helm.sh/resource-policy: keep\n",
+        "  {{- end }}\n",
+    );
+    format!("{{{{- if .Values.crds.install }}}}\n{}{{{{- end }}}}\n", yaml.replacen("metadata:\n", metadata, 1))
 }
 
 /// A difference between the committed YAML and the types.
@@ -56,13 +85,13 @@ pub enum GenerateError {
 }
 
 /// Writes every CRD file into `dir`, removing generated files of kinds that no longer exist.
-pub fn write_all(dir: &Path) -> Result<(), GenerateError> {
+pub fn write_all(dir: &Path, layout: Layout) -> Result<(), GenerateError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| GenerateError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let files = render_all()?;
+    let files = render_all(layout)?;
     for stale in stale_files(dir, &files)? {
         std::fs::remove_file(&stale).map_err(io(&stale))?;
     }
@@ -74,8 +103,8 @@ pub fn write_all(dir: &Path) -> Result<(), GenerateError> {
 }
 
 /// Compares `dir` with what the types generate; lists every missing, changed or stale file.
-pub fn check_all(dir: &Path) -> Result<(), GenerateError> {
-    let files = render_all()?;
+pub fn check_all(dir: &Path, layout: Layout) -> Result<(), GenerateError> {
+    let files = render_all(layout)?;
     let mut drift = Vec::new();
     for (name, contents) in &files {
         let path = dir.join(name);

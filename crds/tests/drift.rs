@@ -1,13 +1,13 @@
 //! The drift check catches YAML that no longer matches the types, and the committed YAML is
 //! current.
 
-use keyward_crds::generate::{GenerateError, check_all, write_all};
+use keyward_crds::generate::{GenerateError, Layout, check_all, write_all};
 
 #[test]
 fn committed_crd_yaml_matches_the_types() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for dir in ["crds/yaml", "charts/keyward/crds"] {
-        if let Err(e) = check_all(&root.join(dir)) {
+    for (dir, layout) in [("crds/yaml", Layout::Plain), ("charts/keyward/templates/crds", Layout::HelmTemplate)] {
+        if let Err(e) = check_all(&root.join(dir), layout) {
             panic!("{e}");
         }
     }
@@ -16,8 +16,8 @@ fn committed_crd_yaml_matches_the_types() {
 #[test]
 fn drift_is_detected_when_a_type_changes_without_regenerating() {
     let dir = tempfile::tempdir().expect("tempdir");
-    write_all(dir.path()).expect("generate");
-    check_all(dir.path()).expect("freshly generated files are up to date");
+    write_all(dir.path(), Layout::Plain).expect("generate");
+    check_all(dir.path(), Layout::Plain).expect("freshly generated files are up to date");
 
     // Simulate a type change: the committed file no longer matches what the types generate.
     let file = dir.path().join("externalsecrets.external-secrets.io.yaml");
@@ -29,7 +29,7 @@ fn drift_is_detected_when_a_type_changes_without_regenerating() {
     // And one file went missing.
     std::fs::remove_file(dir.path().join("fakes.provider.external-secrets.io.yaml")).expect("rm");
 
-    match check_all(dir.path()) {
+    match check_all(dir.path(), Layout::Plain) {
         Err(GenerateError::Drift(files)) => {
             let joined = files.join("\n");
             assert!(joined.contains("externalsecrets.external-secrets.io.yaml (changed)"), "{joined}");
@@ -39,7 +39,19 @@ fn drift_is_detected_when_a_type_changes_without_regenerating() {
         }
         other => panic!("expected drift, got {other:?}"),
     }
-    write_all(dir.path()).expect("regenerate");
+    write_all(dir.path(), Layout::Plain).expect("regenerate");
     assert!(!stale.exists(), "regenerating removes stale files");
-    check_all(dir.path()).expect("regenerated files are up to date");
+    check_all(dir.path(), Layout::Plain).expect("regenerated files are up to date");
+}
+
+#[test]
+fn chart_templates_are_switchable_and_kept_on_uninstall() {
+    let files = keyward_crds::generate::render_all(Layout::HelmTemplate).expect("render");
+    for (name, text) in files {
+        let body = text.strip_prefix(keyward_crds::generate::HEADER).expect("header first");
+        assert!(body.starts_with("{{- if .Values.crds.install }}\n"), "{name}: not switchable");
+        assert!(body.ends_with("{{- end }}\n"), "{name}: switch not closed");
+        assert!(body.contains("helm.sh/resource-policy: keep"), "{name}: not kept on uninstall");
+        assert!(body.contains("kind: CustomResourceDefinition"), "{name}");
+    }
 }
