@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Starts and stops Keyward's local control plane: etcd, kube-apiserver and
 # kube-controller-manager on free loopback ports, with generated certificates, RBAC and the
-# admission plugins of a real cluster (webhooks included).
+# admission plugins of a real cluster (webhooks included). With NODE=1 it is a one-node cluster
+# that runs Pods: kube-scheduler, kube-proxy, CoreDNS and a kubelet on containerd (node.sh).
 #
 #   cluster.sh up      start (or reuse) and print `export KUBECONFIG=...`
-#   cluster.sh down    stop every process and remove the data
+#   cluster.sh down    stop every process, remove the data, restore the host
 #   cluster.sh status  print whether it runs
+#   cluster.sh node-socket  print the node's containerd socket (fails without a node)
+#   cluster.sh node-prepare install the node's Debian packages when missing (root)
 #
+# NODE=1                 the one-node cluster (root)
 # KEYWARD_CLUSTER_DIR    data directory (default: <repo>/.keyward/cluster)
 # KEYWARD_CLUSTER_OWNER  a pid; when that process exits the control plane is torn down
 #                        (tests use this so a crashed test run leaves nothing behind)
@@ -17,6 +21,9 @@ self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]
 
 log() { echo "cluster: $*" >&2; }
 
+# shellcheck source=node.sh
+source "$(dirname "$self")/node.sh"
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
@@ -24,7 +31,8 @@ free_port() {
 alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
 
 down() {
-  for name in watchdog kube-controller-manager kube-apiserver etcd; do
+  # The node first: its containers must stop before the API server they report to.
+  for name in watchdog node kube-proxy coredns kube-scheduler kube-controller-manager kube-apiserver etcd; do
     # The watchdog runs this very function when its owner exits: it must not kill itself.
     if [[ "$name" == watchdog && -n "${KEYWARD_CLUSTER_IN_WATCHDOG:-}" ]]; then continue; fi
     if [[ -f "$dir/$name.pid" ]]; then
@@ -36,6 +44,7 @@ down() {
       kill -KILL -- "-$pid" 2>/dev/null || true
     fi
   done
+  node_host_restore
   rm -rf "$dir"
 }
 
@@ -52,7 +61,7 @@ gen_certs() {
   cd "$pki"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 7 -subj "/CN=keyward-local-ca" 2>/dev/null
   cat >server.ext <<EXT
-subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1
+subjectAltName=IP:127.0.0.1,IP:$node_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1
 extendedKeyUsage=serverAuth
 EXT
   openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=kube-apiserver" 2>/dev/null
@@ -90,13 +99,20 @@ KC
 }
 
 up() {
-  if alive kube-apiserver && alive etcd; then
+  local node="${NODE:-}"
+  [[ "$node" == 0 ]] && node=""
+  if alive kube-apiserver && alive etcd && { [[ -z "$node" ]] || alive node; }; then
     echo "export KUBECONFIG=$dir/kubeconfig"
     return 0
   fi
   [[ -d "$dir" ]] && down
   local bins
-  bins="$(bash "$repo/e2e/scripts/build-controlplane.sh")"
+  if [[ -n "$node" ]]; then
+    node_require
+    bins="$(bash "$repo/e2e/scripts/build-controlplane.sh" node)"
+  else
+    bins="$(bash "$repo/e2e/scripts/build-controlplane.sh")"
+  fi
   mkdir -p "$dir/etcd"
   trap 'log "interrupted, stopping"; down; exit 130' INT TERM
   gen_certs
@@ -107,9 +123,19 @@ up() {
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "keyward=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
+  # A node's Pods reach the API server through the `kubernetes` Service, whose endpoint is the
+  # advertised address: the node's, and the server listens there too.
+  local node_flags=(--bind-address 127.0.0.1 --advertise-address 127.0.0.1)
+  if [[ -n "$node" ]]; then
+    node_flags=(--bind-address 0.0.0.0 --advertise-address "$node_ip"
+      --kubelet-client-certificate "$dir/pki/apiserver-kubelet.crt" --kubelet-client-key "$dir/pki/apiserver-kubelet.key"
+      --kubelet-certificate-authority "$dir/pki/ca.crt" --kubelet-preferred-address-types InternalIP)
+    node_certs
+    node_host_prepare
+  fi
   start kube-apiserver "$bins/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    "${node_flags[@]}" --secure-port "$api_port" \
     --tls-cert-file "$dir/pki/server.crt" --tls-private-key-file "$dir/pki/server.key" \
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
@@ -134,16 +160,24 @@ up() {
     down
     return 1
   fi
-  # The controller manager brings garbage collection (owner references), namespace deletion
-  # and the default ServiceAccount of each namespace, as in a real cluster.
+  # The controller manager brings garbage collection (owner references), namespace deletion,
+  # the default ServiceAccount of each namespace and Deployments, as in a real cluster; with a
+  # node, all of its controllers. Each controller acts as its own ServiceAccount, whose
+  # bootstrap roles allow what it does.
+  local controllers='garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller'
+  [[ -n "$node" ]] && controllers='*'
   start kube-controller-manager "$bins/kube-controller-manager" \
     --kubeconfig "$dir/kcm.kubeconfig" --authentication-kubeconfig "$dir/kcm.kubeconfig" \
     --authorization-kubeconfig "$dir/kcm.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
-    --use-service-account-credentials=false \
-    --controllers 'garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller' \
+    --use-service-account-credentials=true \
+    --controllers "$controllers" \
     --v=1
+  if [[ -n "$node" ]] && ! node_up "$bins"; then
+    down
+    return 1
+  fi
   if [[ -n "${KEYWARD_CLUSTER_OWNER:-}" ]]; then
     start watchdog bash -c "while kill -0 $KEYWARD_CLUSTER_OWNER 2>/dev/null; do sleep 1; done; KEYWARD_CLUSTER_IN_WATCHDOG=1 KEYWARD_CLUSTER_DIR='$dir' bash '$self' down"
   fi
@@ -154,6 +188,9 @@ up() {
 
 case "${1:-}" in
   up) up ;;
+  node-inner) node_inner "$2" ;;
+  node-prepare) node_require ;;
+  node-socket) if alive node && [[ -S "$dir/node/containerd.sock" ]]; then echo "$dir/node/containerd.sock"; else exit 1; fi ;;
   down) down; log "stopped" ;;
   status) if alive kube-apiserver; then echo "running: export KUBECONFIG=$dir/kubeconfig"; else echo "not running"; exit 1; fi ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;

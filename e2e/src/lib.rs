@@ -28,6 +28,7 @@ pub struct ControlPlane {
 }
 
 static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
+static NODE_CLUSTER: OnceLock<ControlPlane> = OnceLock::new();
 static START_LOCK: Mutex<()> = Mutex::new(());
 
 /// The repository root.
@@ -60,6 +61,31 @@ pub async fn control_plane() -> &'static ControlPlane {
     CONTROL_PLANE.get().expect("control plane was just started")
 }
 
+/// The one-node cluster of this test run (`cluster.sh up` with `NODE=1`: a kubelet on
+/// containerd, kube-scheduler, kube-proxy, CoreDNS), started on first use. Nothing is installed
+/// in it: the installed tier installs Keyward with Helm. One node runs per machine, so only one
+/// test binary may use it at a time.
+///
+/// # Panics
+/// When not running as root (the kubelet and containerd need it), or when the node does not
+/// become Ready.
+pub async fn node_cluster() -> &'static ControlPlane {
+    if let Some(cp) = NODE_CLUSTER.get() {
+        return cp;
+    }
+    let started = tokio::task::spawn_blocking(|| {
+        let _guard = START_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        if NODE_CLUSTER.get().is_none() {
+            let _ = NODE_CLUSTER.set(ControlPlane::start("node", true));
+        }
+    })
+    .await;
+    if let Err(e) = started {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    NODE_CLUSTER.get().expect("node cluster was just started")
+}
+
 impl ControlPlane {
     fn start_or_reuse() -> ControlPlane {
         if let Ok(kubeconfig) = std::env::var("KEYWARD_TEST_KUBECONFIG") {
@@ -67,20 +93,31 @@ impl ControlPlane {
             let dir = kubeconfig.parent().map(Path::to_path_buf).unwrap_or_default();
             return ControlPlane { dir, kubeconfig };
         }
+        ControlPlane::start("test", false)
+    }
+
+    /// Runs `cluster.sh up` in a directory of its own; a watchdog stops it (and, for a node,
+    /// restores the host) when this process exits.
+    fn start(kind: &str, node: bool) -> ControlPlane {
         let base = std::env::var("KEYWARD_CACHE_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| std::env::temp_dir().join("keyward"));
-        let dir = base.join("clusters").join(format!("test-{}", std::process::id()));
-        let output = Command::new("bash")
-            .arg(repo_root().join("e2e/scripts/cluster.sh"))
+        let dir = base.join("clusters").join(format!("{kind}-{}", std::process::id()));
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo_root().join("e2e/scripts/cluster.sh"))
             .arg("up")
             .env("KEYWARD_CLUSTER_DIR", &dir)
-            .env("KEYWARD_CLUSTER_OWNER", std::process::id().to_string())
-            .output()
-            .expect("run e2e/scripts/cluster.sh");
+            .env("KEYWARD_CLUSTER_OWNER", std::process::id().to_string());
+        if node {
+            cmd.env("NODE", "1");
+        } else {
+            cmd.env_remove("NODE");
+        }
+        let output = cmd.output().expect("run e2e/scripts/cluster.sh");
         assert!(
             output.status.success(),
-            "starting the local control plane failed:\n{}{}",
+            "starting the local {} failed:\n{}{}",
+            if node { "one-node cluster" } else { "control plane" },
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
