@@ -3,24 +3,26 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/keyward/target
 export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
 
-.PHONY: help test generate generate-check cluster-up cluster-down demo bench controlplane
+.PHONY: help test generate generate-check cluster-up cluster-down demo bench controlplane images
 
 help:
 	@echo "make demo          run the local demo against a local control plane"
 	@echo "make test          the whole suite (fmt, clippy, unit, integration, e2e, drift)"
 	@echo "make generate      regenerate the CRD YAML"
 	@echo "make cluster-up    start kube-apiserver + etcd on loopback (prints export KUBECONFIG=...)"
-	@echo "make cluster-down  stop it and remove its data"
+	@echo "                   NODE=1: a one-node cluster that runs Pods (root)"
+	@echo "make cluster-down  stop it, remove its data, restore the host"
+	@echo "make images        build dist/keyward-image.tar (and import it into the node when one is up)"
 	@echo "make bench         run the benchmarks and print their figures"
 
 test:
 	bash scripts/test.sh
 
 generate:
-	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- crds/yaml charts/keyward/crds
+	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- crds/yaml --chart charts/keyward/templates/crds
 
 generate-check:
-	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- --check crds/yaml charts/keyward/crds
+	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- --check crds/yaml --chart charts/keyward/templates/crds
 
 controlplane:
 	bash e2e/scripts/build-controlplane.sh
@@ -36,3 +38,6 @@ demo:
 
 bench:
 	bash scripts/bench.sh
+
+images:
+	@bash image/build.sh >/dev/null

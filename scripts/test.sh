@@ -13,8 +13,11 @@ cargo fmt --all -- --check
 step "generated files are up to date"
 make -s generate-check
 
-step "local control plane binaries (built once, then cached)"
-bash e2e/scripts/build-controlplane.sh
+step "local control plane and node binaries (built once, then cached)"
+bash e2e/scripts/build-controlplane.sh node
+
+step "the one-node cluster's Debian packages (installed once; needs root)"
+bash e2e/scripts/cluster.sh node-prepare
 
 step "chart test tools: helm, cert-manager's CRDs, controller and CA injector (built once, then cached)"
 bash e2e/scripts/build-tools.sh
@@ -29,7 +32,11 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "build every binary the end-to-end tests start"
 cargo build --workspace --bins --all-features
 
-step "unit, integration and end-to-end tests"
+step "release build and container image (make images)"
+bash image/build.sh >/dev/null
+
+step "unit, integration, end-to-end and installed tests"
 # Each test binary starts its own control plane (about 5 s) unless KEYWARD_TEST_KUBECONFIG
-# names a running one; a watchdog stops it when the binary exits.
+# names a running one; a watchdog stops it when the binary exits. The installed tier
+# (charts/tests/installed.rs) starts the one-node cluster and installs the image with Helm.
 cargo test --workspace --all-features --no-fail-fast

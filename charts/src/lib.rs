@@ -5,6 +5,8 @@
 
 mod cert_manager;
 
+pub mod installed;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -69,10 +71,13 @@ pub fn run_fails(mut cmd: Command) -> String {
 
 /// Values that keep an installed release from intercepting other tests' objects: no Pod of the
 /// chart runs on the local control plane, so a `failurePolicy: Fail` webhook would refuse
-/// everything it selects. Both providers are enabled.
+/// everything it selects. Both providers are enabled. The shared control plane has Keyward's
+/// CRDs already, owned by no release, so the chart does not install them.
 pub fn test_values(fullname: &str, cert_manager: bool) -> String {
     format!(
         r#"fullnameOverride: {fullname}
+crds:
+  install: false
 certManager:
   enabled: {cert_manager}
 webhook:

@@ -8,9 +8,8 @@
 //! and the caBundle of the installed webhook configurations.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
@@ -18,25 +17,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
+use keyward_chart_tests::installed::kubectl_input;
 use keyward_chart_tests::{
     chart_dir, helm, helm_install, helm_uninstall, install_cert_manager_crds, run, run_fails, test_values, write_values,
 };
 use keyward_e2e::{control_plane, spawn_logged, with_temp_namespace, workspace_binary};
 use kube::{Api, Client};
-
-fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String) {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
-    let out = child.wait_with_output().expect("kubectl finishes");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
 
 fn template(kubeconfig: &Path, release: &str, ns: &str, values: &Path, extra: &[&str]) -> String {
     let mut cmd = helm(kubeconfig);
@@ -58,6 +44,19 @@ fn helm_lint_passes_in_both_modes_and_the_schema_refuses_bad_values() {
         "metrics.serviceMonitor.enabled=true",
     ]);
     run(lint);
+    // The CRDs are templates: installed and upgraded with the release, kept on uninstall.
+    let crd_count = |extra: &[&str]| {
+        let mut cmd = helm(kubeconfig);
+        cmd.args(["template", "kw"]).arg(chart_dir()).args(extra);
+        let out = run(cmd);
+        let crds = out.matches("kind: CustomResourceDefinition").count();
+        (crds, out.matches("helm.sh/resource-policy: keep").count())
+    };
+    let all = std::fs::read_dir(chart_dir().join("templates/crds")).expect("crds").count();
+    assert!(all >= 6, "the chart carries Keyward's CRDs");
+    assert_eq!(crd_count(&[]), (all, all), "every CRD, each kept on uninstall");
+    assert_eq!(crd_count(&["--set", "crds.keep=false"]), (all, 0));
+    assert_eq!(crd_count(&["--set", "crds.install=false"]), (0, 0));
     for (bad, message) in [
         ("webhook.pods.failurePolicy=Sometimes", "failurePolicy"),
         ("webhook.replicas=0", "replicas"),
@@ -94,7 +93,7 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
             let values = write_values(dir.path(), "values.yaml", &test_values(&format!("{ns}-dry"), cert_manager));
             let rendered = template(cp.kubeconfig(), "kw", &ns, &values, &extra);
             let (ok, out) =
-                kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
+                kubectl_input(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
             assert!(ok, "{mode}: server-side dry run refused the chart:\n{out}");
             let kinds: Vec<&str> = rendered.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
             assert_eq!(kinds.contains(&"Certificate"), cert_manager, "{mode}: Certificates only with cert-manager");
@@ -116,7 +115,7 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
         let values = write_values(dir.path(), "values.yaml", &test_values(&format!("{ns}-dry"), false));
         let broken =
             template(cp.kubeconfig(), "kw", &ns, &values, &[]).replace("sideEffects: None", "sideEffects: Sometimes");
-        let (ok, out) = kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &broken);
+        let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &broken);
         assert!(!ok && out.contains("sideEffects"), "a broken manifest must fail the dry run:\n{out}");
     })
     .await;
@@ -327,7 +326,7 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
         for e in container.env.unwrap_or_default() {
             match e.value {
                 Some(v) => env.insert(e.name, v),
-                None if e.name == "KEYWARD_NAMESPACE" => env.insert(e.name, ns.clone()),
+                None if e.name == "KEYWARD_POD_NAMESPACE" => env.insert(e.name, ns.clone()),
                 None => env.insert(e.name, "local-test".to_string()),
             };
         }
