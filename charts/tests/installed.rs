@@ -437,6 +437,32 @@ async fn image_archive_reads_as_docker_archive_and_oci_and_runs_as_non_root() {
         assert_eq!(config["config"]["User"], "65532:65532", "{transport}: {config}");
         assert_eq!(config["os"], "linux", "{transport}");
     }
+    // Every command the chart runs is a binary in the image.
+    let manifest = run({
+        let mut c = std::process::Command::new("tar");
+        c.arg("-xOf").arg(&archive).arg("manifest.json");
+        c
+    });
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).expect("docker-archive manifest.json");
+    let layer = manifest[0]["Layers"][0].as_str().expect("one layer").to_string();
+    let files = run({
+        let mut c = std::process::Command::new("bash");
+        c.args(["-c", "tar -xOf \"$1\" \"$2\" | tar -t", "list"]).arg(&archive).arg(&layer);
+        c
+    });
+    let values = std::fs::read_to_string(keyward_e2e::repo_root().join("charts/keyward/values.yaml")).expect("values");
+    let commands: Vec<&str> = values
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("command: "))
+        .chain(["keyward-webhook", "keyward-reconciler", "keyward-certs"])
+        .collect();
+    assert!(commands.len() >= 7, "the chart's commands: {commands:?}");
+    for command in commands {
+        assert!(
+            files.lines().any(|f| f.trim_start_matches("./") == format!("usr/local/bin/{command}")),
+            "{command} is not in the image:\n{files}"
+        );
+    }
     // Imported into the node under the chart's default name.
     let sock = cluster.dir().join("node/containerd.sock");
     let mut list = std::process::Command::new("ctr");
