@@ -447,7 +447,7 @@ async fn image_archive_reads_as_docker_archive_and_oci_and_runs_as_non_root() {
     let layer = manifest[0]["Layers"][0].as_str().expect("one layer").to_string();
     let files = run({
         let mut c = std::process::Command::new("bash");
-        c.args(["-c", "tar -xOf \"$1\" \"$2\" | tar -t", "list"]).arg(&archive).arg(&layer);
+        c.args(["-c", "tar -xOf \"$1\" \"$2\" | tar -tz", "list"]).arg(&archive).arg(&layer);
         c
     });
     let values = std::fs::read_to_string(keyward_e2e::repo_root().join("charts/keyward/values.yaml")).expect("values");
