@@ -154,7 +154,7 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
         let off = render(false);
         assert!(!off.contains("keyward-provider-vault") && !off.contains("keyward-provider-aws"), "off by default");
         let rendered = render(true);
-        let (ok, out) = kubectl_stdin(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
+        let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
         assert!(ok, "server-side dry run refused the chart with the store providers:\n{out}");
         let docs: Vec<serde_json::Value> = rendered
             .split("\n---")
