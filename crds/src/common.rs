@@ -8,8 +8,13 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: &str = "external-secrets.io";
 /// API group of the provider configuration kinds (Kubernetes, Fake).
 pub const PROVIDER_GROUP: &str = "provider.external-secrets.io";
-/// Category shared by every Keyward kind, so `kubectl get externalsecrets` lists them all.
-pub const CATEGORY: &str = "externalsecrets";
+/// Category shared by every Keyward kind, so `kubectl get external-secrets` lists them all.
+///
+/// It must never equal a resource name: kubectl expands categories before resources, so a
+/// category spelled like the ExternalSecret plural would turn `kubectl delete externalsecrets
+/// --all -n X` into a delete of every Keyward kind, cluster-scoped ClusterProviders included.
+/// Upstream External Secrets uses the same category.
+pub const CATEGORY: &str = "external-secrets";
 
 /// The kind of store an ExternalSecret or PushSecret points at.
 ///

@@ -27,7 +27,7 @@ fn default_refresh_interval() -> String {
     doc = "ExternalSecret fetches values from a Provider or ClusterProvider and writes them to a Kubernetes Secret.",
     plural = "externalsecrets",
     shortname = "es",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     status = "ExternalSecretStatus",
     printcolumn = r#"{"name":"Store","type":"string","jsonPath":".spec.secretStoreRef.name"}"#,

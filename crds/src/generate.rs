@@ -136,3 +136,29 @@ fn stale_files(dir: &Path, files: &[(String, String)]) -> Result<Vec<PathBuf>, G
     }
     Ok(stale)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::CATEGORY;
+
+    #[test]
+    fn every_kind_is_in_the_category_and_no_category_shadows_a_resource_name() {
+        let crds = all_crds();
+        let mut names = Vec::new();
+        for crd in &crds {
+            let n = &crd.spec.names;
+            names.push(n.plural.clone());
+            names.extend(n.singular.clone());
+            names.extend(n.short_names.clone().unwrap_or_default());
+            names.push(n.kind.to_lowercase());
+        }
+        for crd in &crds {
+            let categories = crd.spec.names.categories.clone().unwrap_or_default();
+            assert_eq!(categories, vec![CATEGORY.to_string()], "{}", crd.spec.names.kind);
+            for c in &categories {
+                assert!(!names.contains(c), "category {c:?} of {} shadows a resource name", crd.spec.names.kind);
+            }
+        }
+    }
+}

@@ -24,7 +24,7 @@ fn default_remote_namespace() -> String {
     doc = "Kubernetes configures the Kubernetes provider: the cluster, credentials and namespace it reads Secrets from.",
     plural = "kubernetes",
     singular = "kubernetes",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     printcolumn = r#"{"name":"Remote Namespace","type":"string","jsonPath":".spec.remoteNamespace"}"#,
     printcolumn = r#"{"name":"Server","type":"string","jsonPath":".spec.server.url"}"#,
@@ -160,7 +160,7 @@ pub struct ServiceAccountSelector {
     kind = "Fake",
     doc = "Fake configures the Fake provider with static values, for tests and demos.",
     plural = "fakes",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]

@@ -24,7 +24,7 @@ fn default_refresh_interval() -> String {
     doc = "PushSecret copies keys of a Kubernetes Secret to one or more Providers or ClusterProviders.",
     plural = "pushsecrets",
     shortname = "ps",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     status = "PushSecretStatus",
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,

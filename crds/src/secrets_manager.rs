@@ -20,7 +20,7 @@ use crate::provider_config::ServiceAccountSelector;
     doc = "SecretsManager configures the AWS Secrets Manager provider: region, credentials and roles to assume.",
     plural = "secretsmanagers",
     singular = "secretsmanager",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.region"}"#,
     printcolumn = r#"{"name":"Role","type":"string","jsonPath":".spec.role"}"#,

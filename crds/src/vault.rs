@@ -18,7 +18,7 @@ use crate::provider_config::{CaProvider, ServiceAccountSelector};
     kind = "Vault",
     doc = "Vault configures the Vault provider: the server, the KV secrets engine and the login method.",
     plural = "vaults",
-    category = "externalsecrets",
+    category = "external-secrets",
     namespaced,
     printcolumn = r#"{"name":"Server","type":"string","jsonPath":".spec.server"}"#,
     printcolumn = r#"{"name":"Path","type":"string","jsonPath":".spec.path"}"#,

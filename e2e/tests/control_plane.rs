@@ -131,8 +131,8 @@ async fn printer_columns_show_in_kubectl_get() {
             assert!(header.contains(column), "ClusterProvider columns: {header}");
         }
         assert!(cluster.contains("ManifestNamespace"), "{cluster}");
-        // Every Keyward kind is in the `externalsecrets` category.
-        let listed = run(&["api-resources", "--categories", "externalsecrets", "-o", "name"]);
+        // Every Keyward kind is in the `external-secrets` category.
+        let listed = run(&["api-resources", "--categories", "external-secrets", "-o", "name"]);
         for kind in [
             "externalsecrets",
             "pushsecrets",
