@@ -114,8 +114,9 @@ pub struct SecretKeySelector {
     /// Key inside the Secret's data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// Namespace of the Secret. Honoured only for ClusterProviders; a namespaced Provider
-    /// always reads from the namespace of the manifest that uses it.
+    /// Namespace of the Secret. Only a configuration owned by the cluster operator (reached
+    /// through a ClusterProvider with `authenticationScope: ProviderNamespace`) may name another
+    /// namespace than its own; a configuration in a tenant namespace that does is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }

@@ -45,6 +45,12 @@ pub struct KubernetesSpec {
     /// Namespace of the remote Secrets.
     #[serde(default = "default_remote_namespace")]
     pub remote_namespace: String,
+    /// Let PushSecrets choose another namespace than `remoteNamespace` (push metadata
+    /// `spec.remoteNamespace`). Honoured only for a configuration owned by the cluster operator
+    /// (reached through a ClusterProvider with `authenticationScope: ProviderNamespace`); refused
+    /// in a tenant namespace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_remote_namespace_override: bool,
 }
 
 /// The API server of the remote cluster.
@@ -73,7 +79,9 @@ pub struct CaProvider {
     pub name: String,
     /// Key holding the PEM bundle.
     pub key: String,
-    /// Namespace of the object; honoured only for ClusterProviders.
+    /// Namespace of the object. Only a configuration owned by the cluster operator (reached
+    /// through a ClusterProvider with `authenticationScope: ProviderNamespace`) may name another
+    /// namespace than its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -144,7 +152,9 @@ pub struct TokenAuth {
 pub struct ServiceAccountSelector {
     /// Name of the ServiceAccount.
     pub name: String,
-    /// Namespace of the ServiceAccount; honoured only for ClusterProviders.
+    /// Namespace of the ServiceAccount. Only a configuration owned by the cluster operator
+    /// (reached through a ClusterProvider with `authenticationScope: ProviderNamespace`) may
+    /// name another namespace than its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Audiences of the requested token.

@@ -1,7 +1,9 @@
 //! End to end: PushSecrets through the Kubernetes provider (reconciler and provider as
 //! processes over mTLS, the local control plane as the remote cluster): the pushed Secret keeps
-//! its type, labels and annotations, and the `remoteNamespace` override is refused for a
-//! namespaced Provider and honoured for a ClusterProvider.
+//! its type, labels and annotations, and the `remoteNamespace` override is refused for every
+//! tenant-owned configuration (a namespaced Provider, a ManifestNamespace ClusterProvider) and
+//! honoured for an operator-owned one that allows it, whose deletes then go where the push
+//! wrote and never to a same-named Secret of the default namespace.
 
 #![allow(clippy::unwrap_used)]
 
@@ -50,13 +52,16 @@ async fn pushes_keep_type_labels_annotations_and_the_override_follows_the_store_
                 let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
                 let server = json!({"url": control_plane().await.server_url(),
                                     "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
-                apply(
-                    &Api::<Kubernetes>::namespaced(client.clone(), &ns),
-                    json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
-                           "metadata": {"name": "remote"},
-                           "spec": {"server": server, "auth": {"serviceAccount": {"name": "writer"}}, "remoteNamespace": remote}}),
-                )
-                .await;
+                for (name, allow) in [("remote", false), ("remote-override", true)] {
+                    apply(
+                        &Api::<Kubernetes>::namespaced(client.clone(), &ns),
+                        json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                               "metadata": {"name": name},
+                               "spec": {"server": server, "auth": {"serviceAccount": {"name": "writer"}},
+                                        "remoteNamespace": remote, "allowRemoteNamespaceOverride": allow}}),
+                    )
+                    .await;
+                }
                 let provider_ref = json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": "remote"});
                 apply(
                     &Api::<Provider>::namespaced(client.clone(), &ns),
@@ -65,15 +70,25 @@ async fn pushes_keep_type_labels_annotations_and_the_override_follows_the_store_
                            "spec": {"config": {"address": provider.address(), "providerRef": provider_ref}}}),
                 )
                 .await;
+                // A ManifestNamespace ClusterProvider reaches the tenant's own config; a
+                // ProviderNamespace one names `ns` as the operator's namespace.
                 let cluster_name = format!("{ns}-k8s");
-                apply(
-                    &Api::<ClusterProvider>::all(client.clone()),
-                    json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
-                           "metadata": {"name": cluster_name, "labels": {CLASS_LABEL: ns}},
-                           "spec": {"authenticationScope": "ManifestNamespace",
-                                    "config": {"address": provider.address(), "providerRef": provider_ref}}}),
-                )
-                .await;
+                let operator_name = format!("{ns}-operator");
+                let operator_ref = json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                                          "name": "remote-override", "namespace": ns});
+                for (name, scope, pref) in [
+                    (&cluster_name, "ManifestNamespace", &provider_ref),
+                    (&operator_name, "ProviderNamespace", &operator_ref),
+                ] {
+                    apply(
+                        &Api::<ClusterProvider>::all(client.clone()),
+                        json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterProvider",
+                               "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+                               "spec": {"authenticationScope": scope,
+                                        "config": {"address": provider.address(), "providerRef": pref}}}),
+                    )
+                    .await;
+                }
                 let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
                 apply(
                     &secrets,
@@ -110,8 +125,24 @@ async fn pushes_keep_type_labels_annotations_and_the_override_follows_the_store_
                         meta(json!({"remoteNamespace": elsewhere}))),
                 )
                 .await;
-
+                // A Secret of the same name as the operator push below already lives in the
+                // default remote namespace; it belongs to someone else.
                 let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
+                apply(
+                    &remote_secrets,
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "override-operator"},
+                           "stringData": {"owner": "someone-else"}}),
+                )
+                .await;
+                let mut operator_push = push_secret(
+                    "override-operator",
+                    &ns,
+                    json!({"name": operator_name, "kind": "ClusterProvider"}),
+                    meta(json!({"remoteNamespace": elsewhere})),
+                );
+                operator_push["spec"]["deletionPolicy"] = json!("Delete");
+                apply(&pss, operator_push).await;
+
                 let typed = eventually("typed push", WAIT, || async { remote_secrets.get_opt("typed").await.ok()? }).await;
                 assert_eq!(value(&typed, "password").as_deref(), Some("pushed-value"));
                 assert_eq!(typed.type_.as_deref(), Some("example.com/credentials"));
@@ -119,22 +150,37 @@ async fn pushes_keep_type_labels_annotations_and_the_override_follows_the_store_
                 assert_eq!(typed.annotations().get("owner").map(String::as_str), Some("keyward"));
 
                 let elsewhere_secrets: Api<Secret> = Api::namespaced(client.clone(), &elsewhere);
-                let pushed = eventually("ClusterProvider override honoured", WAIT, || async {
-                    elsewhere_secrets.get_opt("override-cluster").await.ok()?
+                let pushed = eventually("operator-owned override honoured", WAIT, || async {
+                    elsewhere_secrets.get_opt("override-operator").await.ok()?
                 })
                 .await;
                 assert_eq!(value(&pushed, "password").as_deref(), Some("pushed-value"));
 
-                let message = eventually("Provider override refused", WAIT, || async {
-                    let ps = pss.get("override-provider").await.ok()?;
-                    let (status, _, message) = ready_of(&ps.status?.conditions)?;
-                    (status == "False").then_some(message)
+                for name in ["override-provider", "override-cluster"] {
+                    let message = eventually(&format!("{name}: tenant-owned override refused"), WAIT, || async {
+                        let ps = pss.get(name).await.ok()?;
+                        let (status, _, message) = ready_of(&ps.status?.conditions)?;
+                        (status == "False").then_some(message)
+                    })
+                    .await;
+                    assert!(message.contains("tenant-owned"), "{name}: {message}");
+                    assert!(elsewhere_secrets.get_opt(name).await.unwrap().is_none(), "{name}: nothing written");
+                    assert!(remote_secrets.get_opt(name).await.unwrap().is_none(), "{name}: nor in the default");
+                }
+
+                // Deleting the PushSecret (deletionPolicy Delete) removes its copy where the push
+                // wrote, and leaves the same-named Secret of the default namespace alone.
+                pss.delete("override-operator", &Default::default()).await.unwrap();
+                eventually("pushed copy deleted", WAIT, || async {
+                    elsewhere_secrets.get_opt("override-operator").await.ok()?.is_none().then_some(())
                 })
                 .await;
-                assert!(message.contains("remoteNamespace"), "{message}");
-                assert!(elsewhere_secrets.get_opt("override-provider").await.unwrap().is_none(), "nothing written");
-                assert!(remote_secrets.get_opt("override-provider").await.unwrap().is_none(), "nor in the default");
-                let _ = Api::<ClusterProvider>::all(client.clone()).delete(&cluster_name, &Default::default()).await;
+                eventually("PushSecret gone", WAIT, || async { pss.get_opt("override-operator").await.ok()?.is_none().then_some(()) }).await;
+                let kept = remote_secrets.get("override-operator").await.expect("someone else's Secret is untouched");
+                assert_eq!(value(&kept, "owner").as_deref(), Some("someone-else"));
+                for name in [&cluster_name, &operator_name] {
+                    let _ = Api::<ClusterProvider>::all(client.clone()).delete(name, &Default::default()).await;
+                }
             })
             .await;
         })

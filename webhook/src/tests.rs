@@ -132,12 +132,15 @@ fn external_secret_in_a_namespace_the_cluster_provider_refuses_is_denied() {
         &[
             "ExternalSecret \"db\" is not allowed",
             "spec.secretStoreRef: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
-            "conditions[0]: namespaceSelector env=prod does not match the namespace labels {env=dev}",
-            "conditions[1]: namespaces [special] do not include it",
-            "conditions[2]: namespaceRegexes [^ops-] do not match its name",
             "ask its owner to admit it, or use a Provider in this namespace",
         ],
     );
+    // The denial reveals nothing the requester may not read: not the other namespaces the
+    // conditions name, not the labels or patterns they select by, not its own labels.
+    let msg = d.message.as_deref().unwrap_or_default();
+    for secret in ["special", "env=prod", "env=dev", "^ops-", "conditions["] {
+        assert!(!msg.contains(secret), "{secret:?} revealed in {msg:?}");
+    }
     for ns in ["team-a", "special"] {
         let d = validate(ES, "CREATE", Some(ns), es.clone(), &c);
         assert!(d.allowed && d.warnings.is_empty(), "{ns}: {d:?}");
@@ -376,15 +379,112 @@ fn vault_and_secrets_manager_configs_are_validated() {
     };
     let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({})), &c);
     denied_with(&d, 400, &["Vault \"v\" is invalid", "spec.auth: set exactly one of tokenSecretRef, appRole"]);
-    let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({"kubernetes": {"role": "app"}})), &c);
-    assert!(d.allowed, "{d:?}");
+    // A login with the provider's own ServiceAccount token is the operator's (namespace `creds`,
+    // named by ClusterProvider "shared"); a tenant names its own ServiceAccount or Secret.
+    let own_token = vault(json!({"kubernetes": {"role": "app"}}));
+    let d = validate(VAULT, "CREATE", Some("team-a"), own_token.clone(), &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "spec.auth.kubernetes: spec.auth.kubernetes without serviceAccountRef or secretRef uses the provider's own credentials",
+        ],
+    );
+    assert!(validate(VAULT, "CREATE", Some("creds"), own_token, &c).allowed);
+    let sa = vault(json!({"kubernetes": {"role": "app", "serviceAccountRef": {"name": "app"}}}));
+    assert!(validate(VAULT, "CREATE", Some("team-a"), sa, &c).allowed);
+    let foreign = vault(json!({"tokenSecretRef": {"name": "t", "key": "token", "namespace": "creds"}}));
+    denied_with(
+        &validate(VAULT, "CREATE", Some("team-a"), foreign, &c),
+        403,
+        &["spec.auth.tokenSecretRef.namespace: \"creds\" names Secret \"t\" outside namespace \"team-a\""],
+    );
     let aws = |spec: Value| {
         json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "SecretsManager", "metadata": {"name": "a"},
                "spec": spec})
     };
     let d = validate(AWS_SM, "CREATE", Some("team-a"), aws(json!({"region": "eu-west-1", "role": "admin"})), &c);
     denied_with(&d, 400, &["SecretsManager \"a\" is invalid", "spec.role: \"admin\" is not a role ARN"]);
+    // The SDK's default chain is the provider's own identity: the operator's only.
     let d = validate(AWS_SM, "CREATE", Some("team-a"), aws(json!({"region": "eu-west-1"})), &c);
+    denied_with(&d, 403, &["spec.auth: a SecretsManager config without spec.auth uses the provider's own credentials"]);
+    let d = validate(AWS_SM, "CREATE", Some("creds"), aws(json!({"region": "eu-west-1"})), &c);
+    assert!(d.allowed, "{d:?}");
+}
+
+#[test]
+fn a_tenant_config_naming_another_namespace_is_denied_unless_the_operator_named_its_namespace() {
+    let c = caches();
+    let kube = |spec: Value| {
+        json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "metadata": {"name": "r"},
+               "spec": spec})
+    };
+    let foreign_sa = kube(json!({"auth": {"serviceAccount": {"name": "admin", "namespace": "kube-system"}}}));
+    let foreign_token =
+        kube(json!({"auth": {"token": {"bearerToken": {"name": "t", "key": "token", "namespace": "team-a"}}}}));
+    for (what, object, field) in [
+        ("ServiceAccount", foreign_sa.clone(), "spec.auth.serviceAccount.namespace: \"kube-system\" names"),
+        ("token Secret", foreign_token.clone(), "spec.auth.token.bearerToken.namespace: \"team-a\" names"),
+    ] {
+        let d = validate(KUBE, "CREATE", Some("team-b"), object, &c);
+        denied_with(
+            &d,
+            403,
+            &["Kubernetes \"r\" is not allowed", field, "outside namespace \"team-b\"", "create that first"],
+        );
+        assert!(!d.message.as_deref().unwrap_or_default().contains("is invalid"), "{what}: a policy denial");
+    }
+    // `creds` is named by ClusterProvider "shared" (ProviderNamespace): the operator's.
+    assert!(validate(KUBE, "CREATE", Some("creds"), foreign_sa.clone(), &c).allowed);
+    // Naming the own namespace explicitly is fine anywhere.
+    let own = kube(json!({"auth": {"serviceAccount": {"name": "sa", "namespace": "team-b"}}}));
+    assert!(validate(KUBE, "CREATE", Some("team-b"), own, &c).allowed);
+    // Letting pushes choose their namespace is the operator's to grant.
+    let overriding = kube(json!({"auth": {"serviceAccount": {"name": "sa"}}, "allowRemoteNamespaceOverride": true}));
+    denied_with(
+        &validate(KUBE, "CREATE", Some("team-b"), overriding.clone(), &c),
+        403,
+        &["spec.allowRemoteNamespaceOverride"],
+    );
+    assert!(validate(KUBE, "CREATE", Some("creds"), overriding, &c).allowed);
+    // A ManifestNamespace ClusterProvider naming a namespace does not make it the operator's.
+    let mut manifest_scoped = cluster_provider(json!([]));
+    manifest_scoped.authentication_scope = keyward_crds::AuthenticationScope::ManifestNamespace;
+    manifest_scoped.config.provider_ref.namespace = Some("team-b".into());
+    c.write().cluster_providers.insert("per-tenant".into(), Ok(manifest_scoped));
+    assert!(!validate(KUBE, "CREATE", Some("team-b"), foreign_sa, &c).allowed);
+}
+
+#[test]
+fn push_remote_namespace_overrides_through_tenant_owned_stores_are_denied() {
+    let c = caches();
+    let mut manifest_scoped = cluster_provider(json!([]));
+    manifest_scoped.authentication_scope = keyward_crds::AuthenticationScope::ManifestNamespace;
+    c.write().cluster_providers.insert("per-tenant".into(), Ok(manifest_scoped));
+    let overriding = |refs: Value| {
+        let mut ps = push_secret(refs);
+        ps["spec"]["data"][0]["metadata"] = json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1",
+            "kind": "PushSecretMetadata", "spec": {"remoteNamespace": "kube-system"}});
+        ps
+    };
+    for refs in [
+        json!([{"name": "local", "kind": "Provider"}]),
+        json!([{"name": "local"}]),
+        json!([{"name": "per-tenant", "kind": "ClusterProvider"}]),
+    ] {
+        let d = validate(PS, "CREATE", Some("team-b"), overriding(refs.clone()), &c);
+        denied_with(
+            &d,
+            403,
+            &["spec.data[0].metadata (for spec.secretStoreRefs[0]", "remoteNamespace \"kube-system\"", "tenant-owned"],
+        );
+    }
+    // Through an operator-owned configuration the provider decides (with the config in hand).
+    let d =
+        validate(PS, "CREATE", Some("team-a"), overriding(json!([{"name": "shared", "kind": "ClusterProvider"}])), &c);
+    assert!(d.allowed, "{d:?}");
+    // Without an override nothing changes.
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "local", "kind": "Provider"}])), &c);
     assert!(d.allowed, "{d:?}");
 }
 

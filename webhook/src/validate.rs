@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use keyward_crds::rules::{
-    NamespaceView, StoreSpec, ValidationErrors, auth_namespace, check_namespace_admitted, validate_cluster_provider,
-    validate_external_secret, validate_fake, validate_kubernetes, validate_provider, validate_push_secret,
-    validate_secrets_manager, validate_vault,
+    ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
+    check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
+    secrets_manager_reach, validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
+    validate_provider, validate_push_secret, validate_secrets_manager, validate_vault, vault_reach,
 };
 use keyward_crds::{
     ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager,
@@ -135,7 +136,9 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             check.spec(validate_push_secret(&ps.spec));
             for (i, r) in ps.spec.secret_store_refs.iter().enumerate() {
                 if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
-                    check.store_ref(state, ns, &format!("spec.secretStoreRefs[{i}]"), store, r.kind);
+                    let path = format!("spec.secretStoreRefs[{i}]");
+                    check.store_ref(state, ns, &path, store, r.kind);
+                    check.push_overrides(state, ns, &path, store, r.kind, &ps);
                 }
             }
         }
@@ -166,6 +169,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_kubernetes(&k.spec));
+            check.boundary(state, ns, &kubernetes_reach(&k.spec));
         }
         Kind::Fake => {
             let f: Fake = match parse(kind, object) {
@@ -180,6 +184,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_vault(&v.spec));
+            check.boundary(state, ns, &vault_reach(&v.spec));
         }
         Kind::SecretsManager => {
             let a: SecretsManager = match parse(kind, object) {
@@ -187,6 +192,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_secrets_manager(&a.spec));
+            check.boundary(state, ns, &secrets_manager_reach(&a.spec));
         }
     }
     check.finish(kind, &name)
@@ -253,6 +259,8 @@ impl Check {
             None => (&empty, false),
         };
         if let Err(denied) = check_namespace_admitted(name, &spec.conditions, NamespaceView { name: ns, labels }) {
+            // The requester sees that it is refused; why (the conditions) is for the operator.
+            tracing::info!(cluster_provider = name, namespace = ns, detail = %denied.detail(), "namespace refused");
             if !known && spec.conditions.iter().any(|c| c.namespace_selector.is_some()) {
                 self.denied.push(format!(
                     "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
@@ -271,6 +279,52 @@ impl Check {
         }
     }
 
+    /// The tenant boundary of a provider configuration in namespace `ns`: what it names, its use
+    /// of the provider's own identity, its push override.
+    fn boundary(&mut self, state: &State, ns: &str, reach: &Reach<'_>) {
+        if let Err(errs) = check_boundary(namespace_owner(state, ns), ns, reach) {
+            self.denied.extend(errs.0.iter().map(|e| {
+                format!(
+                    "{e} (a namespace counts as the operator's once a ClusterProvider with authenticationScope \
+                     ProviderNamespace names it in spec.config.providerRef.namespace: create that first)"
+                )
+            }));
+        }
+    }
+
+    /// Push entries that ask for their own remoteNamespace, through a store whose configuration
+    /// is tenant-owned (a Provider, a ClusterProvider with ManifestNamespace): refused, whatever
+    /// the configuration says. ClusterProviders not known yet are left to the reconciler.
+    fn push_overrides(
+        &mut self,
+        state: &State,
+        ns: &str,
+        path: &str,
+        store: &str,
+        kind: Option<StoreKind>,
+        ps: &PushSecret,
+    ) {
+        let kind = kind.unwrap_or(if state.provider_exists(ns, store) {
+            StoreKind::Provider
+        } else {
+            StoreKind::ClusterProvider
+        });
+        let (scope, config_ns) = match kind {
+            StoreKind::ClusterProvider => match state.cluster_providers.get(store) {
+                Some(Ok(spec)) => (Some(spec.authentication_scope), spec.config.provider_ref.namespace.as_deref()),
+                _ => return,
+            },
+            _ => (None, Some(ns)),
+        };
+        let owner = config_owner(Some(kind), scope, config_ns);
+        for (i, d) in ps.spec.data.iter().enumerate() {
+            let requested = d.metadata.as_ref().and_then(push_metadata_remote_namespace);
+            if let Err(e) = check_push_override(owner, requested) {
+                self.denied.push(format!("spec.data[{i}].metadata (for {path}, {kind} {store:?}): {e}"));
+            }
+        }
+    }
+
     fn finish(self, kind: Kind, name: &str) -> Decision {
         let warnings = self.warnings;
         if self.invalid.is_empty() && self.denied.is_empty() {
@@ -281,6 +335,21 @@ impl Check {
         let all: Vec<String> = self.invalid.into_iter().chain(self.denied).collect();
         Decision::deny(code, format!("{} {name:?} {verb}: {}", kind.as_str(), all.join("; "))).with_warnings(warnings)
     }
+}
+
+/// Who owns the provider configurations of namespace `ns`, as far as admission can tell: the
+/// operator when a ClusterProvider with `authenticationScope: ProviderNamespace` names it,
+/// else its namespace owner. The provider and the reconciler decide again per request.
+pub fn namespace_owner(state: &State, ns: &str) -> ConfigOwner {
+    let named = state.cluster_providers.values().filter_map(|c| c.as_ref().ok()).any(|spec| {
+        config_owner(
+            Some(StoreKind::ClusterProvider),
+            Some(spec.authentication_scope),
+            spec.config.provider_ref.namespace.as_deref(),
+        ) == ConfigOwner::Operator
+            && spec.config.provider_ref.namespace.as_deref() == Some(ns)
+    });
+    if named { ConfigOwner::Operator } else { ConfigOwner::Tenant }
 }
 
 /// Namespaces shown in a warning before "and N more".

@@ -53,14 +53,24 @@ fn is_dns_name_or_ipv4(host: &str) -> bool {
         })
 }
 
+/// The cluster DNS domain a Service name may end in.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
 /// The namespace holding the TLS Secret used to reach a provider: the namespace in the
-/// address when it is a Service name (`svc.ns.svc[.cluster.local]:port`), else the auth
-/// namespace.
+/// address when it is exactly a Service name (`svc.ns.svc:port` or
+/// `svc.ns.svc.cluster.local:port`), else the auth namespace.
+///
+/// Only a whole Service name counts: a host that merely contains `.ns.svc.` (such as
+/// `x.keyward.svc.example.com`) is somebody else's name, and taking its namespace would send the
+/// reconciler's client certificate for `ns` to that host.
 pub fn tls_secret_namespace(address: &str, auth_namespace: &str) -> String {
     if let Ok(addr) = parse_address(address) {
-        let labels: Vec<&str> = addr.host.split('.').collect();
-        if labels.len() >= 3 && labels[2] == "svc" && !labels[1].is_empty() {
-            return labels[1].to_string();
+        let host = addr.host.to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host);
+        let service = host.strip_suffix(&format!(".{CLUSTER_DOMAIN}")).unwrap_or(host);
+        let labels: Vec<&str> = service.split('.').collect();
+        if let [_, ns, "svc"] = labels.as_slice() {
+            return (*ns).to_string();
         }
     }
     auth_namespace.to_string()
@@ -105,6 +115,12 @@ mod tests {
             ("127.0.0.1:8443", "auth", "auth"),
             ("localhost:8443", "team-a", "team-a"),
             ("not an address", "auth", "auth"),
+            // Names that only contain a Service name are not one.
+            ("x.keyward.svc.evil.com:8443", "team-a", "team-a"),
+            ("x.keyward.svc.cluster.local.evil.com:8443", "team-a", "team-a"),
+            ("a.x.keyward.svc:8443", "team-a", "team-a"),
+            ("x.keyward.svc.other.local:8443", "team-a", "team-a"),
+            ("prov.Keyward.SVC:8443", "auth", "keyward"),
         ];
         for (address, auth, want) in cases {
             assert_eq!(tls_secret_namespace(address, auth), want, "{address}");

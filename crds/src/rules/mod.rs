@@ -5,16 +5,23 @@
 
 mod address;
 mod auth;
+mod boundary;
 mod duration;
 mod namespace;
+mod reach;
 mod selector;
 mod stores;
 mod validate;
 
 pub use address::{Address, parse_address, tls_secret_namespace};
 pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
+pub use boundary::{
+    Ambient, BoundaryViolation, ConfigOwner, NamedKind, NamedObject, Reach, ambient_refusal, check_boundary,
+    check_push_override, config_owner, named_namespace, push_metadata_remote_namespace, push_namespace,
+};
 pub use duration::{DurationError, parse_go_duration};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
+pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};
 pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
 pub use stores::{validate_secrets_manager, validate_vault};
 pub use validate::{

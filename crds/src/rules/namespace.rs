@@ -17,10 +17,16 @@ pub struct NamespaceView<'a> {
 }
 
 /// A namespace that no condition of a ClusterProvider admits.
+///
+/// The message (what the namespace owner sees in a denial, a status condition or an event)
+/// names only the ClusterProvider and the namespace. Why each condition failed would show the
+/// conditions themselves: other namespaces' names, the labels they are selected by, the
+/// patterns; tenants may not be able to read ClusterProviders, so that detail ([`Self::detail`])
+/// goes to the components' logs, for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "ClusterProvider {cluster_provider:?} does not allow namespace {namespace:?}: {}",
-    .reasons.join("; ")
+    "ClusterProvider {cluster_provider:?} does not allow namespace {namespace:?}: its spec.conditions do not admit \
+     the namespace"
 )]
 pub struct NamespaceDenied {
     /// The ClusterProvider.
@@ -29,6 +35,13 @@ pub struct NamespaceDenied {
     pub namespace: String,
     /// Why each condition failed, one entry per condition.
     pub reasons: Vec<String>,
+}
+
+impl NamespaceDenied {
+    /// Why each condition failed, for the operator's logs (never for the namespace owner).
+    pub fn detail(&self) -> String {
+        self.reasons.join("; ")
+    }
 }
 
 /// Checks a namespace against a ClusterProvider's conditions.
@@ -180,7 +193,7 @@ mod tests {
     }
 
     #[test]
-    fn denial_names_provider_namespace_and_failed_conditions() {
+    fn denial_names_provider_and_namespace_and_keeps_the_conditions_for_logs() {
         let dev = labels(&[("env", "dev")]);
         let err = check_namespace_admitted(
             "shared",
@@ -191,12 +204,16 @@ mod tests {
         assert_eq!(err.cluster_provider, "shared");
         assert_eq!(err.namespace, "team-b");
         assert_eq!(
-            err.to_string(),
-            "ClusterProvider \"shared\" does not allow namespace \"team-b\": \
-             conditions[0]: namespaceSelector env=prod does not match the namespace labels {env=dev}; \
+            err.detail(),
+            "conditions[0]: namespaceSelector env=prod does not match the namespace labels {env=dev}; \
              conditions[1]: namespaces [team-a] do not include it; \
              conditions[2]: namespaceRegexes entry \"(\" is not a valid regular expression, \
              namespaceRegexes [^prod-, (] do not match its name"
+        );
+        // What the namespace owner sees names no other namespace, label or pattern.
+        assert_eq!(
+            err.to_string(),
+            "ClusterProvider \"shared\" does not allow namespace \"team-b\": its spec.conditions do not admit the namespace"
         );
     }
 }

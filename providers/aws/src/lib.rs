@@ -18,7 +18,7 @@ use keyward_crds::SecretsManager;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
 use crate::client::{build_config, map_sdk_error};
@@ -71,6 +71,8 @@ impl SecretsManagerProvider {
             .refs
             .valid_config(ctx, |c: &SecretsManager| keyward_crds::rules::validate_secrets_manager(&c.spec))
             .await?;
+        // The tenant boundary, for the whole config at once so the message lists every field.
+        check_reach(ctx, &keyward_crds::rules::secrets_manager_reach(&config.spec))?;
         let key = CacheKey::of(ctx, config.metadata.generation);
         self.clients
             .get_or_build(&key, async {

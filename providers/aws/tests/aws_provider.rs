@@ -20,7 +20,7 @@ use keyward_proto::v1::{
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -267,12 +267,20 @@ async fn pushes_deletes_and_assumes_roles() {
         let exists = |remote: &str, prop: &str| SecretExistsRequest {
             provider_ref: Some(r.clone()),
             source_namespace: ns.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() }),
+            remote_ref: Some(PushSecretRemoteRef {
+                remote_key: remote.into(),
+                property: prop.into(),
+                ..Default::default()
+            }),
         };
         let delete = |remote: &str, prop: &str| DeleteSecretRequest {
             provider_ref: Some(r.clone()),
             source_namespace: ns.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() }),
+            remote_ref: Some(PushSecretRemoteRef {
+                remote_key: remote.into(),
+                property: prop.into(),
+                ..Default::default()
+            }),
         };
         assert!(c.secret_exists(exists("pushed/db", "pw")).await.unwrap().into_inner().exists);
         c.delete_secret(delete("pushed/db", "pw")).await.unwrap();
@@ -361,26 +369,41 @@ async fn web_identity_and_the_tenant_boundary() {
             assert_eq!(get_text(c, get(&r, &ns, &key, "", "")).await.unwrap(), "v");
 
             // The reconciler names the manifest's namespace as the config namespace for a
-            // Provider and for a ManifestNamespace ClusterProvider: both reach the tenant's config.
+            // Provider and for a ManifestNamespace ClusterProvider (and sends the scope): both
+            // reach the tenant's config, as does a ClusterProvider request that does not say.
+            let via = |name: &str, kind: &str, config_ns: &str| match kind {
+                "ManifestNamespace" => ProviderReference {
+                    authentication_scope: kind.into(),
+                    ..provider_ref("SecretsManager", name, config_ns, "ClusterProvider")
+                },
+                _ => provider_ref("SecretsManager", name, config_ns, kind),
+            };
             for (name, kind, config_ns, want) in [
                 ("foreign-keys", "Provider", "", "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
                 ("foreign-keys", "Provider", ns.as_str(), "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
                 ("foreign-keys", "ClusterProvider", ns.as_str(), "spec.auth.secretRef.accessKeyIDSecretRef.namespace"),
+                (
+                    "foreign-keys",
+                    "ManifestNamespace",
+                    ns.as_str(),
+                    "spec.auth.secretRef.accessKeyIDSecretRef.namespace",
+                ),
                 ("ambient", "Provider", "", "uses the provider's own credentials"),
                 ("ambient", "Provider", ns.as_str(), "uses the provider's own credentials"),
                 ("ambient", "ClusterProvider", "", "uses the provider's own credentials"),
                 ("ambient", "ClusterProvider", ns.as_str(), "uses the provider's own credentials"),
+                ("ambient", "ManifestNamespace", ns.as_str(), "uses the provider's own credentials"),
             ] {
-                let r = provider_ref("SecretsManager", name, config_ns, kind);
+                let r = via(name, kind, config_ns);
                 let e = get_text(c, get(&r, &ns, &key, "", "")).await.unwrap_err();
                 assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind} ({config_ns:?}): {e:?}");
                 assert!(e.message().contains(want), "{name} via {kind} ({config_ns:?}): {}", e.message());
             }
-            // The operator's config (a ClusterProvider naming the config's namespace) may use the
-            // provider's own credentials and name Secrets anywhere.
-            let r = provider_ref("SecretsManager", "ambient", &ns, "ClusterProvider");
+            // The operator's config (a ClusterProvider with ProviderNamespace naming the config's
+            // namespace) may use the provider's own credentials and name Secrets anywhere.
+            let r = operator_ref("SecretsManager", "ambient", &ns);
             assert_eq!(get_text(c, get(&r, "elsewhere", &key, "", "")).await.unwrap(), "v");
-            let r = provider_ref("SecretsManager", "foreign-keys", &ns, "ClusterProvider");
+            let r = operator_ref("SecretsManager", "foreign-keys", &ns);
             assert_eq!(get_text(c, get(&r, "elsewhere", &key, "", "")).await.unwrap(), "v");
         })
         .await
@@ -430,8 +453,9 @@ async fn default_chain_web_identity_serves_the_operator_config() {
 
         sm.create_secret().name(format!("{ns}-op")).secret_string("operator-value").send().await.unwrap();
         config(&client, &ns, "ambient", json!({"region": REGION})).await;
-        // The operator's config: a ClusterProvider naming the config's namespace, used elsewhere.
-        let r = provider_ref("SecretsManager", "ambient", &ns, "ClusterProvider");
+        // The operator's config: a ClusterProvider with ProviderNamespace naming the config's
+        // namespace, used elsewhere.
+        let r = operator_ref("SecretsManager", "ambient", &ns);
         let v = c
             .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: "elsewhere".into() })
             .await

@@ -166,13 +166,13 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
         assert_eq!(c.get_secret(get("pushed", "pw", "")).await.expect("read back").into_inner().value, b"pushed");
         let exists = |key: &str| SecretExistsRequest {
             provider_ref: pref.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: key.into(), property: String::new() }),
+            remote_ref: Some(PushSecretRemoteRef { remote_key: key.into(), ..Default::default() }),
             source_namespace: ns.clone(),
         };
         assert!(c.secret_exists(exists("pushed")).await.expect("exists").into_inner().exists);
         c.delete_secret(DeleteSecretRequest {
             provider_ref: pref.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: "pushed".into(), property: String::new() }),
+            remote_ref: Some(PushSecretRemoteRef { remote_key: "pushed".into(), ..Default::default() }),
             source_namespace: ns.clone(),
         })
         .await

@@ -1,101 +1,40 @@
-//! Clients for the target cluster, built from a `Kubernetes` config object and cached per
-//! config object, generation and store kind.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+//! Clients for the target cluster, built from a `Kubernetes` config object (and cached by the
+//! provider per config object, generation and owner, in the runtime's shared client cache).
+//!
+//! Every object the config names (credential Secrets, the CA bundle, the ServiceAccount, the
+//! kubeconfig) is read in the namespace the tenant boundary allows
+//! ([`RequestContext::named_namespace`]), and a kubeconfig is read as data only
+//! ([`crate::kubeconfig`]).
 
 use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::common::SecretKeySelector;
 use keyward_crds::provider_config::{CaProviderType, KubernetesSpec};
-use keyward_provider_runtime::{ProviderError, RequestContext, StoreRefKind};
+use keyward_crds::rules::{NamedKind, NamedObject};
+use keyward_provider_runtime::{ProviderError, RequestContext};
 use kube::api::PostParams;
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::config::AuthInfo;
 use kube::{Api, Client, Config};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use crate::kubeconfig::parse_inline;
 use crate::mapping::map_kube_error;
 
-/// How long a built client is reused before its credentials are read again (rotated token
-/// Secrets, expiring ServiceAccount tokens).
-pub const CLIENT_TTL: Duration = Duration::from_secs(300);
-/// Lifetime requested for ServiceAccount tokens (well above [`CLIENT_TTL`]).
+/// Lifetime requested for ServiceAccount tokens (well above the client cache's
+/// [`keyward_provider_runtime::refs::CLIENT_TTL`]).
 const TOKEN_SECONDS: i64 = 3600;
 
-/// Which cached client serves a request.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct CacheKey {
-    /// Namespace of the config object.
-    pub namespace: String,
-    /// Name of the config object.
-    pub name: String,
-    /// `metadata.generation` of the config object.
-    pub generation: i64,
-    /// Store kind: Secret references resolve differently for ClusterProviders.
-    pub store_kind: StoreRefKind,
-}
-
-struct Cached<C> {
-    client: C,
-    built: Instant,
-}
-
-/// Cached target-cluster clients.
-pub struct ClientCache<C = Client> {
-    entries: Mutex<HashMap<CacheKey, Cached<C>>>,
-}
-
-impl<C> Default for ClientCache<C> {
-    fn default() -> Self {
-        ClientCache { entries: Mutex::new(HashMap::new()) }
-    }
-}
-
-impl<C: Clone> ClientCache<C> {
-    /// The cached client for `key`, if still fresh.
-    pub fn get(&self, key: &CacheKey) -> Option<C> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(key).filter(|c| c.built.elapsed() < CLIENT_TTL).map(|c| c.client.clone())
-    }
-
-    /// Stores a client; older generations of the same config object are dropped.
-    pub fn put(&self, key: CacheKey, client: C) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|k, c| {
-            !(k.namespace == key.namespace && k.name == key.name && k.generation != key.generation)
-                && c.built.elapsed() < CLIENT_TTL
-        });
-        entries.insert(key, Cached { client, built: Instant::now() });
-    }
-
-    /// Forgets a client (its credentials were refused).
-    pub fn evict(&self, key: &CacheKey) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.remove(key);
-    }
-
-    /// Number of cached clients.
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// One key of a Secret in the namespace [`RequestContext::ref_namespace`] resolves to.
+/// One key of a Secret the config names, read in the namespace the boundary allows.
 async fn secret_key(
     own: &Client,
     ctx: &RequestContext,
     sel: &SecretKeySelector,
-    field: &str,
+    field: &'static str,
 ) -> Result<String, ProviderError> {
-    let ns = ctx.ref_namespace(sel.namespace.as_deref());
+    let named = NamedObject { field, kind: NamedKind::Secret, name: &sel.name, namespace: sel.namespace.as_deref() };
+    let ns = ctx.named_namespace(&named)?;
     let Some(key) = sel.key.as_deref().filter(|k| !k.is_empty()) else {
         return Err(ProviderError::BadConfig(format!("{field}.key is required")));
     };
@@ -143,8 +82,12 @@ async fn ca_bundle(
     let Some(p) = &spec.server.ca_provider else {
         return Ok(None);
     };
-    let ns = ctx.ref_namespace(p.namespace.as_deref());
     let field = "spec.server.caProvider";
+    let kind = match p.type_ {
+        CaProviderType::Secret => NamedKind::Secret,
+        CaProviderType::ConfigMap => NamedKind::ConfigMap,
+    };
+    let ns = ctx.named_namespace(&NamedObject { field, kind, name: &p.name, namespace: p.namespace.as_deref() })?;
     let pem = match p.type_ {
         CaProviderType::Secret => {
             let sel =
@@ -186,11 +129,18 @@ pub async fn build_client(
 ) -> Result<Client, ProviderError> {
     if let Some(sel) = &spec.auth_ref {
         let yaml = secret_key(own, ctx, sel, "spec.authRef").await?;
-        let kubeconfig = Kubeconfig::from_yaml(&yaml)
-            .map_err(|e| ProviderError::BadConfig(format!("spec.authRef: not a kubeconfig: {e}")))?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| ProviderError::BadConfig(format!("spec.authRef: unusable kubeconfig: {e}")))?;
+        let inline = parse_inline(&yaml).map_err(|e| ProviderError::BadConfig(format!("spec.authRef: {e}")))?;
+        let uri = inline
+            .server
+            .parse::<http::Uri>()
+            .map_err(|e| ProviderError::BadConfig(format!("spec.authRef: server {:?}: {e}", inline.server)))?;
+        let mut config = Config::new(uri);
+        if let Some(pem) = &inline.ca_pem {
+            config.root_cert = Some(pem_to_der(pem, "spec.authRef: certificate-authority-data")?);
+        }
+        config.accept_invalid_certs = inline.insecure_skip_tls_verify;
+        config.tls_server_name = inline.tls_server_name.clone();
+        config.auth_info = auth_info(inline.user)?;
         return Client::try_from(config).map_err(|e| ProviderError::BadConfig(format!("spec.authRef: {e}")));
     }
 
@@ -228,7 +178,10 @@ pub async fn build_client(
             "client-key-data": b64.encode(key),
         }))?
     } else if let Some(sa) = &auth.service_account {
-        let ns = ctx.ref_namespace(sa.namespace.as_deref());
+        let field = "spec.auth.serviceAccount";
+        let named =
+            NamedObject { field, kind: NamedKind::ServiceAccount, name: &sa.name, namespace: sa.namespace.as_deref() };
+        let ns = ctx.named_namespace(&named)?;
         let api: Api<ServiceAccount> = Api::namespaced(own.clone(), ns);
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
@@ -262,26 +215,6 @@ pub async fn build_client(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(name: &str, generation: i64, store_kind: StoreRefKind) -> CacheKey {
-        CacheKey { namespace: "team-a".into(), name: name.into(), generation, store_kind }
-    }
-
-    #[test]
-    fn cache_is_keyed_by_config_generation_and_store_kind() {
-        let cache = ClientCache::<&str>::default();
-        cache.put(key("remote", 1, StoreRefKind::Provider), "gen1");
-        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::Provider)), Some("gen1"));
-        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::ClusterProvider)), None, "store kind matters");
-        assert_eq!(cache.get(&key("other", 1, StoreRefKind::Provider)), None);
-        // A new generation replaces the old one.
-        cache.put(key("remote", 2, StoreRefKind::Provider), "gen2");
-        assert_eq!(cache.get(&key("remote", 1, StoreRefKind::Provider)), None);
-        assert_eq!(cache.get(&key("remote", 2, StoreRefKind::Provider)), Some("gen2"));
-        assert_eq!(cache.len(), 1);
-        cache.evict(&key("remote", 2, StoreRefKind::Provider));
-        assert!(cache.is_empty());
-    }
 
     #[test]
     fn pem_bundles() {

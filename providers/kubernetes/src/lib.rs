@@ -5,11 +5,14 @@
 //! read from `providerRef.namespace` when set, else from the source namespace. Its `server`
 //! (URL and CA) and its one auth method (`serviceAccount` via the TokenRequest API, `token` or
 //! `cert` from Secrets, or a kubeconfig via `authRef`) give a client for the target cluster,
-//! cached per config object, generation and store kind. Secret references in the config
-//! resolve in the config's namespace; their own `namespace` is honoured only for
-//! ClusterProviders. Remote Secrets live in the config's `remoteNamespace`.
+//! cached per config object, generation and owner. Objects the config names resolve in the
+//! config's namespace; another namespace is honoured only for an operator-owned config (reached
+//! through a ClusterProvider with `authenticationScope: ProviderNamespace`) and refused for any
+//! other: the provider applies the tenant boundary of `keyward_crds::rules` itself, on every
+//! call. Remote Secrets live in the config's `remoteNamespace`.
 
 pub mod client;
+pub mod kubeconfig;
 pub mod mapping;
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
@@ -22,17 +25,18 @@ use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMa
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Config};
 
-use crate::client::{CacheKey, ClientCache, build_client};
+use crate::client::build_client;
 use crate::mapping::{
     apply_push, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace, secret_map, secret_value,
     tags_selector,
 };
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach};
 
 /// The Kubernetes provider.
 pub struct KubernetesProvider {
     own: Client,
     own_config: Config,
-    clients: ClientCache,
+    clients: ClientCache<Client>,
 }
 
 /// A resolved request: the target client, the remote namespace and the cache key (to evict
@@ -40,6 +44,8 @@ pub struct KubernetesProvider {
 struct Target {
     client: Client,
     remote_namespace: String,
+    /// `spec.allowRemoteNamespaceOverride` of the config.
+    allow_override: bool,
     key: CacheKey,
 }
 
@@ -73,12 +79,9 @@ impl KubernetesProvider {
             })?;
         keyward_crds::rules::validate_kubernetes(&config.spec)
             .map_err(|e| ProviderError::BadConfig(format!("Kubernetes {ns}/{}: {e}", ctx.name)))?;
-        let key = CacheKey {
-            namespace: ns.to_string(),
-            name: ctx.name.clone(),
-            generation: config.metadata.generation.unwrap_or_default(),
-            store_kind: ctx.store_ref_kind,
-        };
+        // The tenant boundary, for the whole config at once so the message lists every field.
+        check_reach(ctx, &keyward_crds::rules::kubernetes_reach(&config.spec))?;
+        let key = CacheKey::of(ctx, config.metadata.generation);
         let client = match self.clients.get(&key) {
             Some(c) => c,
             None => {
@@ -88,7 +91,12 @@ impl KubernetesProvider {
                 c
             }
         };
-        Ok(Target { client, remote_namespace: config.spec.remote_namespace.clone(), key })
+        Ok(Target {
+            client,
+            remote_namespace: config.spec.remote_namespace.clone(),
+            allow_override: config.spec.allow_remote_namespace_override,
+            key,
+        })
     }
 
     /// Maps a target-cluster error; refused credentials evict the cached client so the next
@@ -196,7 +204,7 @@ impl Provider for KubernetesProvider {
     ) -> Result<(), ProviderError> {
         let meta = parse_push_metadata(&data.metadata)?;
         let target = self.target(ctx).await?;
-        let ns = push_namespace(ctx, &target.remote_namespace, &meta)?;
+        let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
         let name = &data.remote_key;
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
         // Optimistic concurrency: replace with the resourceVersion read; retry on conflict.
@@ -224,8 +232,11 @@ impl Provider for KubernetesProvider {
     }
 
     async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+        let meta = parse_push_metadata(&remote_ref.metadata)?;
         let target = self.target(ctx).await?;
-        let ns = target.remote_namespace.clone();
+        // Where the push wrote, not the config's default: a delete must never reach a
+        // same-named Secret in another namespace.
+        let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
         let name = &remote_ref.remote_key;
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
         let Some(mut secret) = self.get(&target, &ns, name).await? else {
@@ -256,8 +267,9 @@ impl Provider for KubernetesProvider {
         ctx: &RequestContext,
         remote_ref: &PushSecretRemoteRef,
     ) -> Result<bool, ProviderError> {
+        let meta = parse_push_metadata(&remote_ref.metadata)?;
         let target = self.target(ctx).await?;
-        let ns = target.remote_namespace.clone();
+        let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
         let found = self.get(&target, &ns, &remote_ref.remote_key).await?;
         Ok(match found {
             None => false,

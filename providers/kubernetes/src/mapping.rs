@@ -138,7 +138,8 @@ pub struct PushMetadata {
     /// Type of a Secret the push creates (default `Opaque`); must match an existing Secret's.
     #[serde(default)]
     pub secret_type: Option<String>,
-    /// Namespace to push into instead of the config's `remoteNamespace`; ClusterProvider only.
+    /// Namespace to push into instead of the config's `remoteNamespace`; honoured only for an
+    /// operator-owned config that sets `allowRemoteNamespaceOverride`.
     #[serde(default)]
     pub remote_namespace: Option<String>,
 }
@@ -176,22 +177,22 @@ pub fn parse_push_metadata(bytes: &[u8]) -> Result<PushMetadata, ProviderError> 
     Ok(env.spec)
 }
 
-/// The namespace a push writes into: the config's `remoteNamespace`, or the metadata's
-/// override, which only a ClusterProvider may use.
+/// The namespace a push (and DeleteSecret / SecretExists of the same entry) works in: the
+/// config's `remoteNamespace`, or the metadata's override, which only an operator-owned config
+/// that allows it honours (`keyward_crds::rules::push_namespace`).
 pub fn push_namespace(
     ctx: &RequestContext,
     config_remote_namespace: &str,
+    allow_override: bool,
     meta: &PushMetadata,
 ) -> Result<String, ProviderError> {
-    match meta.remote_namespace.as_deref().filter(|ns| !ns.is_empty()) {
-        None => Ok(config_remote_namespace.to_string()),
-        Some(ns) if ns == config_remote_namespace => Ok(ns.to_string()),
-        Some(ns) if ctx.is_cluster_provider() => Ok(ns.to_string()),
-        Some(ns) => Err(ProviderError::PermissionDenied(format!(
-            "push metadata asks for remoteNamespace {ns:?}, but a namespaced Provider may only push into its \
-             config's remoteNamespace {config_remote_namespace:?}; the override is honoured for ClusterProviders only"
-        ))),
-    }
+    keyward_crds::rules::push_namespace(
+        ctx.owner(),
+        allow_override,
+        config_remote_namespace,
+        meta.remote_namespace.as_deref(),
+    )
+    .map_err(ProviderError::PermissionDenied)
 }
 
 /// The Secret a push writes: the existing one (or a new one) with the pushed data, labels and
@@ -299,13 +300,14 @@ mod tests {
         }
     }
 
-    fn ctx(kind: &str) -> RequestContext {
+    fn ctx(kind: &str, scope: &str) -> RequestContext {
         let r = ProviderReference {
             api_version: "provider.external-secrets.io/v2alpha1".into(),
             kind: "Kubernetes".into(),
             name: "remote".into(),
-            namespace: String::new(),
+            namespace: "creds".into(),
             store_ref_kind: kind.into(),
+            authentication_scope: scope.into(),
         };
         check_provider_ref("PushSecret", Some(&r), "team-a", true).expect("ctx")
     }
@@ -382,18 +384,27 @@ mod tests {
     }
 
     #[test]
-    fn remote_namespace_override_only_for_cluster_provider() {
+    fn remote_namespace_override_only_for_an_operator_config_that_allows_it() {
         let meta = PushMetadata { remote_namespace: Some("other".into()), ..Default::default() };
-        assert_eq!(push_namespace(&ctx("ClusterProvider"), "remote", &meta).expect("cluster"), "other");
-        let e = push_namespace(&ctx("Provider"), "remote", &meta).expect_err("provider");
+        let operator = ctx("ClusterProvider", "ProviderNamespace");
+        assert_eq!(push_namespace(&operator, "remote", true, &meta).expect("operator, allowed"), "other");
+        let e = push_namespace(&operator, "remote", false, &meta).expect_err("operator, not allowed");
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        assert!(e.to_string().contains("ClusterProviders only"), "{e}");
-        // An older peer that sends no kind is treated as a Provider.
-        assert!(push_namespace(&ctx(""), "remote", &meta).is_err());
-        // Naming the config's own namespace is no override.
+        assert!(e.to_string().contains("allowRemoteNamespaceOverride"), "{e}");
+        // A tenant-owned config never redirects, even when it claims to allow it: through a
+        // Provider, a ManifestNamespace ClusterProvider, or an older peer that sends no scope.
+        for (kind, scope) in
+            [("Provider", ""), ("ClusterProvider", "ManifestNamespace"), ("ClusterProvider", ""), ("", "")]
+        {
+            let e = push_namespace(&ctx(kind, scope), "remote", true, &meta).expect_err(kind);
+            assert!(e.to_string().contains("tenant-owned"), "{e}");
+        }
+        // A tenant-owned config takes no remoteNamespace at all, not even its own.
         let same = PushMetadata { remote_namespace: Some("remote".into()), ..Default::default() };
-        assert_eq!(push_namespace(&ctx("Provider"), "remote", &same).expect("same"), "remote");
-        assert_eq!(push_namespace(&ctx("Provider"), "remote", &PushMetadata::default()).expect("none"), "remote");
+        let tenant = ctx("Provider", "");
+        assert!(push_namespace(&tenant, "remote", false, &same).is_err());
+        assert_eq!(push_namespace(&tenant, "remote", false, &PushMetadata::default()).expect("none"), "remote");
+        assert_eq!(push_namespace(&operator, "remote", false, &same).expect("operator, own"), "remote");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The Kubernetes provider as a process, over real mTLS, against the local control plane:
 //! token, client-certificate and ServiceAccount (TokenRequest) credentials, reads, finds,
-//! pushes and the ClusterProvider-only remoteNamespace override.
+//! pushes, the tenant boundary (a tenant-owned config never names another namespace, and only an
+//! operator-owned config that allows it redirects pushes), and kubeconfigs read as data only.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use keyward_proto::v1::{
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tonic::transport::Channel;
@@ -221,9 +222,23 @@ async fn setup(client: &Client, ns: &str, remote: &str, third: &str) {
             server,
         ),
         kubernetes_config("via-sa", ns, remote, serde_json::json!({"serviceAccount": {"name": "reader"}}), server),
+        kubernetes_config(
+            "via-sa-elsewhere",
+            ns,
+            remote,
+            serde_json::json!({"serviceAccount": {"name": "reader", "namespace": third}}),
+            server,
+        ),
         kubernetes_config("via-nobody", ns, remote, serde_json::json!({"serviceAccount": {"name": "nobody"}}), server),
     ];
-    for c in configs {
+    for mut c in configs {
+        if c.metadata.name.as_deref() == Some("via-token") {
+            let mut overriding = c.clone();
+            overriding.metadata.name = Some("via-token-override".into());
+            overriding.spec.allow_remote_namespace_override = true;
+            create(client, ns, &overriding).await;
+        }
+        c.spec.allow_remote_namespace_override = false;
         create(client, ns, &c).await;
     }
 }
@@ -340,16 +355,30 @@ async fn token_auth_reads_finds_and_validates() {
             b"app"
         );
 
-        // A Secret reference's own namespace counts only for ClusterProviders: the Provider reads
-        // the token from the config's namespace and works; the ClusterProvider looks in `third`,
-        // where there is no such Secret.
-        let elsewhere = provider_ref("Kubernetes", "via-token-elsewhere", "", "Provider");
-        assert_eq!(
-            c.get_secret(get(&elsewhere, &ns, "db", "user")).await.expect("provider").into_inner().value,
-            b"app"
-        );
-        let elsewhere_cluster = provider_ref("Kubernetes", "via-token-elsewhere", &ns, "ClusterProvider");
-        let e = c.get_secret(get(&elsewhere_cluster, &ns, "db", "user")).await.expect_err("cluster provider");
+        // The tenant boundary: a config in a tenant namespace that names a Secret or a
+        // ServiceAccount of another namespace is refused, whatever store kind reaches it (a
+        // Provider, a ClusterProvider with ManifestNamespace, a caller that sends no scope)...
+        for name in ["via-token-elsewhere", "via-sa-elsewhere"] {
+            for pref in [
+                provider_ref("Kubernetes", name, "", "Provider"),
+                provider_ref("Kubernetes", name, &ns, "ClusterProvider"),
+                ProviderReference {
+                    authentication_scope: "ManifestNamespace".into(),
+                    ..provider_ref("Kubernetes", name, &ns, "ClusterProvider")
+                },
+            ] {
+                let e = c.get_secret(get(&pref, &ns, "db", "user")).await.expect_err("outside the namespace");
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} {pref:?}: {e:?}");
+                assert!(e.message().contains(&format!(".namespace: \"{third}\" names")), "{}", e.message());
+                assert!(e.message().contains("may only name objects of its own namespace"), "{}", e.message());
+            }
+        }
+        // ...while an operator-owned config (ClusterProvider with ProviderNamespace) may name
+        // another namespace: it looks in `third`, where there is no such token Secret.
+        let e = c
+            .get_secret(get(&operator_ref("Kubernetes", "via-token-elsewhere", &ns), &ns, "db", "user"))
+            .await
+            .expect_err("no token");
         assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
         assert!(e.message().contains(&format!("Secret {third}/reader-token not found")), "{}", e.message());
 
@@ -443,8 +472,9 @@ async fn push_with_metadata_delete_exists_and_remote_namespace_override() {
         assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
 
         // Exists, delete one property, delete the Secret, exists again.
-        let rref =
-            |key: &str, property: &str| Some(PushSecretRemoteRef { remote_key: key.into(), property: property.into() });
+        let rref = |key: &str, property: &str| {
+            Some(PushSecretRemoteRef { remote_key: key.into(), property: property.into(), ..Default::default() })
+        };
         let exists = |key: &str, property: &str| SecretExistsRequest {
             provider_ref: Some(token.clone()),
             remote_ref: rref(key, property),
@@ -464,20 +494,147 @@ async fn push_with_metadata_delete_exists_and_remote_namespace_override() {
         c.delete_secret(delete("pushed", "")).await.expect("deleting what is gone succeeds");
         assert!(secrets(&remote).get_opt("pushed").await.expect("get").is_none());
 
-        // remoteNamespace override: honoured for a ClusterProvider...
+        // remoteNamespace override: honoured for an operator-owned config that allows it. A
+        // same-named Secret in the config's remoteNamespace belongs to someone else: SecretExists
+        // and DeleteSecret of the pushed entry (which carry its metadata) must not touch it.
+        create(&client, &remote, &secret("moved", &remote, &[("owner", "someone-else")], &[])).await;
         let over = format!(r#"{{"spec":{{"remoteNamespace":"{third}","labels":{{"via":"override"}}}}}}"#);
-        let cluster = provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider");
-        c.push_secret(push(&cluster, "moved", "password", "", &over)).await.expect("override push");
+        let operator = operator_ref("Kubernetes", "via-token-override", &ns);
+        c.push_secret(push(&operator, "moved", "password", "", &over)).await.expect("override push");
         let s = secrets(&third).get("moved").await.expect("Secret in the override namespace");
         assert_eq!(s.data.and_then(|d| d.get("password").cloned()).map(|v| v.0), Some(b"pushed-pw".to_vec()));
-        assert!(secrets(&remote).get_opt("moved").await.expect("get").is_none());
+        let rref = PushSecretRemoteRef {
+            remote_key: "moved".into(),
+            metadata: over.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let exists = SecretExistsRequest {
+            provider_ref: Some(operator.clone()),
+            remote_ref: Some(rref.clone()),
+            source_namespace: ns.clone(),
+        };
+        assert!(c.secret_exists(exists).await.expect("exists").into_inner().exists);
+        let delete =
+            DeleteSecretRequest { provider_ref: Some(operator), remote_ref: Some(rref), source_namespace: ns.clone() };
+        c.delete_secret(delete).await.expect("delete where the push wrote");
+        assert!(secrets(&third).get_opt("moved").await.expect("get").is_none(), "the pushed copy is gone");
+        let kept = secrets(&remote).get("moved").await.expect("the other Secret of that name is untouched");
+        assert_eq!(kept.data.and_then(|d| d.get("owner").cloned()).map(|v| v.0), Some(b"someone-else".to_vec()));
 
-        // ...and refused for a Provider, with nothing written.
-        let e = c.push_secret(push(&token, "refused", "password", "", &over)).await.expect_err("provider override");
+        // Refused, with nothing written: an operator-owned config that does not allow it, and
+        // every tenant-owned path (a Provider, a ClusterProvider without a scope or with
+        // ManifestNamespace), even when the tenant's config claims to allow it.
+        let refused = [
+            operator_ref("Kubernetes", "via-token", &ns),
+            provider_ref("Kubernetes", "via-token", "", "Provider"),
+            provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider"),
+            ProviderReference {
+                authentication_scope: "ManifestNamespace".into(),
+                ..provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider")
+            },
+        ];
+        for pref in refused {
+            let e = c.push_secret(push(&pref, "refused", "password", "", &over)).await.expect_err("override refused");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{pref:?}: {e:?}");
+            assert!(e.message().contains("allowRemoteNamespaceOverride: true"), "{}", e.message());
+            assert!(secrets(&third).get_opt("refused").await.expect("get").is_none());
+            assert!(secrets(&remote).get_opt("refused").await.expect("get").is_none());
+        }
+        let e = c
+            .push_secret(push(
+                &provider_ref("Kubernetes", "via-token-override", "", "Provider"),
+                "refused",
+                "password",
+                "",
+                "",
+            ))
+            .await
+            .expect_err("a tenant config that allows overrides is refused as a whole");
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
-        assert!(e.message().contains("ClusterProviders only"), "{}", e.message());
-        assert!(secrets(&third).get_opt("refused").await.expect("get").is_none());
-        assert!(secrets(&remote).get_opt("refused").await.expect("get").is_none());
+        assert!(e.message().contains("spec.allowRemoteNamespaceOverride"), "{}", e.message());
+    })
+    .await;
+}
+
+/// A kubeconfig for the control plane with `user` (YAML lines under `user:`, indented by 4).
+fn kubeconfig(server: &str, ca_pem: &str, user: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\n\
+         clusters:\n- name: k\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         users:\n- name: u\n  user:\n{user}"
+    )
+}
+
+#[tokio::test]
+async fn auth_ref_kubeconfigs_are_data_never_code() {
+    with_env(|client, ns, remote, _third| async move {
+        let mut p = start_provider().await;
+        let files = tempfile::tempdir().expect("dir");
+        let marker = files.path().join("exec-ran");
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let token_secret = secrets.get("reader-token").await.expect("token Secret");
+        let token = String::from_utf8(token_secret.data.expect("data")["token"].0.clone()).expect("utf-8");
+        let cert = secrets.get("reader-cert").await.expect("cert Secret").data.expect("data");
+        // Files on the provider's host holding a working identity: what a path would hand out.
+        let token_file = files.path().join("token");
+        std::fs::write(&token_file, &token).expect("write token");
+        let (cert_file, key_file) = (files.path().join("tls.crt"), files.path().join("tls.key"));
+        std::fs::write(&cert_file, &cert["tls.crt"].0).expect("write cert");
+        std::fs::write(&key_file, &cert["tls.key"].0).expect("write key");
+
+        let url = control_plane().await.server_url();
+        let (ca_pem, _) = control_plane_ca().await;
+        let kubeconfigs = [
+            ("kc-inline", format!("    token: {token}\n")),
+            (
+                "kc-exec",
+                format!(
+                    "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: touch\n      args: [{}]\n",
+                    marker.display()
+                ),
+            ),
+            ("kc-token-file", format!("    tokenFile: {}\n", token_file.display())),
+            ("kc-cert-files", format!("    client-certificate: {}\n    client-key: {}\n", cert_file.display(), key_file.display())),
+        ];
+        for (name, user) in &kubeconfigs {
+            let yaml = kubeconfig(&url, &ca_pem, user);
+            create(&client, &ns, &secret(name, &ns, &[("kubeconfig", &yaml)], &[])).await;
+            let config: Kubernetes = serde_json::from_value(serde_json::json!({
+                "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"authRef": {"name": name, "key": "kubeconfig"}, "remoteNamespace": remote},
+            }))
+            .expect("config");
+            create(&client, &ns, &config).await;
+        }
+        let c = &mut p.client;
+
+        // Inline credentials work.
+        let inline = provider_ref("Kubernetes", "kc-inline", "", "Provider");
+        let got = c.get_secret(get(&inline, &ns, "db", "user")).await;
+        assert_eq!(got.unwrap_or_else(|e| panic!("{e:?}\n{}", p.child.log())).into_inner().value, b"app");
+
+        // A command, a token file and certificate files are refused by name, through reads and
+        // through Validate (which a Provider's creation alone triggers), and nothing runs.
+        for (name, field) in [
+            ("kc-exec", "users[\"u\"].exec"),
+            ("kc-token-file", "users[\"u\"].tokenFile"),
+            ("kc-cert-files", "users[\"u\"].client-certificate, users[\"u\"].client-key"),
+        ] {
+            let pref = provider_ref("Kubernetes", name, "", "Provider");
+            let e = c.get_secret(get(&pref, &ns, "db", "user")).await.expect_err(name);
+            assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{name}: {e:?}");
+            assert!(e.message().contains(&format!("the kubeconfig sets {field}")), "{}", e.message());
+            assert!(e.message().contains("data, never code"), "{}", e.message());
+            let v = c
+                .validate(ValidateRequest { provider_ref: Some(pref), source_namespace: ns.clone() })
+                .await
+                .expect("validate answers")
+                .into_inner();
+            assert!(!v.valid && v.error.contains(field), "{name}: {v:?}");
+        }
+        assert!(!marker.exists(), "the exec plugin of a tenant kubeconfig ran inside the provider");
     })
     .await;
 }

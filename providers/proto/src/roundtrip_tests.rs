@@ -21,6 +21,7 @@ fn provider_ref() -> ProviderReference {
         name: "remote".into(),
         namespace: "creds".into(),
         store_ref_kind: "ClusterProvider".into(),
+        authentication_scope: "ProviderNamespace".into(),
     }
 }
 
@@ -35,7 +36,11 @@ fn remote_ref() -> ExternalSecretDataRemoteRef {
 }
 
 fn push_ref() -> PushSecretRemoteRef {
-    PushSecretRemoteRef { remote_key: "db".into(), property: "password".into() }
+    PushSecretRemoteRef {
+        remote_key: "db".into(),
+        property: "password".into(),
+        metadata: br#"{"spec":{"remoteNamespace":"other"}}"#.to_vec(),
+    }
 }
 
 fn bytes_map() -> HashMap<String, Vec<u8>> {
@@ -118,6 +123,17 @@ fn field_numbers_match_the_published_contract() {
     assert_eq!(only(roundtrip(ProviderReference { api_version: "a".into(), ..Default::default() })), tag(1, 2));
     assert_eq!(only(roundtrip(ProviderReference { namespace: "a".into(), ..Default::default() })), tag(4, 2));
     assert_eq!(only(roundtrip(ProviderReference { store_ref_kind: "a".into(), ..Default::default() })), tag(5, 2));
+    // Keyward additions live at 100 and up: a two-byte varint tag.
+    let tag100 = |wire: u16| {
+        let key = (100u16 << 3) | wire;
+        [(key & 0x7f) as u8 | 0x80, (key >> 7) as u8]
+    };
+    let first_two = |bytes: Vec<u8>| [bytes[0], bytes[1]];
+    assert_eq!(
+        first_two(roundtrip(ProviderReference { authentication_scope: "a".into(), ..Default::default() })),
+        tag100(2)
+    );
+    assert_eq!(first_two(roundtrip(PushSecretRemoteRef { metadata: b"{}".to_vec(), ..Default::default() })), tag100(2));
     assert_eq!(only(roundtrip(GetSecretRequest { source_namespace: "a".into(), ..Default::default() })), tag(3, 2));
     assert_eq!(
         only(roundtrip(GetSecretRequest { provider_ref: Some(provider_ref()), ..Default::default() })),

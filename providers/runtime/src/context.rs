@@ -1,5 +1,8 @@
-//! What every call carries: the checked ProviderReference and the source namespace.
+//! What every call carries: the checked ProviderReference and the source namespace, and who
+//! owns the configuration it names (the tenant boundary of `keyward_crds::rules`).
 
+use keyward_crds::rules::{ConfigOwner, NamedObject, config_owner, named_namespace};
+use keyward_crds::{AuthenticationScope, StoreKind};
 use keyward_proto::ProviderError;
 use keyward_proto::v1::ProviderReference;
 
@@ -21,6 +24,13 @@ impl StoreRefKind {
             StoreRefKind::ClusterProvider => "ClusterProvider",
         }
     }
+
+    fn store_kind(self) -> StoreKind {
+        match self {
+            StoreRefKind::Provider => StoreKind::Provider,
+            StoreRefKind::ClusterProvider => StoreKind::ClusterProvider,
+        }
+    }
 }
 
 /// A checked request: which configuration object to read, and for which manifest namespace.
@@ -36,6 +46,8 @@ pub struct RequestContext {
     pub namespace: String,
     /// Kind of store the request came through.
     pub store_ref_kind: StoreRefKind,
+    /// The ClusterProvider's authentication scope, when the caller sent it.
+    pub authentication_scope: Option<AuthenticationScope>,
     /// Namespace of the ExternalSecret or PushSecret making the request (may be empty only for
     /// Validate with an explicit config namespace, and for Capabilities).
     pub source_namespace: String,
@@ -48,18 +60,20 @@ impl RequestContext {
         if self.namespace.is_empty() { &self.source_namespace } else { &self.namespace }
     }
 
-    /// Whether the request came through a ClusterProvider.
-    pub fn is_cluster_provider(&self) -> bool {
-        self.store_ref_kind == StoreRefKind::ClusterProvider
+    /// Who owns the configuration: the operator only when the request came through a
+    /// ClusterProvider with `authenticationScope: ProviderNamespace` naming the config's
+    /// namespace; a tenant otherwise (also when the caller did not say).
+    pub fn owner(&self) -> ConfigOwner {
+        config_owner(Some(self.store_ref_kind.store_kind()), self.authentication_scope, Some(&self.namespace))
     }
 
-    /// The namespace a Secret reference inside the configuration resolves in: its own
-    /// `namespace` only for ClusterProviders, else the configuration's namespace.
-    pub fn ref_namespace<'a>(&'a self, own: Option<&'a str>) -> &'a str {
-        match own.filter(|ns| !ns.is_empty()) {
-            Some(ns) if self.is_cluster_provider() => ns,
-            _ => self.config_namespace(),
-        }
+    /// The namespace an object named by the configuration is read from. A tenant-owned
+    /// configuration naming another namespace is refused with `PERMISSION_DENIED`.
+    pub fn named_namespace<'a>(&'a self, object: &NamedObject<'a>) -> Result<&'a str, ProviderError> {
+        named_namespace(self.owner(), self.config_namespace(), object).map_err(|v| {
+            let config = format!("{} {}/{}", self.kind, self.config_namespace(), self.name);
+            ProviderError::PermissionDenied(format!("{config}: {v}"))
+        })
     }
 }
 
@@ -93,6 +107,16 @@ pub fn check_provider_ref(
             )));
         }
     };
+    let authentication_scope = match r.authentication_scope.as_str() {
+        "" => None,
+        "ProviderNamespace" => Some(AuthenticationScope::ProviderNamespace),
+        "ManifestNamespace" => Some(AuthenticationScope::ManifestNamespace),
+        other => {
+            return Err(ProviderError::InvalidArgument(format!(
+                "{method}: provider_ref.authentication_scope {other:?} is not ProviderNamespace or ManifestNamespace"
+            )));
+        }
+    };
     if source_namespace.is_empty() && (require_source_namespace || r.namespace.is_empty()) {
         return Err(ProviderError::InvalidArgument(format!(
             "{method}: source_namespace is required (the namespace of the ExternalSecret or PushSecret)"
@@ -104,6 +128,7 @@ pub fn check_provider_ref(
         name: r.name.clone(),
         namespace: r.namespace.clone(),
         store_ref_kind,
+        authentication_scope,
         source_namespace: source_namespace.to_string(),
     })
 }
@@ -113,12 +138,17 @@ mod tests {
     use super::*;
 
     fn r(ns: &str, kind: &str) -> ProviderReference {
+        scoped(ns, kind, "")
+    }
+
+    fn scoped(ns: &str, kind: &str, scope: &str) -> ProviderReference {
         ProviderReference {
             api_version: "provider.external-secrets.io/v2alpha1".into(),
             kind: "Kubernetes".into(),
             name: "remote".into(),
             namespace: ns.into(),
             store_ref_kind: kind.into(),
+            authentication_scope: scope.into(),
         }
     }
 
@@ -142,17 +172,49 @@ mod tests {
     }
 
     #[test]
-    fn config_namespace_and_ref_namespace() {
+    fn config_namespace_owner_and_named_namespaces() {
+        use keyward_crds::rules::NamedKind;
+        let sa = |ns| NamedObject {
+            field: "spec.auth.serviceAccount",
+            kind: NamedKind::ServiceAccount,
+            name: "sa",
+            namespace: ns,
+        };
         let ctx = check_provider_ref("GetSecret", Some(&r("", "")), "team-a", true).expect("ok");
         assert_eq!(ctx.store_ref_kind, StoreRefKind::Provider, "empty kind is treated as Provider");
         assert_eq!(ctx.config_namespace(), "team-a");
-        assert_eq!(ctx.ref_namespace(Some("elsewhere")), "team-a", "Provider ignores a ref's namespace");
-        let ctx = check_provider_ref("GetSecret", Some(&r("creds", "ClusterProvider")), "team-a", true).expect("ok");
+        assert_eq!(ctx.owner(), ConfigOwner::Tenant);
+        assert_eq!(ctx.named_namespace(&sa(None)).expect("own"), "team-a");
+        let e = ctx.named_namespace(&sa(Some("elsewhere"))).expect_err("a Provider cannot leave its namespace");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.to_string().contains("Kubernetes team-a/remote: spec.auth.serviceAccount.namespace"), "{e}");
+
+        // A ClusterProvider without a scope (an older peer), or with ManifestNamespace, reaches a
+        // tenant-owned configuration.
+        for scope in ["", "ManifestNamespace"] {
+            let ctx =
+                check_provider_ref("GetSecret", Some(&scoped("team-a", "ClusterProvider", scope)), "team-a", true)
+                    .expect("ok");
+            assert_eq!(ctx.owner(), ConfigOwner::Tenant, "{scope:?}");
+            assert!(ctx.named_namespace(&sa(Some("keyward"))).is_err(), "{scope:?}");
+        }
+        let ctx = check_provider_ref(
+            "GetSecret",
+            Some(&scoped("creds", "ClusterProvider", "ProviderNamespace")),
+            "team-a",
+            true,
+        )
+        .expect("ok");
         assert_eq!(ctx.config_namespace(), "creds");
-        assert_eq!(ctx.ref_namespace(Some("elsewhere")), "elsewhere");
-        assert_eq!(ctx.ref_namespace(Some("")), "creds");
-        assert_eq!(ctx.ref_namespace(None), "creds");
-        let ctx = check_provider_ref("GetSecret", Some(&r("creds", "Provider")), "team-a", true).expect("ok");
-        assert_eq!(ctx.ref_namespace(Some("elsewhere")), "creds");
+        assert_eq!(ctx.owner(), ConfigOwner::Operator);
+        assert_eq!(ctx.named_namespace(&sa(Some("elsewhere"))).expect("operator"), "elsewhere");
+        assert_eq!(ctx.named_namespace(&sa(None)).expect("own"), "creds");
+        // A Provider claiming a scope is still a Provider.
+        let ctx = check_provider_ref("GetSecret", Some(&scoped("creds", "Provider", "ProviderNamespace")), "a", true)
+            .expect("ok");
+        assert_eq!(ctx.owner(), ConfigOwner::Tenant);
+        let e = check_provider_ref("GetSecret", Some(&scoped("creds", "ClusterProvider", "Everywhere")), "a", true)
+            .expect_err("unknown scope");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
     }
 }

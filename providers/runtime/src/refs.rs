@@ -12,6 +12,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::SecretKeySelector;
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
+use keyward_crds::rules::{ConfigOwner, NamedObject, Reach, ambient_refusal, check_boundary};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -21,80 +22,46 @@ use serde::de::DeserializeOwned;
 
 use crate::context::RequestContext;
 
-/// The kinds of object a configuration can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NamedKind {
-    /// A Secret.
-    Secret,
-    /// A ServiceAccount whose token the provider requests.
-    ServiceAccount,
-    /// A ConfigMap.
-    ConfigMap,
-}
+pub use keyward_crds::rules::NamedKind;
 
-impl std::fmt::Display for NamedKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NamedKind::Secret => "Secret",
-            NamedKind::ServiceAccount => "ServiceAccount",
-            NamedKind::ConfigMap => "ConfigMap",
-        })
-    }
-}
-
-/// Whether the configuration a request reaches is owned by the cluster operator: it came
-/// through a ClusterProvider that names the configuration's namespace (`providerRef.namespace`,
-/// `authenticationScope: ProviderNamespace`), which then differs from the manifest's namespace.
-/// The reconciler sends the manifest's namespace as the configuration namespace for a namespaced
-/// Provider and for a `ManifestNamespace` ClusterProvider, so both are tenant-owned here, as is
-/// every request that does not say. (A ProviderNamespace ClusterProvider used by a manifest in
-/// the configuration's own namespace is judged tenant-owned too: the narrow rule.)
+/// Whether the configuration a request reaches is owned by the cluster operator
+/// ([`RequestContext::owner`]: reached through a ClusterProvider with `authenticationScope:
+/// ProviderNamespace` naming its namespace, as the reconciler says on the wire). Everything else
+/// — a Provider, a ManifestNamespace ClusterProvider, a request that does not say — is the
+/// tenant's.
 pub fn operator_owned(ctx: &RequestContext) -> bool {
-    ctx.is_cluster_provider() && !ctx.namespace.is_empty() && ctx.namespace != ctx.source_namespace
+    ctx.owner() == ConfigOwner::Operator
 }
 
-/// The namespace an object named by the configuration is read from: the configuration's own
-/// unless the reference names another one, which only an operator-owned configuration
-/// ([`operator_owned`]) may do; a tenant's configuration naming another namespace is refused
-/// with `PERMISSION_DENIED`.
+/// The namespace an object named by the configuration is read from, by the tenant boundary
+/// ([`RequestContext::named_namespace`]): the configuration's own namespace unless the reference
+/// names another one, which only an operator-owned configuration may do; a tenant-owned one
+/// naming another namespace is refused with `PERMISSION_DENIED`.
 pub fn named_namespace<'a>(
     ctx: &'a RequestContext,
-    field: &str,
+    field: &'a str,
     kind: NamedKind,
-    name: &str,
+    name: &'a str,
     namespace: Option<&'a str>,
 ) -> Result<&'a str, ProviderError> {
-    let own = ctx.config_namespace();
-    match namespace.filter(|ns| !ns.is_empty()) {
-        None => Ok(own),
-        Some(ns) if ns == own || operator_owned(ctx) => Ok(ns),
-        Some(ns) => Err(ProviderError::PermissionDenied(format!(
-            "{} {own}/{}: {field}.namespace {ns:?}: {kind} {name:?} is outside namespace {own:?} where this \
-             configuration lives, and a configuration in a tenant namespace may only name objects of its own \
-             namespace; remove {field}.namespace, or have the cluster operator serve this store through a \
-             ClusterProvider with authenticationScope ProviderNamespace",
-            ctx.kind, ctx.name
-        ))),
-    }
+    ctx.named_namespace(&NamedObject { field, kind, name, namespace })
 }
 
 /// Whether the configuration may use the provider process's own identity (ambient
 /// credentials: its ServiceAccount token file, its cloud credentials chain). Only the cluster
 /// operator's configurations may; a tenant's must name credentials of its namespace.
 pub fn require_operator_owned(ctx: &RequestContext, what: &str) -> Result<(), ProviderError> {
-    if operator_owned(ctx) {
-        return Ok(());
-    }
-    Err(ProviderError::PermissionDenied(format!(
-        "{} {}/{}: {what} uses the provider's own credentials, which only a configuration owned by the cluster \
-         operator (reached through a ClusterProvider with authenticationScope ProviderNamespace and \
-         providerRef.namespace) may do; name credentials in \
-         namespace {:?} instead",
-        ctx.kind,
-        ctx.config_namespace(),
-        ctx.name,
-        ctx.config_namespace()
-    )))
+    ambient_refusal(ctx.owner(), ctx.config_namespace(), what).map_err(|m| {
+        ProviderError::PermissionDenied(format!("{} {}/{}: {m}", ctx.kind, ctx.config_namespace(), ctx.name))
+    })
+}
+
+/// The tenant boundary for a whole configuration at once, before anything it names is read, so
+/// the refusal lists every offending field (`keyward_crds::rules::check_boundary`).
+pub fn check_reach(ctx: &RequestContext, reach: &Reach<'_>) -> Result<(), ProviderError> {
+    let ns = ctx.config_namespace();
+    check_boundary(ctx.owner(), ns, reach)
+        .map_err(|e| ProviderError::PermissionDenied(format!("{} {ns}/{}: {e}", ctx.kind, ctx.name)))
 }
 
 /// Maps an API error reading something the configuration names: missing means the
@@ -439,56 +406,82 @@ mod tests {
     use keyward_proto::v1::ProviderReference;
 
     fn ctx(ns: &str, kind: &str) -> RequestContext {
-        ctx_from(ns, kind, "team-a")
+        scoped(ns, kind, "")
     }
 
-    fn ctx_from(ns: &str, kind: &str, source: &str) -> RequestContext {
+    fn scoped(ns: &str, kind: &str, scope: &str) -> RequestContext {
         let r = ProviderReference {
             api_version: "provider.external-secrets.io/v2alpha1".into(),
             kind: "Vault".into(),
             name: "v".into(),
             namespace: ns.into(),
             store_ref_kind: kind.into(),
+            authentication_scope: scope.into(),
         };
-        check_provider_ref("GetSecret", Some(&r), source, true).expect("valid")
+        check_provider_ref("GetSecret", Some(&r), "team-a", true).expect("valid")
+    }
+
+    fn operator() -> RequestContext {
+        scoped("keyward", "ClusterProvider", "ProviderNamespace")
+    }
+
+    /// Every path that reaches a tenant-owned configuration.
+    fn tenants() -> [RequestContext; 5] {
+        [
+            ctx("", "Provider"),
+            ctx("team-a", "Provider"),
+            // What the reconciler sends for a ManifestNamespace ClusterProvider.
+            scoped("team-a", "ClusterProvider", "ManifestNamespace"),
+            // A ClusterProvider request that does not say its scope gets the narrow rule.
+            ctx("keyward", "ClusterProvider"),
+            // A Provider claiming a scope is still a Provider.
+            scoped("keyward", "Provider", "ProviderNamespace"),
+        ]
     }
 
     #[test]
     fn tenant_configs_name_objects_of_their_namespace_only() {
-        let tenant = ctx("", "Provider");
-        assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", None).expect("own"), "team-a");
-        assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", Some("team-a")).expect("own"), "team-a");
-        let e = named_namespace(&tenant, "spec.auth.tokenSecretRef", NamedKind::Secret, "s", Some("team-b"))
-            .expect_err("another namespace");
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        let m = e.to_string();
-        assert!(m.contains("Vault team-a/v: spec.auth.tokenSecretRef.namespace \"team-b\": Secret \"s\""), "{m}");
-        let operator = ctx("keyward", "ClusterProvider");
+        for tenant in tenants() {
+            assert!(!operator_owned(&tenant));
+            let own = tenant.config_namespace().to_string();
+            assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", None).expect("own"), own);
+            assert_eq!(named_namespace(&tenant, "f", NamedKind::Secret, "s", Some(&own)).expect("own"), own);
+            let e = named_namespace(&tenant, "spec.auth.tokenSecretRef", NamedKind::Secret, "s", Some("team-b"))
+                .expect_err("another namespace");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied);
+            let m = e.to_string();
+            let want = format!("Vault {own}/v: spec.auth.tokenSecretRef.namespace: \"team-b\" names Secret \"s\"");
+            assert!(m.contains(&want), "{m}");
+        }
+        let operator = operator();
+        assert!(operator_owned(&operator));
         assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", Some("creds")).expect("operator"), "creds");
         assert_eq!(named_namespace(&operator, "f", NamedKind::Secret, "s", None).expect("own"), "keyward");
-        // What the reconciler sends for a ManifestNamespace ClusterProvider: the manifest's
-        // namespace as the config namespace. That config is the tenant's.
-        let manifest_scope = ctx("team-a", "ClusterProvider");
-        let e = named_namespace(&manifest_scope, "f", NamedKind::Secret, "s", Some("keyward")).expect_err("tenant");
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        let provider = ctx("team-a", "Provider");
-        assert!(named_namespace(&provider, "f", NamedKind::Secret, "s", Some("keyward")).is_err());
     }
 
     #[test]
     fn ambient_credentials_are_for_the_operator_only() {
-        assert!(require_operator_owned(&ctx("keyward", "ClusterProvider"), "x").is_ok());
-        let tenants = [
-            ctx("", "Provider"),
-            ctx("", "ClusterProvider"),
-            ctx("team-a", "Provider"),
-            ctx("team-a", "ClusterProvider"),
-            ctx_from("keyward", "ClusterProvider", "keyward"),
-        ];
-        for c in tenants {
+        assert!(require_operator_owned(&operator(), "x").is_ok());
+        for c in tenants() {
             let e = require_operator_owned(&c, "the default credentials chain").expect_err("tenant");
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+            assert!(e.to_string().contains("the default credentials chain uses the provider's own credentials"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_whole_configuration_is_judged_at_once() {
+        let reach = Reach {
+            named: vec![
+                NamedObject { field: "spec.a", kind: NamedKind::Secret, name: "s", namespace: Some("x") },
+                NamedObject { field: "spec.b", kind: NamedKind::ServiceAccount, name: "sa", namespace: Some("y") },
+            ],
+            ..Reach::default()
+        };
+        let e = check_reach(&ctx("", "Provider"), &reach).expect_err("tenant");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.to_string().contains("spec.a.namespace") && e.to_string().contains("spec.b.namespace"), "{e}");
+        assert!(check_reach(&operator(), &reach).is_ok());
     }
 
     #[test]
@@ -513,10 +506,10 @@ mod tests {
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
         assert!(cache.is_empty(), "refused credentials evict it");
         assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
-        // The same ClusterProvider config reached from its own namespace is the narrow case.
-        let from_elsewhere = CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-b"), Some(3));
-        assert_eq!(from_elsewhere, key("v", 3, true));
-        assert_ne!(CacheKey::of(&ctx_from("team-a", "ClusterProvider", "team-a"), Some(3)), from_elsewhere);
+        // The same config reached as the operator's and as a tenant's: two clients.
+        let operator = CacheKey::of(&scoped("team-a", "ClusterProvider", "ProviderNamespace"), Some(3));
+        assert_eq!(operator, key("v", 3, true));
+        assert_ne!(CacheKey::of(&scoped("team-a", "ClusterProvider", "ManifestNamespace"), Some(3)), operator);
     }
 
     #[tokio::test]

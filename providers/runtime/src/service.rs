@@ -59,6 +59,7 @@ impl<P: Provider> ProviderService<P> {
                 provider_name = %ctx.name,
                 provider_namespace = %ctx.namespace,
                 store_kind = ctx.store_ref_kind.as_str(),
+                config_owner = ctx.owner().as_str(),
                 source_namespace = %ctx.source_namespace,
             ),
             Err(_) => tracing::info_span!("rpc", method),
@@ -243,6 +244,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
                 name: String::new(),
                 namespace: String::new(),
                 store_ref_kind: crate::context::StoreRefKind::Provider,
+                authentication_scope: None,
                 source_namespace: req.source_namespace.clone(),
             })
         });

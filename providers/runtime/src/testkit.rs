@@ -76,7 +76,7 @@ pub async fn connect(
     Ok(SecretStoreProviderClient::new(channel))
 }
 
-/// A ProviderReference.
+/// A ProviderReference (without an authentication scope).
 pub fn provider_ref(kind: &str, name: &str, namespace: &str, store_ref_kind: &str) -> ProviderReference {
     ProviderReference {
         api_version: "provider.external-secrets.io/v2alpha1".into(),
@@ -84,6 +84,16 @@ pub fn provider_ref(kind: &str, name: &str, namespace: &str, store_ref_kind: &st
         name: name.into(),
         namespace: namespace.into(),
         store_ref_kind: store_ref_kind.into(),
+        authentication_scope: String::new(),
+    }
+}
+
+/// A reference as the reconciler sends it for a ClusterProvider with `authenticationScope:
+/// ProviderNamespace` naming `namespace`: the configuration there is operator-owned.
+pub fn operator_ref(kind: &str, name: &str, namespace: &str) -> ProviderReference {
+    ProviderReference {
+        authentication_scope: "ProviderNamespace".into(),
+        ..provider_ref(kind, name, namespace, "ClusterProvider")
     }
 }
 

@@ -17,7 +17,7 @@ use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
 use keyward_provider_runtime::json::{push_value, value_map, value_property};
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
@@ -63,6 +63,8 @@ impl VaultProvider {
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
         let config: Vault =
             self.refs.valid_config(ctx, |v: &Vault| keyward_crds::rules::validate_vault(&v.spec)).await?;
+        // The tenant boundary, for the whole config at once so the message lists every field.
+        check_reach(ctx, &keyward_crds::rules::vault_reach(&config.spec))?;
         let key = CacheKey::of(ctx, config.metadata.generation);
         self.clients
             .get_or_build(&key, async {

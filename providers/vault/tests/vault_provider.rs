@@ -19,7 +19,7 @@ use keyward_proto::v1::{
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
+use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -228,8 +228,9 @@ async fn pushes_with_custom_metadata_and_deletes() {
         let refused = c.push_secret(push("password", &format!("{ns}/foreign"), "", serde_json::Value::Null)).await;
         assert_eq!(refused.unwrap_err().code(), tonic::Code::PermissionDenied, "unmarked secrets are left alone");
 
-        let rr =
-            |remote: &str, prop: &str| Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into() });
+        let rr = |remote: &str, prop: &str| {
+            Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into(), ..Default::default() })
+        };
         let exists = |remote: &str, prop: &str| SecretExistsRequest {
             provider_ref: Some(r.clone()),
             source_namespace: ns.clone(),
@@ -364,28 +365,39 @@ async fn logins_renewal_relogin_and_the_tenant_boundary() {
             config(&client, &ns, "foreign-sa", json!({"server": v.address(), "path": "secret",
                 "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "default", "namespace": other}}}}))
             .await;
-            // A Provider, and a ManifestNamespace ClusterProvider (the reconciler names the
-            // manifest's namespace as the config namespace for both), reach the tenant's config.
+            // A Provider, a ManifestNamespace ClusterProvider (the reconciler names the manifest's
+            // namespace as the config namespace and sends the scope), and a ClusterProvider
+            // request that does not say its scope reach a tenant-owned config.
+            let via = |name: &str, kind: &str, config_ns: &str| match kind {
+                "ManifestNamespace" => ProviderReference {
+                    authentication_scope: kind.into(),
+                    ..provider_ref("Vault", name, config_ns, "ClusterProvider")
+                },
+                _ => provider_ref("Vault", name, config_ns, kind),
+            };
             for (name, kind, config_ns, want) in [
                 ("foreign", "Provider", "", "spec.auth.tokenSecretRef.namespace"),
                 ("foreign", "Provider", ns.as_str(), "spec.auth.tokenSecretRef.namespace"),
                 ("foreign", "ClusterProvider", ns.as_str(), "spec.auth.tokenSecretRef.namespace"),
+                ("foreign", "ManifestNamespace", ns.as_str(), "spec.auth.tokenSecretRef.namespace"),
                 ("foreign-sa", "Provider", "", "spec.auth.kubernetes.serviceAccountRef.namespace"),
-                ("foreign-sa", "ClusterProvider", ns.as_str(), "spec.auth.kubernetes.serviceAccountRef.namespace"),
+                ("foreign-sa", "ManifestNamespace", ns.as_str(), "spec.auth.kubernetes.serviceAccountRef.namespace"),
                 ("ambient", "Provider", "", "uses the provider's own credentials"),
                 ("ambient", "ClusterProvider", ns.as_str(), "uses the provider's own credentials"),
+                ("ambient", "ManifestNamespace", ns.as_str(), "uses the provider's own credentials"),
             ] {
-                let r = provider_ref("Vault", name, config_ns, kind);
+                let r = via(name, kind, config_ns);
                 let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
                 assert_eq!(e.code(), tonic::Code::PermissionDenied, "{name} via {kind} ({config_ns:?}): {e:?}");
                 assert!(e.message().contains(want), "{name} via {kind} ({config_ns:?}): {}", e.message());
             }
-            // The operator's config (a ClusterProvider naming it for a manifest elsewhere) may
-            // name Secrets of other namespaces; the client built for it does not serve the
-            // tenant's request for the same config afterwards.
-            let r = provider_ref("Vault", "foreign", &ns, "ClusterProvider");
+            // The operator's config (a ClusterProvider with ProviderNamespace naming it) may
+            // name Secrets of other namespaces; the client built for it does not serve a
+            // tenant-owned request for the same config afterwards.
+            let r = operator_ref("Vault", "foreign", &ns);
             assert_eq!(get_text(c, get(&r, "elsewhere", &key, "user", "")).await.unwrap(), "app");
-            let e = get_text(c, get(&r, &ns, &key, "user", "")).await.unwrap_err();
+            let tenant = via("foreign", "ManifestNamespace", &ns);
+            let e = get_text(c, get(&tenant, &ns, &key, "user", "")).await.unwrap_err();
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "the operator's client is not reused: {e:?}");
             let _ = cp.kubectl().args(["delete", "clusterrolebinding", &binding]).output();
         })

@@ -40,6 +40,8 @@ pub struct ClientCore {
     pub(crate) tls: Arc<TlsMaterial>,
     pub(crate) reference: ProviderReference,
     pub(crate) source_namespace: String,
+    /// Who owns the provider configuration behind this client.
+    pub(crate) owner: keyward_crds::rules::ConfigOwner,
     pub(crate) breaker: Arc<Breaker>,
     /// `Kind/name` of the store, for messages.
     pub(crate) store: String,
@@ -68,6 +70,11 @@ impl ProviderClient {
     /// The reference every call carries.
     pub fn reference(&self) -> &ProviderReference {
         &self.core.reference
+    }
+
+    /// Who owns the provider configuration the calls reach (the tenant boundary).
+    pub fn owner(&self) -> keyward_crds::rules::ConfigOwner {
+        self.core.owner
     }
 
     /// The namespace of the manifest the calls are made for.

@@ -182,12 +182,18 @@ impl ClientManager {
                     StoreObject::Provider(_) => format!("Provider/{manifest_ns}/{}", resolved.name),
                     StoreObject::ClusterProvider(_) => format!("ClusterProvider/{}", resolved.name),
                 };
+                // One breaker per identity the provider acts as: namespaces that authenticate
+                // on their own (a Provider, a ClusterProvider with ManifestNamespace) have their
+                // own, so one tenant's failing credentials cannot cut every other tenant off the
+                // same ClusterProvider; ProviderNamespace users share the one identity.
+                let breaker_key = format!("{}/{}/{}", resolved.kind, resolved.name, resolved.auth_namespace);
                 let core = Arc::new(ClientCore {
                     pool_key,
                     tls,
                     reference: resolved.reference,
                     source_namespace: manifest_ns.to_string(),
-                    breaker: self.breaker(&store_id),
+                    owner: resolved.owner,
+                    breaker: self.breaker(&breaker_key),
                     store: store_id,
                 });
                 let mut cache = self.lock_cache();
@@ -205,9 +211,9 @@ impl ClientManager {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn breaker(&self, store_id: &str) -> Arc<Breaker> {
+    fn breaker(&self, key: &str) -> Arc<Breaker> {
         let mut breakers = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
-        breakers.entry(store_id.to_string()).or_insert_with(|| Arc::new(Breaker::new(self.config.breaker))).clone()
+        breakers.entry(key.to_string()).or_insert_with(|| Arc::new(Breaker::new(self.config.breaker))).clone()
     }
 
     /// Forgets every client of a deleted store.

@@ -1,12 +1,15 @@
 //! Pure store resolution: from a Provider or ClusterProvider object and the manifest's
-//! namespace to the address, the ProviderReference sent on the wire, the auth namespace and the
-//! namespace of the TLS Secret. The ClusterProvider rules run here, before any client exists.
+//! namespace to the address, the ProviderReference sent on the wire, the auth namespace, who
+//! owns the provider configuration, and the namespace of the TLS Secret. The ClusterProvider
+//! rules run here, before any client exists.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keyward_crds::rules::{NamespaceView, StoreSpec};
-use keyward_crds::rules::{auth_namespace, check_namespace_admitted, parse_address, tls_secret_namespace};
+use keyward_crds::rules::{ConfigOwner, NamespaceView, StoreSpec};
+use keyward_crds::rules::{
+    auth_namespace, check_namespace_admitted, config_owner, parse_address, tls_secret_namespace,
+};
 use keyward_crds::{Capabilities, ClusterProvider, Provider, ProviderConfig, StoreKind};
 use keyward_proto::v1::ProviderReference;
 use kube::ResourceExt;
@@ -55,6 +58,14 @@ impl StoreObject {
         }
     }
 
+    /// The ClusterProvider's authentication scope (`None` for a Provider).
+    pub fn authentication_scope(&self) -> Option<keyward_crds::AuthenticationScope> {
+        match self {
+            StoreObject::Provider(_) => None,
+            StoreObject::ClusterProvider(p) => Some(p.spec.authentication_scope),
+        }
+    }
+
     /// `spec.config`.
     pub fn config(&self) -> &ProviderConfig {
         match self {
@@ -92,6 +103,9 @@ pub struct Resolved {
     pub auth_namespace: String,
     /// Namespace of the `keyward-provider-tls` Secret.
     pub tls_namespace: String,
+    /// Who owns the provider configuration (the tenant boundary): what it may name, and
+    /// whether pushes may leave its remote namespace.
+    pub owner: ConfigOwner,
     /// The reference carried by every call.
     pub reference: ProviderReference,
 }
@@ -112,7 +126,11 @@ pub fn resolve(
                 &name,
                 &cp.spec.conditions,
                 NamespaceView { name: manifest_ns, labels: namespace_labels.unwrap_or(&empty) },
-            )?;
+            )
+            .inspect_err(|denied| {
+                // The namespace owner sees only that it is refused; the operator sees why.
+                tracing::info!(cluster_provider = %name, namespace = manifest_ns, detail = %denied.detail(), "namespace refused");
+            })?;
             auth_namespace(StoreSpec::ClusterProvider { name: &name, spec: &cp.spec }, manifest_ns)?
         }
     };
@@ -128,18 +146,23 @@ fn finish(store: &StoreObject, auth_ns: String) -> Result<Resolved, ClientError>
         message,
     })?;
     let provider_ref = &config.provider_ref;
+    let scope = store.authentication_scope();
     Ok(Resolved {
         kind: store.kind(),
         name,
         address: config.address.clone(),
         server_name: address.host,
         tls_namespace: tls_secret_namespace(&config.address, &auth_ns),
+        owner: config_owner(Some(store.kind()), scope, Some(&auth_ns)),
         reference: ProviderReference {
             api_version: provider_ref.api_version.clone(),
             kind: provider_ref.kind.clone(),
             name: provider_ref.name.clone(),
             namespace: auth_ns.clone(),
             store_ref_kind: store.kind().as_str().to_string(),
+            // The provider decides who owns the configuration from this (and refuses what a
+            // tenant-owned one may not do), so it travels as the ClusterProvider says it.
+            authentication_scope: scope.map(|s| s.as_str().to_string()).unwrap_or_default(),
         },
         auth_namespace: auth_ns,
     })
@@ -221,6 +244,8 @@ pub(crate) mod tests {
         assert_eq!(r.auth_namespace, "team-a");
         assert_eq!(r.reference.namespace, "team-a", "providerRef.namespace of a Provider is ignored");
         assert_eq!(r.reference.store_ref_kind, "Provider");
+        assert_eq!(r.reference.authentication_scope, "");
+        assert_eq!(r.owner, ConfigOwner::Tenant);
         assert_eq!(r.tls_namespace, "team-a");
         assert_eq!(r.server_name, "127.0.0.1");
     }
@@ -231,9 +256,16 @@ pub(crate) mod tests {
         let r = resolve(&pn, "team-a", None).unwrap();
         assert_eq!(r.reference.namespace, "creds");
         assert_eq!(r.reference.store_ref_kind, "ClusterProvider");
+        assert_eq!(r.reference.authentication_scope, "ProviderNamespace");
+        assert_eq!(r.owner, ConfigOwner::Operator, "the operator named the namespace");
         assert_eq!(r.tls_namespace, "keyward", "service address namespace wins");
-        let mn = cluster("shared", AuthenticationScope::ManifestNamespace, None, vec![]);
-        assert_eq!(resolve(&mn, "team-a", None).unwrap().reference.namespace, "team-a");
+        // ManifestNamespace reaches a configuration the tenant wrote, even when the
+        // ClusterProvider names a namespace.
+        let mn = cluster("shared", AuthenticationScope::ManifestNamespace, Some("creds"), vec![]);
+        let r = resolve(&mn, "team-a", None).unwrap();
+        assert_eq!(r.reference.namespace, "team-a");
+        assert_eq!(r.reference.authentication_scope, "ManifestNamespace");
+        assert_eq!(r.owner, ConfigOwner::Tenant);
     }
 
     #[test]
@@ -253,6 +285,16 @@ pub(crate) mod tests {
         let err = resolve(&cp, "team-a", Some(&changed)).unwrap_err().to_string();
         assert!(err.contains("ClusterProvider \"shared\"") && err.contains("namespace \"team-a\""), "{err}");
         assert!(resolve(&cp, "team-a", None).is_err(), "unknown labels never admit");
+    }
+
+    #[test]
+    fn a_tenant_address_that_only_contains_a_service_name_uses_the_tenants_tls_secret() {
+        // `x.keyward.svc.evil.com` is not a Service of namespace keyward: using keyward's TLS
+        // Secret would present the reconciler's client certificate to that host.
+        let r = resolve(&provider("team-a", "p", "x.keyward.svc.evil.com:8443", 1), "team-a", None).unwrap();
+        assert_eq!(r.tls_namespace, "team-a");
+        let r = resolve(&provider("team-a", "p", "kube.keyward.svc:8443", 1), "team-a", None).unwrap();
+        assert_eq!(r.tls_namespace, "keyward", "a real Service name still counts");
     }
 
     #[test]

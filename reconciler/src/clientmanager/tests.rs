@@ -206,3 +206,38 @@ async fn close_releases_connections() {
     let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
     assert!(matches!(err, ClientError::Pool(PoolError::Closed)), "{err}");
 }
+
+#[tokio::test]
+async fn one_namespace_cannot_open_the_breaker_for_others_on_a_manifest_namespace_cluster_provider() {
+    let lookup = Arc::new(FakeLookup::default());
+    for (name, scope, ns) in [
+        ("per-tenant", AuthenticationScope::ManifestNamespace, None),
+        ("shared-identity", AuthenticationScope::ProviderNamespace, Some("creds")),
+    ] {
+        lookup.cluster_providers.lock().unwrap().push(as_cluster(cluster(name, scope, ns, vec![])));
+    }
+    lookup.tls.lock().unwrap().insert("keyward".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let now = std::time::Instant::now();
+    let open_for = |c: &ProviderClient| {
+        for _ in 0..BreakerConfig::default().failure_threshold {
+            c.core.breaker.record(true, now);
+        }
+    };
+
+    // The attacker's own credentials fail over and over (for instance a config pointing at an
+    // unreachable server): its breaker opens, the other tenant's stays closed.
+    let (attacker, _) = m.client_for(StoreKind::ClusterProvider, "per-tenant", "attacker", Need::Read).await.unwrap();
+    let (victim, _) = m.client_for(StoreKind::ClusterProvider, "per-tenant", "victim", Need::Read).await.unwrap();
+    open_for(&attacker);
+    assert!(attacker.core.breaker.is_open(now));
+    assert!(!victim.core.breaker.is_open(now), "a tenant opened the breaker of another tenant");
+
+    // With ProviderNamespace every namespace is the same identity: one breaker.
+    let (a, _) = m.client_for(StoreKind::ClusterProvider, "shared-identity", "attacker", Need::Read).await.unwrap();
+    let (b, _) = m.client_for(StoreKind::ClusterProvider, "shared-identity", "victim", Need::Read).await.unwrap();
+    assert!(Arc::ptr_eq(&a.core.breaker, &b.core.breaker));
+    assert_eq!(a.owner(), keyward_crds::rules::ConfigOwner::Operator);
+    assert_eq!(attacker.owner(), keyward_crds::rules::ConfigOwner::Tenant);
+}

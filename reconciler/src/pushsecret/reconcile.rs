@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::push_secret::{PushSecretData, PushSecretDeletionPolicy, PushSecretUpdatePolicy};
-use keyward_crds::rules::parse_go_duration;
+use keyward_crds::rules::{check_push_override, parse_go_duration, push_metadata_remote_namespace};
 use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
 use keyward_proto::v1 as pb;
 use kube::api::{Patch, PatchParams};
@@ -208,21 +208,19 @@ async fn push_to(
         {
             return Err(format!("data[{i}]: source Secret has no key {k:?}"));
         }
-        let remote_ref = pb::PushSecretRemoteRef {
-            remote_key: remote.remote_key.clone(),
-            property: remote.property.clone().unwrap_or_default(),
-        };
+        // The tenant boundary: only an operator-owned configuration may send a push elsewhere
+        // (the provider checks it again, with the configuration in hand).
+        let requested = d.metadata.as_ref().and_then(push_metadata_remote_namespace);
+        check_push_override(client.owner(), requested).map_err(|e| format!("{}: data[{i}].metadata: {e}", t.key))?;
+        // The metadata travels as JSON bytes, exactly as written in the manifest.
+        let metadata = metadata_bytes(d).map_err(|e| format!("data[{i}].metadata: {e}"))?;
+        let remote_ref = remote_ref(d, &metadata);
         let skip = ps.spec.update_policy == PushSecretUpdatePolicy::IfNotExists
             && client
                 .secret_exists(remote_ref.clone())
                 .await
                 .map_err(|e| format!("{}: data[{i}] SecretExists: {e}", t.key))?;
         if !skip {
-            // The metadata travels as JSON bytes, exactly as written in the manifest.
-            let metadata = match &d.metadata {
-                Some(m) => serde_json::to_vec(m).map_err(|e| format!("data[{i}].metadata: {e}"))?,
-                None => Vec::new(),
-            };
             let data = pb::PushSecretData {
                 metadata,
                 secret_key: d.match_.secret_key.clone().unwrap_or_default(),
@@ -237,6 +235,22 @@ async fn push_to(
         entries.insert(remote_id(&remote.remote_key, remote.property.as_deref()), d.clone());
     }
     Ok(entries)
+}
+
+fn metadata_bytes(d: &PushSecretData) -> Result<Vec<u8>, serde_json::Error> {
+    d.metadata.as_ref().map_or(Ok(Vec::new()), serde_json::to_vec)
+}
+
+/// The remote reference of an entry. It carries the entry's metadata so that SecretExists and
+/// DeleteSecret act where the push wrote (a remoteNamespace override included), never on a
+/// same-named value elsewhere.
+fn remote_ref(d: &PushSecretData, metadata: &[u8]) -> pb::PushSecretRemoteRef {
+    let r = &d.match_.remote_ref;
+    pb::PushSecretRemoteRef {
+        remote_key: r.remote_key.clone(),
+        property: r.property.clone().unwrap_or_default(),
+        metadata: metadata.to_vec(),
+    }
 }
 
 /// Deletes remote values recorded in `previous` and absent from `current`.
@@ -260,11 +274,10 @@ async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Syn
             ctx.manager.client_for(kind, name, ns, Need::Write).await.map_err(|e| format!("{store_key}: {e}"))?;
         for d in gone {
             let r = &d.match_.remote_ref;
+            // The metadata recorded with the push says where it wrote.
+            let metadata = metadata_bytes(d).map_err(|e| format!("{store_key}: {}: metadata: {e}", r.remote_key))?;
             client
-                .delete_secret(pb::PushSecretRemoteRef {
-                    remote_key: r.remote_key.clone(),
-                    property: r.property.clone().unwrap_or_default(),
-                })
+                .delete_secret(remote_ref(d, &metadata))
                 .await
                 .map_err(|e| format!("{store_key}: DeleteSecret {}: {e}", r.remote_key))?;
         }

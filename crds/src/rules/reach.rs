@@ -1,0 +1,233 @@
+//! What each provider configuration kind reaches beyond itself, for the tenant boundary
+//! ([`super::check_boundary`]): the Secrets, ServiceAccounts and ConfigMaps it names, and the
+//! settings that make the provider use its own identity. A new configuration kind adds its list
+//! here, and the webhook, the reconciler and the providers judge it like every other.
+
+use super::boundary::{Ambient, NamedKind, NamedObject, Reach};
+use crate::SecretKeySelector;
+use crate::provider_config::{CaProvider, CaProviderType, KubernetesSpec, ServiceAccountSelector};
+use crate::secrets_manager::SecretsManagerSpec;
+use crate::vault::VaultSpec;
+
+fn secret<'a>(field: &'a str, s: &'a SecretKeySelector) -> NamedObject<'a> {
+    NamedObject { field, kind: NamedKind::Secret, name: &s.name, namespace: s.namespace.as_deref() }
+}
+
+fn service_account<'a>(field: &'a str, sa: &'a ServiceAccountSelector) -> NamedObject<'a> {
+    NamedObject { field, kind: NamedKind::ServiceAccount, name: &sa.name, namespace: sa.namespace.as_deref() }
+}
+
+fn ca_provider<'a>(field: &'a str, p: &'a CaProvider) -> NamedObject<'a> {
+    let kind = match p.type_ {
+        CaProviderType::Secret => NamedKind::Secret,
+        CaProviderType::ConfigMap => NamedKind::ConfigMap,
+    };
+    NamedObject { field, kind, name: &p.name, namespace: p.namespace.as_deref() }
+}
+
+/// A `Kubernetes` configuration: its CA, credentials and kubeconfig references.
+pub fn kubernetes_reach(spec: &KubernetesSpec) -> Reach<'_> {
+    let mut named = Vec::new();
+    if let Some(p) = &spec.server.ca_provider {
+        named.push(ca_provider("spec.server.caProvider", p));
+    }
+    if let Some(auth) = &spec.auth {
+        if let Some(c) = &auth.cert {
+            named.push(secret("spec.auth.cert.clientCert", &c.client_cert));
+            named.push(secret("spec.auth.cert.clientKey", &c.client_key));
+        }
+        if let Some(t) = &auth.token {
+            named.push(secret("spec.auth.token.bearerToken", &t.bearer_token));
+        }
+        if let Some(sa) = &auth.service_account {
+            named.push(service_account("spec.auth.serviceAccount", sa));
+        }
+    }
+    if let Some(r) = &spec.auth_ref {
+        named.push(secret("spec.authRef", r));
+    }
+    Reach { named, ambient: Vec::new(), allow_remote_namespace_override: spec.allow_remote_namespace_override }
+}
+
+/// What a Vault `kubernetes` login without a ServiceAccount or Secret uses: the provider's own
+/// ServiceAccount token.
+pub const VAULT_OWN_TOKEN: &str = "spec.auth.kubernetes without serviceAccountRef or secretRef";
+
+/// A `Vault` configuration: its CA, client certificate and login credentials.
+pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
+    let mut named = Vec::new();
+    let mut ambient = Vec::new();
+    if let Some(p) = &spec.ca_provider {
+        named.push(ca_provider("spec.caProvider", p));
+    }
+    if let Some(tls) = &spec.tls {
+        named.extend(tls.cert_secret_ref.as_ref().map(|s| secret("spec.tls.certSecretRef", s)));
+        named.extend(tls.key_secret_ref.as_ref().map(|s| secret("spec.tls.keySecretRef", s)));
+    }
+    let auth = &spec.auth;
+    named.extend(auth.token_secret_ref.as_ref().map(|s| secret("spec.auth.tokenSecretRef", s)));
+    if let Some(a) = &auth.app_role {
+        named.extend(a.role_ref.as_ref().map(|s| secret("spec.auth.appRole.roleRef", s)));
+        named.push(secret("spec.auth.appRole.secretRef", &a.secret_ref));
+    }
+    if let Some(k) = &auth.kubernetes {
+        named.extend(
+            k.service_account_ref.as_ref().map(|sa| service_account("spec.auth.kubernetes.serviceAccountRef", sa)),
+        );
+        named.extend(k.secret_ref.as_ref().map(|s| secret("spec.auth.kubernetes.secretRef", s)));
+        if k.service_account_ref.is_none() && k.secret_ref.is_none() {
+            ambient.push(Ambient { field: "spec.auth.kubernetes", what: VAULT_OWN_TOKEN });
+        }
+    }
+    if let Some(j) = &auth.jwt {
+        named.extend(j.secret_ref.as_ref().map(|s| secret("spec.auth.jwt.secretRef", s)));
+        named.extend(j.kubernetes_service_account_token.as_ref().map(|t| {
+            service_account("spec.auth.jwt.kubernetesServiceAccountToken.serviceAccountRef", &t.service_account_ref)
+        }));
+    }
+    Reach { named, ambient, allow_remote_namespace_override: false }
+}
+
+/// What a `SecretsManager` configuration without credentials uses: the provider's own chain.
+pub const AWS_DEFAULT_CHAIN: &str = "a SecretsManager config without spec.auth";
+
+/// A `SecretsManager` configuration: its access key Secrets or web identity ServiceAccount, or
+/// the provider's own credentials chain when it names neither.
+pub fn secrets_manager_reach(spec: &SecretsManagerSpec) -> Reach<'_> {
+    let mut named = Vec::new();
+    let auth = spec.auth.as_ref();
+    if let Some(s) = auth.and_then(|a| a.secret_ref.as_ref()) {
+        named.push(secret("spec.auth.secretRef.accessKeyIDSecretRef", &s.access_key_id_secret_ref));
+        named.push(secret("spec.auth.secretRef.secretAccessKeySecretRef", &s.secret_access_key_secret_ref));
+        named.extend(
+            s.session_token_secret_ref.as_ref().map(|t| secret("spec.auth.secretRef.sessionTokenSecretRef", t)),
+        );
+    }
+    if let Some(j) = auth.and_then(|a| a.jwt.as_ref()) {
+        named.push(service_account("spec.auth.jwt.serviceAccountRef", &j.service_account_ref));
+    }
+    let ambient = if named.is_empty() { vec![Ambient { field: "spec.auth", what: AWS_DEFAULT_CHAIN }] } else { vec![] };
+    Reach { named, ambient, allow_remote_namespace_override: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::boundary::{ConfigOwner, check_boundary};
+    use super::*;
+    use crate::provider_config::{CertAuth, KubernetesAuth, KubernetesServer, TokenAuth};
+
+    fn sel(name: &str, ns: Option<&str>) -> SecretKeySelector {
+        SecretKeySelector { name: name.into(), key: Some("k".into()), namespace: ns.map(str::to_string) }
+    }
+
+    fn fields(owner: ConfigOwner, ns: &str, reach: &Reach<'_>) -> Vec<String> {
+        check_boundary(owner, ns, reach).err().map(|e| e.0.into_iter().map(|e| e.field).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn every_reference_of_a_kubernetes_config_is_checked() {
+        let spec = KubernetesSpec {
+            server: KubernetesServer {
+                ca_provider: Some(CaProvider {
+                    type_: CaProviderType::ConfigMap,
+                    name: "ca".into(),
+                    key: "ca.crt".into(),
+                    namespace: Some("kube-system".into()),
+                }),
+                ..Default::default()
+            },
+            auth: Some(KubernetesAuth {
+                cert: Some(CertAuth { client_cert: sel("c", Some("x")), client_key: sel("k", Some("team-a")) }),
+                token: Some(TokenAuth { bearer_token: sel("t", Some("y")) }),
+                service_account: Some(ServiceAccountSelector {
+                    name: "sa".into(),
+                    namespace: Some("z".into()),
+                    audiences: vec![],
+                }),
+            }),
+            auth_ref: Some(sel("kubeconfig", Some("w"))),
+            remote_namespace: "team-a".into(),
+            allow_remote_namespace_override: true,
+        };
+        let reach = kubernetes_reach(&spec);
+        assert_eq!(reach.named.len(), 6);
+        let errs = check_boundary(ConfigOwner::Tenant, "team-a", &reach).unwrap_err();
+        let got: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "spec.server.caProvider.namespace",
+                "spec.auth.cert.clientCert.namespace",
+                "spec.auth.token.bearerToken.namespace",
+                "spec.auth.serviceAccount.namespace",
+                "spec.authRef.namespace",
+                "spec.allowRemoteNamespaceOverride",
+            ]
+        );
+        assert!(errs.0[0].message.starts_with("\"kube-system\" names ConfigMap \"ca\""), "{}", errs.0[0].message);
+        assert!(errs.0[3].message.contains("ServiceAccount \"sa\""), "{}", errs.0[3].message);
+        assert_eq!(check_boundary(ConfigOwner::Operator, "keyward", &reach), Ok(()));
+    }
+
+    #[test]
+    fn every_reference_of_a_vault_config_is_checked() {
+        let spec: VaultSpec = serde_json::from_value(serde_json::json!({
+            "server": "https://vault:8200",
+            "caProvider": {"type": "Secret", "name": "ca", "key": "ca.crt", "namespace": "a"},
+            "tls": {"certSecretRef": {"name": "c", "namespace": "b"}, "keySecretRef": {"name": "k", "namespace": "team-a"}},
+            "auth": {
+                "tokenSecretRef": {"name": "t", "key": "token", "namespace": "c"},
+                "appRole": {"roleRef": {"name": "r", "key": "id", "namespace": "d"},
+                            "secretRef": {"name": "s", "key": "id", "namespace": "e"}},
+                "kubernetes": {"role": "app"},
+                "jwt": {"kubernetesServiceAccountToken": {"serviceAccountRef": {"name": "sa", "namespace": "f"}}},
+            },
+        }))
+        .expect("spec");
+        assert_eq!(
+            fields(ConfigOwner::Tenant, "team-a", &vault_reach(&spec)),
+            [
+                "spec.caProvider.namespace",
+                "spec.tls.certSecretRef.namespace",
+                "spec.auth.tokenSecretRef.namespace",
+                "spec.auth.appRole.roleRef.namespace",
+                "spec.auth.appRole.secretRef.namespace",
+                "spec.auth.jwt.kubernetesServiceAccountToken.serviceAccountRef.namespace",
+                "spec.auth.kubernetes",
+            ]
+        );
+        assert!(fields(ConfigOwner::Operator, "keyward", &vault_reach(&spec)).is_empty());
+        // A kubernetes login with its own ServiceAccount names it, and uses nothing of the provider's.
+        let own: VaultSpec = serde_json::from_value(serde_json::json!({"server": "https://vault:8200",
+            "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "app"}}}}))
+        .expect("spec");
+        assert!(fields(ConfigOwner::Tenant, "team-a", &vault_reach(&own)).is_empty());
+    }
+
+    #[test]
+    fn every_reference_of_a_secrets_manager_config_is_checked() {
+        let keys: SecretsManagerSpec = serde_json::from_value(serde_json::json!({"region": "eu-west-1",
+            "auth": {"secretRef": {"accessKeyIDSecretRef": {"name": "k", "key": "id", "namespace": "x"},
+                                   "secretAccessKeySecretRef": {"name": "k", "key": "secret"},
+                                   "sessionTokenSecretRef": {"name": "k", "key": "token", "namespace": "y"}}}}))
+        .expect("spec");
+        assert_eq!(
+            fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&keys)),
+            [
+                "spec.auth.secretRef.accessKeyIDSecretRef.namespace",
+                "spec.auth.secretRef.sessionTokenSecretRef.namespace"
+            ]
+        );
+        let jwt: SecretsManagerSpec = serde_json::from_value(serde_json::json!({"region": "eu-west-1",
+            "auth": {"jwt": {"serviceAccountRef": {"name": "app", "namespace": "z"}}}}))
+        .expect("spec");
+        assert_eq!(
+            fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&jwt)),
+            ["spec.auth.jwt.serviceAccountRef.namespace"]
+        );
+        let ambient: SecretsManagerSpec =
+            serde_json::from_value(serde_json::json!({"region": "eu-west-1"})).expect("spec");
+        assert_eq!(fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&ambient)), ["spec.auth"]);
+        assert!(fields(ConfigOwner::Operator, "keyward", &secrets_manager_reach(&ambient)).is_empty());
+    }
+}
