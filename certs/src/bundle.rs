@@ -3,7 +3,7 @@
 
 use time::OffsetDateTime;
 use x509_parser::pem::Pem;
-use x509_parser::prelude::{GeneralName, ParsedExtension, X509Certificate};
+use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509Certificate};
 
 /// The certificates of a PEM bundle, each re-encoded as its own PEM block. Blocks that are not
 /// certificates, and garbage between blocks, are skipped.
@@ -53,6 +53,24 @@ pub fn signed_by(leaf_pem: &str, ca_pem: &str) -> bool {
 pub fn verifies_against_bundle(leaf_pem: &str, bundle: &str, now: OffsetDateTime) -> bool {
     let valid_now = |pem: &str| with_cert(pem, |c| c.validity().is_valid_at(now.into())).unwrap_or(false);
     valid_now(leaf_pem) && split_bundle(bundle).iter().any(|ca| valid_now(ca) && signed_by(leaf_pem, ca))
+}
+
+/// The names a certificate is issued to: its DNS and URI subject alternative names, then its
+/// common names (cert-manager issues a client certificate with a common name only).
+pub fn certificate_names(der: &[u8]) -> Result<Vec<String>, crate::CertError> {
+    let (_, cert) = X509Certificate::from_der(der).map_err(|_| rcgen::Error::CouldNotParseCertificate)?;
+    let mut names = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                GeneralName::DNSName(d) => names.push((*d).to_string()),
+                GeneralName::URI(u) => names.push((*u).to_string()),
+                _ => {}
+            }
+        }
+    }
+    names.extend(cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(str::to_string));
+    Ok(names)
 }
 
 /// The DNS and IP subject alternative names of a certificate, as text.

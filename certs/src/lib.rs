@@ -24,6 +24,7 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
+pub use bundle::certificate_names;
 pub use files::{CA_FILE, CERT_FILE, KEY_FILE, TlsFiles, write_tls_dir};
 
 /// Anything that goes wrong while issuing or storing certificates.
@@ -183,6 +184,12 @@ mod tests {
         assert!(eku.server_auth && !eku.client_auth);
 
         let client = ca.issue(&["keyward-reconciler"], Usage::Client, DAY).expect("client");
+        assert_eq!(
+            certificate_names(&parse(&client.cert_pem)).expect("names"),
+            ["keyward-reconciler", "keyward-reconciler"],
+            "DNS name, then common name"
+        );
+        assert!(certificate_names(b"not DER").is_err());
         let der = parse(&client.cert_pem);
         let (_, cert) = X509Certificate::from_der(&der).expect("client der");
         let eku = cert.extended_key_usage().expect("ext").expect("eku").value.clone();

@@ -310,6 +310,18 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
         assert!(refused.await.is_err(), "a client certificate from another CA was accepted");
         assert!(running.child.log().contains("TLS handshake refused"), "{}", running.child.log());
 
+        // A certificate of the same CA issued to another name (a shared issuer): it chains,
+        // but only the reconciler's identity may call, so a forged reference goes nowhere.
+        let sibling =
+            pki.ca.issue(&["keyward-webhook.keyward.svc"], Usage::Client, Duration::from_secs(3600)).expect("sibling");
+        let refused = async {
+            let mut c = connect(running.grpc, pki.ca.cert_pem(), Some(&sibling)).await?;
+            c.get_secret(req.clone()).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+        };
+        assert!(refused.await.is_err(), "another certificate of the same CA was accepted");
+        assert!(running.child.log().contains("not issued to an allowed client name"), "{}", running.child.log());
+
         // Rotate the server certificate on disk to one issued by a new CA; the next connection
         // presents it, without a restart.
         let new_ca = CertificateAuthority::generate("rotated-ca", Duration::from_secs(3600)).expect("new ca");

@@ -36,6 +36,15 @@ pub struct RuntimeArgs {
     /// How long in-flight calls may run after SIGTERM before the process exits anyway.
     #[arg(long, env = "KEYWARD_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+    /// Client certificate names (DNS/URI SAN or common name) allowed to call, comma-separated:
+    /// another certificate of the same CA is refused at the handshake.
+    #[arg(
+        long,
+        env = "KEYWARD_ALLOWED_CLIENT_NAMES",
+        value_delimiter = ',',
+        default_value = crate::tls::DEFAULT_CLIENT_NAME
+    )]
+    pub allowed_client_names: Vec<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -74,15 +83,16 @@ impl RuntimeArgs {
         }
     }
 
-    /// The server options these flags describe.
-    pub fn server_options(&self) -> ServerOptions {
-        ServerOptions {
+    /// The server options these flags describe; fails when no client name is allowed.
+    pub fn server_options(&self) -> Result<ServerOptions, crate::tls::TlsError> {
+        Ok(ServerOptions {
             listen: self.listen,
             health_listen: self.health_listen,
             tls_dir: self.tls_dir.clone(),
             shutdown_timeout: self.shutdown_timeout,
+            allowed_clients: crate::tls::AllowedClients::new(self.allowed_client_names.clone())?,
             ..ServerOptions::default()
-        }
+        })
     }
 }
 
@@ -129,6 +139,7 @@ mod tests {
         assert_eq!(cli.rt.health_listen.to_string(), "0.0.0.0:8080");
         assert_eq!(cli.rt.log_format, LogFormat::Json);
         assert_eq!(cli.rt.shutdown_timeout, Duration::from_secs(25));
+        assert_eq!(cli.rt.allowed_client_names, ["keyward-reconciler"]);
         let cli = Cli::try_parse_from([
             "p",
             "--tls-dir",
@@ -139,11 +150,17 @@ mod tests {
             "text",
             "--shutdown-timeout",
             "500ms",
+            "--allowed-client-names",
+            "keyward-reconciler,spiffe://cluster.local/ns/keyward/sa/keyward-reconciler",
         ])
         .expect("parse");
+        assert_eq!(cli.rt.allowed_client_names.len(), 2);
+        assert!(cli.rt.server_options().is_ok());
         assert_eq!(cli.rt.listen.to_string(), "127.0.0.1:9443");
         assert_eq!(cli.rt.log_format, LogFormat::Text);
         assert_eq!(cli.rt.shutdown_timeout, Duration::from_millis(500));
+        let cli = Cli::try_parse_from(["p", "--tls-dir", "/t", "--allowed-client-names", " , "]).expect("parse");
+        assert!(cli.rt.server_options().is_err(), "no allowed client is a startup error");
         assert!(Cli::try_parse_from(["p"]).is_err(), "--tls-dir is required");
         assert!(Cli::try_parse_from(["p", "--tls-dir", "/t", "--shutdown-timeout", "soon"]).is_err());
     }

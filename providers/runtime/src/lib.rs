@@ -50,6 +50,6 @@ where
         .await
         .map_err(|e| format!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
     let provider = make(config).map_err(Into::into)?;
-    serve(provider, args.server_options(), shutdown_signal()).await?;
+    serve(provider, args.server_options()?, shutdown_signal()).await?;
     Ok(())
 }

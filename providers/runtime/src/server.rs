@@ -20,7 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::service::ProviderService;
-use crate::tls::{ReloadingConfig, TlsError};
+use crate::tls::{AllowedClients, ReloadingConfig, TlsError};
 
 /// Where and how to serve.
 #[derive(Clone, Debug)]
@@ -37,6 +37,8 @@ pub struct ServerOptions {
     pub handshake_timeout: Duration,
     /// How long in-flight calls may run after shutdown starts.
     pub shutdown_timeout: Duration,
+    /// Client certificate names allowed to call (the reconciler's by default).
+    pub allowed_clients: AllowedClients,
 }
 
 impl Default for ServerOptions {
@@ -48,6 +50,7 @@ impl Default for ServerOptions {
             reload_interval: Duration::from_secs(1),
             handshake_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(25),
+            allowed_clients: AllowedClients::default(),
         }
     }
 }
@@ -151,7 +154,7 @@ pub async fn serve<P: Provider>(
 ) -> Result<(), RuntimeError> {
     let provider = Arc::new(provider);
     let metrics = Metrics::new();
-    let tls = ReloadingConfig::load(&options.tls_dir)?;
+    let tls = ReloadingConfig::load(&options.tls_dir, options.allowed_clients.clone())?;
     let watch = tls.spawn_watch(options.reload_interval);
 
     let grpc_listener = TcpListener::bind(options.listen)
@@ -205,7 +208,13 @@ pub async fn serve<P: Provider>(
                 let _ = grpc_stop.wait_for(|s| *s).await;
             }),
     );
-    tracing::info!(grpc = %grpc_addr, http = %http_addr, tls_dir = %options.tls_dir.display(), "provider serving");
+    tracing::info!(
+        grpc = %grpc_addr,
+        http = %http_addr,
+        tls_dir = %options.tls_dir.display(),
+        allowed_clients = ?options.allowed_clients.names(),
+        "provider serving"
+    );
 
     let mut grpc = grpc;
     let early = tokio::select! {

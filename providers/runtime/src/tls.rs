@@ -1,5 +1,11 @@
 //! mTLS material read from a Secret-style directory (`ca.crt`, `tls.crt`, `tls.key`) and
-//! reloaded without restart.
+//! reloaded without restart, and the client identities allowed to call.
+//!
+//! A client certificate must chain to `ca.crt` *and* be issued to one of the allowed client
+//! names (a DNS or URI subject alternative name, or the common name): an issuer is often shared
+//! (one cert-manager ClusterIssuer, one Keyward CA that also signs the webhook's serving
+//! certificate), and any other certificate it signs must not be able to call a provider with a
+//! forged ProviderReference. The default is the reconciler's client certificate name.
 //!
 //! The files are polled every second by content ([`keyward_certs::reload`]): this sees in-place
 //! writes as well as the kubelet's atomic `..data` symlink swap. Each TLS handshake takes the
@@ -13,19 +19,129 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keyward_certs::reload::{Reloading, ca_roots, certificate_chain, private_key};
-use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureScheme};
 
 pub use keyward_certs::reload::TlsError;
 pub use keyward_certs::{CA_FILE, CERT_FILE, KEY_FILE};
 
+/// The name of the reconciler's client certificate, as `keyward-certs` and the chart issue it.
+pub const DEFAULT_CLIENT_NAME: &str = "keyward-reconciler";
+
+/// The client identities allowed to call: certificate names (never empty).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllowedClients(Arc<[String]>);
+
+impl AllowedClients {
+    /// The allowed names; an empty list (or only empty names) is refused, so a misconfiguration
+    /// never opens the provider to every certificate of the CA.
+    pub fn new(names: impl IntoIterator<Item = String>) -> Result<Self, TlsError> {
+        let names: Vec<String> = names.into_iter().map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
+        if names.is_empty() {
+            return Err(TlsError::Invalid {
+                file: CA_FILE,
+                message: "no allowed client names: name at least the reconciler's client certificate".into(),
+            });
+        }
+        Ok(AllowedClients(names.into()))
+    }
+
+    /// Whether a certificate issued to `names` may call.
+    pub fn admits(&self, names: &[String]) -> bool {
+        names.iter().any(|n| self.0.contains(n))
+    }
+
+    /// The allowed names.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl Default for AllowedClients {
+    fn default() -> Self {
+        AllowedClients(vec![DEFAULT_CLIENT_NAME.to_string()].into())
+    }
+}
+
+/// Verifies the chain with WebPKI, then pins the identity to the allowed names.
+#[derive(Debug)]
+struct PinnedClientVerifier {
+    chain: Arc<dyn ClientCertVerifier>,
+    allowed: AllowedClients,
+}
+
+impl ClientCertVerifier for PinnedClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.chain.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.chain.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.chain.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.chain.verify_client_cert(end_entity, intermediates, now)?;
+        let names = keyward_certs::certificate_names(end_entity)
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        if self.allowed.admits(&names) {
+            return Ok(verified);
+        }
+        tracing::warn!(
+            presented = ?names,
+            allowed = ?self.allowed.names(),
+            "client certificate refused: signed by the CA but not issued to an allowed client name"
+        );
+        Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
 /// Builds the server configuration: TLS 1.2 and 1.3 with the ring provider, client
-/// certificate required and verified against `ca`, HTTP/2 by ALPN.
-pub fn server_config(ca_pem: &[u8], cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, TlsError> {
+/// certificate required, verified against `ca` and issued to one of `allowed`, HTTP/2 by ALPN.
+pub fn server_config(
+    ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    allowed: &AllowedClients,
+) -> Result<ServerConfig, TlsError> {
     let crypto = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(ca_roots(ca_pem)?), crypto.clone())
+    let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(ca_roots(ca_pem)?), crypto.clone())
         .build()
         .map_err(|e| TlsError::Invalid { file: CA_FILE, message: format!("client verifier: {e}") })?;
+    let verifier = Arc::new(PinnedClientVerifier { chain, allowed: allowed.clone() });
     let mut config = ServerConfig::builder_with_provider(crypto)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_client_cert_verifier(verifier)
@@ -41,10 +157,12 @@ pub struct ReloadingConfig {
 }
 
 impl ReloadingConfig {
-    /// Loads the directory; fails if the material is missing or unusable.
-    pub fn load(dir: &Path) -> Result<Self, TlsError> {
-        let files =
-            Reloading::load(dir, [CA_FILE, CERT_FILE, KEY_FILE], |[ca, cert, key]| server_config(ca, cert, key))?;
+    /// Loads the directory; fails if the material is missing or unusable. Only `allowed`
+    /// clients get through the handshake.
+    pub fn load(dir: &Path, allowed: AllowedClients) -> Result<Self, TlsError> {
+        let files = Reloading::load(dir, [CA_FILE, CERT_FILE, KEY_FILE], move |[ca, cert, key]| {
+            server_config(ca, cert, key, &allowed)
+        })?;
         Ok(ReloadingConfig { files })
     }
 
@@ -140,7 +258,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         write_tls_dir(dir.path(), &TlsFiles { ca_pem: ca.cert_pem(), cert_pem: &one.cert_pem, key_pem: &one.key_pem })
             .expect("write");
-        let cfg = ReloadingConfig::load(dir.path()).expect("load");
+        let cfg = ReloadingConfig::load(dir.path(), AllowedClients::default()).expect("load");
         assert_eq!(cfg.current().alpn_protocols, vec![b"h2".to_vec()]);
 
         let seen = handshake(cfg.current(), client_config(&ca, Some(&client))).expect("client of the CA");
@@ -162,13 +280,40 @@ mod tests {
     fn refuses_an_empty_client_ca() {
         let ca = CertificateAuthority::generate("test-ca", DAY).expect("ca");
         let server = ca.issue(&["localhost"], Usage::Server, DAY).expect("leaf");
-        let err = server_config(b"", server.cert_pem.as_bytes(), server.key_pem.as_bytes()).expect_err("no CA");
+        let err = server_config(b"", server.cert_pem.as_bytes(), server.key_pem.as_bytes(), &AllowedClients::default())
+            .expect_err("no CA");
         assert!(matches!(err, TlsError::Invalid { file: CA_FILE, .. }), "{err:?}");
         assert_eq!(err.to_string(), "ca.crt: no CA certificate found");
         let dir = tempfile::tempdir().expect("dir");
         write_tls_dir(dir.path(), &TlsFiles { ca_pem: "", cert_pem: &server.cert_pem, key_pem: &server.key_pem })
             .expect("write");
-        let err = ReloadingConfig::load(dir.path()).expect_err("no CA");
+        let err = ReloadingConfig::load(dir.path(), AllowedClients::default()).expect_err("no CA");
         assert_eq!(err.to_string(), "ca.crt: no CA certificate found");
+    }
+
+    #[test]
+    fn only_allowed_client_names_of_the_ca_get_through() {
+        let ca = CertificateAuthority::generate("test-ca", DAY).expect("ca");
+        let server = ca.issue(&["localhost"], Usage::Server, DAY).expect("leaf");
+        let config = |allowed: &AllowedClients| {
+            Arc::new(
+                server_config(ca.cert_pem().as_bytes(), server.cert_pem.as_bytes(), server.key_pem.as_bytes(), allowed)
+                    .expect("config"),
+            )
+        };
+        let reconciler = ca.issue(&[DEFAULT_CLIENT_NAME], Usage::Client, DAY).expect("client");
+        // Another certificate of the same CA: the webhook's serving certificate, or any client
+        // certificate a shared issuer hands out.
+        let webhook = ca.issue(&["keyward-webhook.keyward.svc"], Usage::Client, DAY).expect("client");
+        let defaults = config(&AllowedClients::default());
+        handshake(defaults.clone(), client_config(&ca, Some(&reconciler))).expect("the reconciler");
+        let err = handshake(defaults, client_config(&ca, Some(&webhook))).expect_err("same CA, other name");
+        assert_eq!(err, rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure));
+
+        let custom =
+            config(&AllowedClients::new(["a".to_string(), "keyward-webhook.keyward.svc".to_string()]).expect("names"));
+        handshake(custom.clone(), client_config(&ca, Some(&webhook))).expect("listed");
+        assert!(handshake(custom, client_config(&ca, Some(&reconciler))).is_err(), "not listed");
+        assert!(AllowedClients::new([String::new(), " ".to_string()]).is_err(), "no names, no callers");
     }
 }
