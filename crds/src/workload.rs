@@ -109,8 +109,42 @@ pub enum TargetState {
         /// The Ready condition's reason and message, for the denial.
         why: String,
     },
+    /// Synced before, failing now (a provider outage, refused credentials): its Secret still
+    /// holds the data of the last good sync, because a failed sync never touches it.
+    Stale {
+        /// Name of the target Secret.
+        secret: String,
+        /// The Ready condition's reason and message, for the warning.
+        why: String,
+    },
     /// No such ExternalSecret in the namespace.
     Missing,
+}
+
+/// What an ExternalSecret's status says about its Secret, for injection.
+///
+/// `ready` is the Ready condition as (status, reason, message); `bound` is `status.binding.name`.
+/// The reconciler keeps `binding` only while the Secret exists: it is set by a sync that wrote
+/// the Secret, kept by failures (which never touch the Secret) and cleared when a failure finds
+/// the Secret gone. So `Ready=False` with reason `SecretSyncedError` and a binding to this Secret
+/// means the Secret is there with its last good data, and a Pod may start with it: a provider
+/// outage must not stop Pods from starting.
+pub fn target_state(secret: String, ready: Option<(&str, &str, &str)>, bound: Option<&str>) -> TargetState {
+    match ready {
+        Some(("True", _, _)) => TargetState::Synced { secret },
+        Some((_, reason, message)) => {
+            let why = format!("Ready=False, reason {reason}: {message}");
+            if reason == crate::external_secret::reason::SECRET_SYNCED_ERROR && bound == Some(secret.as_str()) {
+                TargetState::Stale { secret, why }
+            } else {
+                TargetState::NotSynced { secret, why }
+            }
+        }
+        None => TargetState::NotSynced {
+            secret,
+            why: "no Ready condition yet: the reconciler has not synced it".to_string(),
+        },
+    }
 }
 
 /// The Pod after injection.
@@ -120,6 +154,8 @@ pub struct Injected {
     pub spec: PodSpec,
     /// Value of the `keyward.dev/injected` annotation.
     pub annotation: String,
+    /// Warnings for the requester (Secrets injected with the data of an earlier sync).
+    pub warnings: Vec<String>,
 }
 
 /// Wires each requested ExternalSecret's Secret into the Pod spec.
@@ -144,9 +180,17 @@ pub fn inject(
     }
     let mut spec = spec.clone();
     let mut injected = Vec::new();
+    let mut warnings = Vec::new();
     for es in &request.external_secrets {
         let (secret, optional) = match lookup(es) {
             TargetState::Synced { secret } => (secret, false),
+            TargetState::Stale { secret, why } => {
+                warnings.push(format!(
+                    "ExternalSecret {es:?} is failing to sync ({why}); its Secret {secret:?} keeps the data of its \
+                     last good sync, which the Pod gets"
+                ));
+                (secret, false)
+            }
             TargetState::NotSynced { secret, .. } if request.optional => (secret, true),
             TargetState::Missing if request.optional => (es.clone(), true),
             TargetState::NotSynced { secret, why } => {
@@ -174,7 +218,7 @@ pub fn inject(
         }
         injected.push(format!("{es}={secret}"));
     }
-    Ok(Injected { spec, annotation: injected.join(",") })
+    Ok(Injected { spec, annotation: injected.join(","), warnings })
 }
 
 fn selected(container: &Container, request: &InjectionRequest) -> bool {

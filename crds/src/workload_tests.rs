@@ -112,6 +112,40 @@ fn unsynced_and_missing_are_denied_unless_optional() {
 }
 
 #[test]
+fn a_secret_kept_through_an_outage_is_injected_with_a_warning() {
+    let failing = ("False", "SecretSyncedError", "provider unavailable");
+    // Synced before, failing now, its Secret still bound: the Pod starts with the last good data.
+    let stale = target_state("db".into(), Some(failing), Some("db"));
+    assert!(
+        matches!(&stale, TargetState::Stale { secret, why } if secret == "db" && why.contains("provider unavailable"))
+    );
+    let req = request(&[(INJECT_ANNOTATION, "db")]);
+    let out = inject("team-a", &pod(&["app"]), &req, |_| stale.clone()).expect("admitted");
+    let secret_ref = out.spec.containers[0].env_from.as_ref().and_then(|e| e[0].secret_ref.clone());
+    assert_eq!(secret_ref, Some(SecretEnvSource { name: "db".into(), optional: None }), "a required reference");
+    assert_eq!(out.warnings.len(), 1);
+    assert!(out.warnings[0].contains("keeps the data of its last good sync"), "{:?}", out.warnings);
+
+    // Never synced, bound to another Secret, the Secret gone, or another reason: not admitted.
+    for (ready, bound) in [
+        (Some(failing), None),
+        (Some(failing), Some("other")),
+        (Some(("False", "SecretMissing", "creationPolicy Merge")), Some("db")),
+        (Some(("False", "SecretDeleted", "gone")), Some("db")),
+        (None, None),
+    ] {
+        let state = target_state("db".into(), ready, bound);
+        assert!(matches!(state, TargetState::NotSynced { .. }), "{ready:?} {bound:?}: {state:?}");
+        assert!(inject("team-a", &pod(&["app"]), &req, |_| state.clone()).is_err());
+    }
+    assert_eq!(target_state("db".into(), Some(("True", "SecretSynced", "")), None), synced_as("db"));
+}
+
+fn synced_as(secret: &str) -> TargetState {
+    TargetState::Synced { secret: secret.into() }
+}
+
+#[test]
 fn secrets_used_covers_every_reference_kind() {
     use k8s_openapi::api::core::v1::{
         EnvVar, EnvVarSource, ProjectedVolumeSource, SecretKeySelector, SecretProjection, VolumeProjection,

@@ -1,7 +1,8 @@
 //! End to end: Pods receive synced Secrets at admission, and workloads roll when a Secret
 //! rotates. The real kube-apiserver calls keyward-webhook (a local process) for Pods and
 //! Deployments in opted-in namespaces; the reconciler and the Fake provider run as processes
-//! over mTLS. There is no kubelet, so assertions are on the stored objects.
+//! over mTLS. There is no kubelet, so assertions are on the stored objects. A provider outage
+//! does not stop Pods: a Secret that keeps its last good data is still injected.
 
 #![allow(clippy::unwrap_used)]
 
@@ -107,7 +108,7 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
     with_temp_namespace(&labels, |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
-        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        let mut fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
         let fakes: Api<Fake> = Api::namespaced(client.clone(), &ns);
         apply(&fakes, fake_config("data", &[("db", SECRET_VALUE), ("api", "api-v1")])).await;
         let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
@@ -242,6 +243,30 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
         let settled = deployments.get("web").await.unwrap();
         assert_eq!(template_hash(&settled), template_hash(&rolled), "settled on one hash");
         assert_eq!(settled.metadata.generation.unwrap(), generation + 1, "exactly one rollout");
+
+        // Provider outage: the ExternalSecret turns Ready=False, its Secret keeps the last good
+        // data, and Pods that need it are still admitted (with a required reference).
+        fake.stop();
+        eventually("db failing while the provider is down", WAIT, || async {
+            let es = ess.get("db").await.ok()?;
+            let (status, reason, _) = ready_of(&es.status?.conditions)?;
+            (status == "False" && reason == "SecretSyncedError").then_some(())
+        })
+        .await;
+        let kept = secrets.get("db-secret").await.unwrap();
+        assert_eq!(value(&kept, "value").as_deref(), Some("rotated-3"), "the last good data stays");
+        let stored = create_pod(&pods, &pod("p-outage", json!({"keyward.dev/inject": "db"})), true).await.unwrap();
+        assert_eq!(env_from_secrets(&stored, 0), vec![("db-secret".to_string(), None)]);
+
+        // Once the Secret itself is gone the binding goes too, and Pods are denied again.
+        secrets.delete("db-secret", &DeleteParams::default()).await.unwrap();
+        eventually("binding dropped", WAIT, || async {
+            let es = ess.get("db").await.ok()?;
+            es.status?.binding.is_none().then_some(())
+        })
+        .await;
+        let denied = create_pod(&pods, &pod("p-gone", json!({"keyward.dev/inject": "db"})), false).await;
+        assert!(denied.unwrap_err().contains("has not synced its Secret \"db-secret\""));
     })
     .await;
 }

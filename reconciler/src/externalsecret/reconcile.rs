@@ -88,7 +88,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         Ok(d) => d,
         Err(e) => {
             let failed = Failed { reason: reason::SECRET_SYNCED_ERROR, message: format!("spec.refreshInterval: {e}") };
-            return report_failure(&es, &ctx, status, failed, false).await;
+            return report_failure(&es, &ctx, status, failed, false, existing.is_some()).await;
         }
     };
     // The last refresh is the later of the last one written to status and the last one that
@@ -162,7 +162,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         }
         Err(failed) => {
             ctx.metrics.sync_errors.get_or_create(&labels).inc();
-            report_failure(&es, &ctx, status, failed, true).await?
+            report_failure(&es, &ctx, status, failed, true, existing.is_some()).await?
         }
     };
     ctx.metrics.reconcile_duration.get_or_create(&labels).set(started.elapsed().as_secs_f64());
@@ -178,12 +178,17 @@ fn same_status(old: &ExternalSecretStatus, new: &ExternalSecretStatus) -> bool {
         && old.refresh_time.is_some()
 }
 
+/// Reports a failed sync. `target_present`: whether the target Secret exists. Everything in the
+/// status keeps describing the last good sync, except that a binding to a Secret that is gone
+/// is dropped: injection admits Pods of a failing ExternalSecret only while its binding says
+/// the Secret is there with its last good data.
 async fn report_failure(
     es: &ExternalSecret,
     ctx: &Context,
     status: ExternalSecretStatus,
     failed: Failed,
     retry: bool,
+    target_present: bool,
 ) -> Result<Action, Error> {
     let ns = es.namespace().unwrap_or_default();
     let name = es.name_any();
@@ -195,9 +200,10 @@ async fn report_failure(
         failed.message.clone(),
         es.metadata.generation,
     )];
-    let changed = !conditions::same(&status.conditions, &conditions);
-    // refreshTime and syncedResourceVersion keep describing the last good sync.
-    let new_status = ExternalSecretStatus { conditions, ..status };
+    let binding = status.binding.clone().filter(|_| target_present);
+    let changed = !conditions::same(&status.conditions, &conditions) || binding != status.binding;
+    // refreshTime, syncedResourceVersion and syncedDataHash keep describing the last good sync.
+    let new_status = ExternalSecretStatus { conditions, binding, ..status };
     if changed {
         patch_status(es, ctx, &new_status).await?;
         ctx.event(&es.object_ref(&()), true, failed.reason, "Sync", failed.message).await;
@@ -217,6 +223,9 @@ async fn patch_status(es: &ExternalSecret, ctx: &Context, status: &ExternalSecre
     // not keep advertising its old hash.
     if status.synced_data_hash.is_none() {
         body["status"]["syncedDataHash"] = serde_json::Value::Null;
+    }
+    if status.binding.is_none() {
+        body["status"]["binding"] = serde_json::Value::Null;
     }
     api.patch_status(&es.name_any(), &PatchParams::default(), &Patch::Merge(body)).await?;
     Ok(())

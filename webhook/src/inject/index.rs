@@ -5,16 +5,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use keyward_crds::external_secret::CreationPolicy;
-use keyward_crds::workload::TargetState;
+use keyward_crds::workload::{TargetState, target_state};
 use serde_json::Value;
 
 /// An ExternalSecret as injection sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EsTarget {
-    /// Name of the Secret it writes.
-    pub secret: String,
-    /// `None` when synced, else the Ready reason and message.
-    pub not_synced: Option<String>,
+    /// Name of the Secret it writes, and what its status says about it.
+    pub state: TargetState,
     /// The data hash of the Secret it created (`status.syncedDataHash`); `None` when it does not
     /// create its Secret (creationPolicy Merge or None) or has not written it yet.
     pub data_hash: Option<String>,
@@ -29,19 +27,17 @@ pub struct InjectionIndex {
 impl InjectionIndex {
     /// The state of ExternalSecret `name` in `namespace`.
     pub fn target(&self, namespace: &str, name: &str) -> TargetState {
-        match self.targets.get(namespace).and_then(|m| m.get(name)) {
-            None => TargetState::Missing,
-            Some(EsTarget { secret, not_synced: None, .. }) => TargetState::Synced { secret: secret.clone() },
-            Some(EsTarget { secret, not_synced: Some(why), .. }) => {
-                TargetState::NotSynced { secret: secret.clone(), why: why.clone() }
-            }
-        }
+        self.targets.get(namespace).and_then(|m| m.get(name)).map_or(TargetState::Missing, |t| t.state.clone())
     }
 
     /// The data hash of Secret `secret` in `namespace`, as written by the ExternalSecret that
     /// creates it.
     pub fn data_hash(&self, namespace: &str, secret: &str) -> Option<&str> {
-        self.targets.get(namespace)?.values().filter(|t| t.secret == secret).find_map(|t| t.data_hash.as_deref())
+        self.targets
+            .get(namespace)?
+            .values()
+            .filter(|t| target_secret(&t.state) == Some(secret))
+            .find_map(|t| t.data_hash.as_deref())
     }
 
     /// Records an ExternalSecret (as JSON).
@@ -65,6 +61,15 @@ impl InjectionIndex {
     }
 }
 
+fn target_secret(state: &TargetState) -> Option<&str> {
+    match state {
+        TargetState::Synced { secret } | TargetState::NotSynced { secret, .. } | TargetState::Stale { secret, .. } => {
+            Some(secret)
+        }
+        TargetState::Missing => None,
+    }
+}
+
 /// The target, Ready state and data hash of an ExternalSecret. Lenient: a missing or odd
 /// status reads as "not synced yet".
 fn es_target(name: &str, object: &Value) -> EsTarget {
@@ -78,14 +83,10 @@ fn es_target(name: &str, object: &Value) -> EsTarget {
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready")));
-    let not_synced = match ready {
-        Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => None,
-        Some(c) => {
-            let field = |f: &str| c.get(f).and_then(Value::as_str).unwrap_or_default().to_string();
-            Some(format!("Ready=False, reason {}: {}", field("reason"), field("message")))
-        }
-        None => Some("no Ready condition yet: the reconciler has not synced it".to_string()),
-    };
+    let field = |c: &'_ Value, f: &str| c.get(f).and_then(Value::as_str).unwrap_or_default().to_string();
+    let ready = ready.map(|c| (field(c, "status"), field(c, "reason"), field(c, "message")));
+    let bound = object.pointer("/status/binding/name").and_then(Value::as_str);
+    let state = target_state(secret, ready.as_ref().map(|(s, r, m)| (s.as_str(), r.as_str(), m.as_str())), bound);
     let policy: CreationPolicy = object
         .pointer("/spec/target/creationPolicy")
         .and_then(|p| serde_json::from_value(p.clone()).ok())
@@ -95,7 +96,7 @@ fn es_target(name: &str, object: &Value) -> EsTarget {
         .then(|| object.pointer("/status/syncedDataHash").and_then(Value::as_str))
         .flatten()
         .map(str::to_string);
-    EsTarget { secret, not_synced, data_hash }
+    EsTarget { state, data_hash }
 }
 
 #[cfg(test)]
@@ -130,6 +131,14 @@ mod tests {
         );
         assert_eq!(idx.target("a", "db"), TargetState::Synced { secret: "db".into() });
         assert_eq!(idx.target("b", "db"), TargetState::Missing, "namespaced");
+        // Failing after a good sync, its Secret still bound: stale, not missing.
+        idx.upsert_external_secret(
+            "a",
+            "db",
+            &json!({"status": {"binding": {"name": "db"}, "conditions": [{"type": "Ready", "status": "False",
+                "reason": "SecretSyncedError", "message": "provider unavailable"}]}}),
+        );
+        assert!(matches!(idx.target("a", "db"), TargetState::Stale { ref secret, .. } if secret == "db"));
         idx.remove_external_secret("a", "db");
         assert_eq!(idx.target("a", "db"), TargetState::Missing);
     }

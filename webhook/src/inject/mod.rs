@@ -59,7 +59,7 @@ fn pod(namespace: &str, object: &Value, state: &State) -> Decision {
     };
     let mut ops = spec_ops(object, &injected.spec);
     ops.extend(annotation_ops(object, &["metadata"], INJECTED_ANNOTATION, &injected.annotation));
-    Decision { patch: Some(Patch(ops)), ..Decision::allow() }
+    Decision { patch: Some(Patch(ops)), ..Decision::allow() }.with_warnings(injected.warnings)
 }
 
 fn workload(req: &AdmissionRequest, namespace: &str, object: &Value, state: &State) -> Decision {
@@ -82,7 +82,9 @@ fn workload(req: &AdmissionRequest, namespace: &str, object: &Value, state: &Sta
         &spec,
         &template_annotations,
         |es| match state.injection.target(namespace, es) {
-            TargetState::Synced { secret } | TargetState::NotSynced { secret, .. } => Some(secret),
+            TargetState::Synced { secret }
+            | TargetState::NotSynced { secret, .. }
+            | TargetState::Stale { secret, .. } => Some(secret),
             TargetState::Missing => None,
         },
         |secret| state.injection.data_hash(namespace, secret).map(str::to_string),
