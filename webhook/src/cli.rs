@@ -47,6 +47,10 @@ pub struct Args {
     /// Largest accepted admission request body, in bytes.
     #[arg(long, env = "KEYWARD_MAX_BODY_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Request bytes under review at once; requests past it are answered 429 (retried by the
+    /// API server) without being read, which bounds the memory of bursts of large reviews.
+    #[arg(long, env = "KEYWARD_MAX_IN_FLIGHT_BYTES", default_value_t = crate::server::DEFAULT_IN_FLIGHT_BYTES)]
+    pub max_in_flight_bytes: usize,
     /// Time budget of one review.
     #[arg(long, env = "KEYWARD_REQUEST_TIMEOUT", value_parser = parse_duration, default_value = "8s")]
     pub request_timeout: Duration,
@@ -119,6 +123,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         request_timeout: args.request_timeout,
         namespace_wait: args.namespace_wait,
+        in_flight_bytes: args.max_in_flight_bytes,
         ..Limits::default()
     };
 

@@ -70,12 +70,20 @@ impl FromRequest<AppState> for ReviewBody {
 }
 
 /// Wraps the admission routes: observation outermost (it sees every answer, timeouts
-/// included), then the time budget, then the body limit.
+/// included), then the in-flight budget (a request that does not fit is answered before its body
+/// is read, see [`crate::shed`]), then the time budget, then the body limit.
 pub fn admission(router: Router, metrics: Arc<Metrics>, limits: Limits) -> Router {
     let budget = limits.request_timeout;
+    let in_flight = crate::shed::Budget::new(
+        limits.in_flight_bytes,
+        limits.max_body_bytes,
+        limits.request_timeout,
+        metrics.clone(),
+    );
     router.layer(
         ServiceBuilder::new()
             .layer(from_fn_with_state(metrics, observe))
+            .layer(from_fn_with_state(in_flight, crate::shed::shed))
             .layer(HandleErrorLayer::new(move |_: tower::BoxError| async move { timed_out(budget) }))
             .timeout(budget)
             .layer(DefaultBodyLimit::max(limits.max_body_bytes)),

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod mutate;
 pub mod review;
 pub mod server;
+pub mod shed;
 pub mod tls;
 pub mod validate;
 pub mod watch;

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub cert_reload_errors: Counter,
     /// Objects in each cache.
     pub cache_objects: Family<CacheLabels, Gauge>,
+    /// Requests answered 429 because the in-flight budget was spent.
+    pub shed: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -81,7 +83,13 @@ impl Metrics {
         );
         let cache_objects = Family::<CacheLabels, Gauge>::default();
         registry.register("cache_objects", "Objects held in each cache", cache_objects.clone());
-        Metrics { registry, review_seconds, bad_requests, cert_reloads, cert_reload_errors, cache_objects }
+        let shed = Counter::default();
+        registry.register(
+            "requests_shed",
+            "Admission requests answered 429 (retried by the API server) because the in-flight budget was spent",
+            shed.clone(),
+        );
+        Metrics { registry, review_seconds, bad_requests, cert_reloads, cert_reload_errors, cache_objects, shed }
     }
 
     /// The OpenMetrics text exposition.

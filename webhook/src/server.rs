@@ -24,6 +24,13 @@ use crate::metrics::Metrics;
 use crate::review::{BadRequest, Decision, Decoded, decode, encode};
 use crate::validate::{Kind, is_write};
 
+/// Default in-flight budget: a handful of near-limit reviews at once, far below the chart's
+/// memory limit, while small reviews (most of them) hardly use it.
+pub const DEFAULT_IN_FLIGHT_BYTES: usize = 12 * 1024 * 1024;
+
+/// HTTP/2 stream flow-control window of the admission server.
+const H2_STREAM_WINDOW: u32 = 256 * 1024;
+
 /// Limits of the admission endpoints.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -36,6 +43,9 @@ pub struct Limits {
     pub namespace_wait: Duration,
     /// TLS handshake budget of a new connection.
     pub handshake_timeout: Duration,
+    /// Request bytes under review at once; requests past it are shed with 429 (see
+    /// [`crate::shed`]).
+    pub in_flight_bytes: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +55,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(8),
             namespace_wait: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
+            in_flight_bytes: DEFAULT_IN_FLIGHT_BYTES,
         }
     }
 }
@@ -223,6 +234,9 @@ pub async fn serve_tls(
     // A client that never finishes sending its headers is dropped instead of holding a task.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
     builder.http2().timer(TokioTimer::new()).keep_alive_interval(Duration::from_secs(30));
+    // What a stream may have sent and not yet had read: a review waiting for the in-flight
+    // budget (see `shed`) holds at most this much of its body in memory.
+    builder.http2().initial_stream_window_size(H2_STREAM_WINDOW);
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {

@@ -1,0 +1,151 @@
+//! Load shedding: a budget of request bytes in flight, as a tower layer in front of the
+//! admission handlers.
+//!
+//! Memory follows the bodies being reviewed: each review holds its body, the decoded review
+//! and what is derived from it, several times the body's size. Many near-limit reviews at once
+//! (64 of them took the webhook past its 256Mi limit; with both replicas OOM-killed and
+//! `failurePolicy: Fail`, every write of a Keyward kind is refused) must not happen. So each
+//! request reserves its declared size (`Content-Length`, or the body limit when it does not
+//! declare one, and at least [`MIN_WEIGHT`]) from a fixed budget before its body is read, and
+//! gives it back when answered. A request that does not fit waits up to [`QUEUE_WAIT`] for room
+//! (its body unread, so it costs next to nothing), then is answered `429 Too Many Requests` with
+//! `Retry-After: 1`, which the API server's webhook client retries.
+//!
+//! A shed request's body is not read: over HTTP/2 (what the API server speaks to webhooks) the
+//! answer is followed by `RST_STREAM(NO_ERROR)`, which tells the client to stop sending and keep
+//! the answer (RFC 9113, 8.1). Over HTTP/1.1 the body is read and thrown away chunk by chunk
+//! first, so the connection stays usable and clients that only read after sending see the
+//! answer.
+//! Small reviews, the usual ones, take little of the budget: only a burst of large ones waits or
+//! is shed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use tokio::sync::Semaphore;
+
+use crate::metrics::Metrics;
+
+/// The least a request reserves: bounds the number of requests in flight as well.
+pub const MIN_WEIGHT: usize = 64 * 1024;
+/// How long a request waits for room in the budget before it is shed: long enough to ride out
+/// a short burst, short enough that waiting streams do not hold a shared HTTP/2 connection's
+/// flow-control window for long, and well inside the API server's webhook timeout (10 s in the
+/// chart), so a shed request has time for retries.
+pub const QUEUE_WAIT: Duration = Duration::from_millis(500);
+
+/// The in-flight budget shared by every admission request.
+#[derive(Debug)]
+pub struct Budget {
+    permits: Arc<Semaphore>,
+    total: usize,
+    max_body_bytes: usize,
+    /// How long a shed HTTP/1.1 request's body may take to be thrown away.
+    drain_time: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Budget {
+    /// A budget of `total_bytes` of request bodies in flight (at least one body of
+    /// `max_body_bytes`, so every acceptable request can run when alone). A shed request's body
+    /// is discarded for at most `drain_time`.
+    pub fn new(total_bytes: usize, max_body_bytes: usize, drain_time: Duration, metrics: Arc<Metrics>) -> Arc<Self> {
+        // Permits are taken as u32; a budget past 4 GiB would mean no budget at all anyway.
+        let total = total_bytes.max(max_body_bytes).max(MIN_WEIGHT).min(u32::MAX as usize);
+        Arc::new(Budget { permits: Arc::new(Semaphore::new(total)), total, max_body_bytes, drain_time, metrics })
+    }
+
+    /// What a request reserves: its declared length within `[MIN_WEIGHT, max_body_bytes]`, or
+    /// the body limit when it declares none (or an unreadable one).
+    pub fn weight(&self, headers: &HeaderMap) -> usize {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let cap = self.max_body_bytes.min(self.total);
+        declared.unwrap_or(cap).clamp(MIN_WEIGHT.min(cap), cap)
+    }
+
+    /// The budget in bytes.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Bytes reserved by requests in flight now.
+    pub fn in_use(&self) -> usize {
+        self.total - self.permits.available_permits()
+    }
+}
+
+/// The middleware: reserve (waiting briefly), run, release; or shed with 429.
+pub async fn shed(State(budget): State<Arc<Budget>>, request: Request, next: Next) -> Response {
+    let weight = budget.weight(request.headers());
+    // The weight never exceeds the budget, which fits in u32.
+    let permits = u32::try_from(weight).unwrap_or(u32::MAX);
+    let acquired = tokio::time::timeout(QUEUE_WAIT, budget.permits.clone().acquire_many_owned(permits)).await;
+    let Ok(Ok(permit)) = acquired else {
+        budget.metrics.shed.inc();
+        tracing::debug!(weight, in_use = budget.in_use(), total = budget.total, "review shed: in-flight budget spent");
+        if request.version() < axum::http::Version::HTTP_2 {
+            drain(request.into_body(), budget.max_body_bytes, budget.drain_time).await;
+        }
+        return too_many();
+    };
+    let response = next.run(request).await;
+    drop(permit);
+    response
+}
+
+/// Reads and discards a body, one chunk at a time, up to `max` bytes and `time`.
+async fn drain(mut body: Body, max: usize, time: Duration) {
+    let discard = async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > max {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(time, discard).await;
+}
+
+fn too_many() -> Response {
+    let message = "keyward-webhook is reviewing as much as its memory budget allows; retry in a moment";
+    let mut response =
+        (StatusCode::TOO_MANY_REQUESTS, axum::Json(serde_json::json!({ "error": message }))).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(length: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(l) = length {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from_str(l).expect("header"));
+        }
+        h
+    }
+
+    #[test]
+    fn weight_is_the_declared_length_within_bounds() {
+        let b = Budget::new(32 << 20, 7 << 20, Duration::ZERO, Arc::new(Metrics::new()));
+        assert_eq!(b.weight(&headers(Some("3000000"))), 3_000_000);
+        assert_eq!(b.weight(&headers(Some("10"))), MIN_WEIGHT, "small requests reserve the minimum");
+        assert_eq!(b.weight(&headers(Some("999999999999"))), 7 << 20, "capped at the body limit");
+        assert_eq!(b.weight(&headers(None)), 7 << 20, "undeclared: the body limit");
+        assert_eq!(b.weight(&headers(Some("lots"))), 7 << 20, "unreadable: the body limit");
+        assert_eq!(b.total(), 32 << 20);
+        // A budget smaller than one body still admits one body.
+        assert_eq!(Budget::new(1, 7 << 20, Duration::ZERO, Arc::new(Metrics::new())).total(), 7 << 20);
+    }
+}
