@@ -110,6 +110,7 @@ up() {
   if [[ -n "$node" ]]; then
     node_require
     bins="$(bash "$repo/e2e/scripts/build-controlplane.sh" node)"
+    node_claim_bridge
   else
     bins="$(bash "$repo/e2e/scripts/build-controlplane.sh")"
   fi

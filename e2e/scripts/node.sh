@@ -67,6 +67,23 @@ node_certs() {
     -out "$pki/kubelet-serving.crt" -days 7 -extfile "$pki/kubelet-serving.ext" 2>/dev/null
 }
 
+node_claim_bridge() {
+  # One node per machine. A bridge whose node left no saved host state (its `up` died before
+  # recording it, or its directory was removed) would make every later `up` fail with
+  # "File exists": take it back. A bridge of a node that is still recorded is refused.
+  if ip link show "$bridge" >/dev/null 2>&1; then
+    local other
+    for other in "$(dirname "$dir")"/*/node/host; do
+      if [[ -d "$other" ]]; then
+        echo "cluster: $bridge belongs to the node in ${other%/node/host}; one node per machine (cluster-down there first)" >&2
+        return 1
+      fi
+    done
+    echo "cluster: removing $bridge left by a node that did not finish" >&2
+    ip link del "$bridge"
+  fi
+}
+
 # Records what node_down restores, then prepares the host's network namespace.
 node_host_prepare() {
   local saved="$dir/node/host"

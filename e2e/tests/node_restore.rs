@@ -48,8 +48,17 @@ fn cluster(dir: &std::path::Path, verb: &str) -> (bool, String) {
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
+/// One node per machine: the tests of this binary take turns.
+static ONE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("run ip");
+    assert!(status.success(), "ip {args:?}");
+}
+
 #[test]
 fn cluster_down_restores_the_host_exactly() {
+    let _one = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("cluster");
     let before = host_state();
@@ -64,4 +73,32 @@ fn cluster_down_restores_the_host_exactly() {
     assert!(during.contains("kw-br0"), "the node's bridge is up while it runs");
     assert_eq!(before, after, "the host differs after cluster.sh down");
     assert!(!data.exists(), "the data directory is removed");
+}
+
+/// A bridge left by a node whose `up` never recorded its host state (it died half-way, or its
+/// directory was removed) is taken back by the next `up`; a bridge of a node that is recorded
+/// is refused before anything starts, and the host stays as it was.
+#[test]
+fn a_leftover_bridge_is_taken_back_and_a_recorded_node_is_refused() {
+    let _one = ONE_NODE.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir().expect("tempdir");
+    let recorded = base.path().join("first/node/host");
+    std::fs::create_dir_all(&recorded).expect("a recorded node");
+    let before = host_state();
+    ip(&["link", "add", "kw-br0", "type", "bridge"]);
+    let leftover = host_state();
+
+    let data = base.path().join("second");
+    let (ok, out) = cluster(&data, "up");
+    assert!(!ok, "a second node on one machine was started:\n{out}");
+    assert!(out.contains("one node per machine"), "{out}");
+    assert_eq!(host_state(), leftover, "a refused up changes nothing on the host");
+
+    std::fs::remove_dir_all(base.path().join("first")).expect("forget the recorded node");
+    let (ok, out) = cluster(&data, "up");
+    assert!(ok, "up after a node that did not finish failed:\n{out}");
+    assert!(out.contains("removing kw-br0"), "{out}");
+    let (ok, out) = cluster(&data, "down");
+    assert!(ok, "cluster.sh down failed:\n{out}");
+    assert_eq!(host_state(), before, "the leftover bridge is gone and the rest is restored");
 }
