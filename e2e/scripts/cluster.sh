@@ -31,6 +31,8 @@ free_port() {
 alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
 
 down() {
+  # Seen by a node waiting to start (node_claim_bridge): this one is on its way out.
+  [[ -d "$dir" ]] && touch "$dir/stopping"
   # The node first: its containers must stop before the API server they report to.
   for name in watchdog node kube-proxy coredns kube-scheduler kube-controller-manager kube-apiserver etcd; do
     # The watchdog runs this very function when its owner exits: it must not kill itself.
@@ -180,6 +182,7 @@ up() {
     return 1
   fi
   if [[ -n "${KEYWARD_CLUSTER_OWNER:-}" ]]; then
+    echo "$KEYWARD_CLUSTER_OWNER" >"$dir/owner"
     start watchdog bash -c "while kill -0 $KEYWARD_CLUSTER_OWNER 2>/dev/null; do sleep 1; done; KEYWARD_CLUSTER_IN_WATCHDOG=1 KEYWARD_CLUSTER_DIR='$dir' bash '$self' down"
   fi
   trap - INT TERM

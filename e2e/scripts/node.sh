@@ -15,6 +15,9 @@ node_ip=10.244.0.1
 pod_cidr=10.244.0.0/24
 cluster_dns=10.0.0.10
 bridge=kw-br0
+# One node per machine: the data directory of the node that holds the bridge and the host
+# changes. Written before the host is touched, removed once `down` has restored it.
+node_record=/run/keyward-node
 pause_image=keyward.local/pause:3.10
 probe_image=keyward.local/probe:1
 # skopeo is not the node's: the installed tests read the image archive with it, as a second
@@ -68,20 +71,36 @@ node_certs() {
 }
 
 node_claim_bridge() {
-  # One node per machine. A bridge whose node left no saved host state (its `up` died before
-  # recording it, or its directory was removed) would make every later `up` fail with
-  # "File exists": take it back. A bridge of a node that is still recorded is refused.
+  # A node whose owner has exited is being torn down by its watchdog (a test binary that just
+  # finished): wait for it to give the host back. A live node is refused. A record whose node
+  # left no saved host state (its `up` died early, or its directory was removed) is stale, and
+  # its bridge, if any, is taken back: otherwise every later `up` fails with "File exists".
+  local other waited=0
+  while [[ -f "$node_record" ]]; do
+    other="$(cat "$node_record")"
+    [[ "$other" == "$dir" || ! -d "$other/node/host" ]] && break
+    if ! node_stopping "$other"; then
+      echo "cluster: $bridge belongs to the node in $other; one node per machine (cluster-down there first)" >&2
+      return 1
+    fi
+    if (( waited++ >= 180 )); then
+      echo "cluster: the node in $other is still stopping after 180 s; one node per machine" >&2
+      return 1
+    fi
+    sleep 1
+  done
   if ip link show "$bridge" >/dev/null 2>&1; then
-    local other
-    for other in "$(dirname "$dir")"/*/node/host; do
-      if [[ -d "$other" ]]; then
-        echo "cluster: $bridge belongs to the node in ${other%/node/host}; one node per machine (cluster-down there first)" >&2
-        return 1
-      fi
-    done
     echo "cluster: removing $bridge left by a node that did not finish" >&2
     ip link del "$bridge"
   fi
+  echo "$dir" >"$node_record"
+}
+
+# Whether the node in directory $1 is on its way down: `down` has begun, or the process that
+# owns it (KEYWARD_CLUSTER_OWNER) has exited and its watchdog is about to begin.
+node_stopping() {
+  [[ -e "$1/stopping" ]] && return 0
+  [[ -f "$1/owner" ]] && ! kill -0 "$(cat "$1/owner")" 2>/dev/null
 }
 
 # Records what node_down restores, then prepares the host's network namespace.
@@ -106,7 +125,12 @@ node_host_prepare() {
 
 node_host_restore() {
   local saved="$dir/node/host"
-  [[ -d "$saved" ]] || return 0
+  if [[ -d "$saved" ]]; then node_host_put_back "$saved"; fi
+  if [[ -f "$node_record" && "$(cat "$node_record")" == "$dir" ]]; then rm -f "$node_record"; fi
+}
+
+node_host_put_back() {
+  local saved="$1"
   ip link del "$bridge" 2>/dev/null || true
   # Pod network interfaces left by a killed runtime.
   for link in $(ip -o link show type veth 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^veth' || true); do

@@ -52,7 +52,7 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
 
         // One watch per kind; Secrets twice: managed Secrets (metadata) and provider TLS Secrets.
         let opened = delta(&watches_before, &api_watches(&client).await);
-        let want: [(&str, f64); 11] = [
+        let want: [(&str, f64); 13] = [
             ("externalsecrets", 1.0),
             ("pushsecrets", 1.0),
             ("providers", 1.0),
@@ -61,6 +61,8 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
             ("namespaces", 1.0),
             ("kubernetes", 1.0),
             ("fakes", 1.0),
+            ("vaults", 1.0),
+            ("secretsmanagers", 1.0),
             ("deployments", 1.0),
             ("statefulsets", 1.0),
             ("daemonsets", 1.0),
