@@ -1,8 +1,15 @@
-//! A `coordination.k8s.io/v1` Lease so that only one replica of the certificate loop acts.
+//! Leader election with a `coordination.k8s.io/v1` Lease, one implementation for every Keyward
+//! process that must act alone: the reconciler and the certificate loop. It lives in this crate
+//! because both binaries already depend on it (feature `lease`).
+//!
 //! Optimistic concurrency does the locking: every write carries the `resourceVersion` it read,
-//! and a conflict means another replica won.
+//! and a conflict means another replica won. The holder renews well inside the lease duration,
+//! steps down when it could not renew in time (so two holders never overlap), and gives the
+//! Lease up on shutdown so a standby takes over within one retry period instead of waiting for
+//! the lease to expire.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -10,13 +17,44 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-/// May `me` take or keep a lease held by `holder`, last renewed at `renewed` (unix seconds),
-/// for `duration_secs`, at `now` (unix seconds)?
-pub fn lease_is_available(holder: Option<&str>, renewed: Option<i64>, duration_secs: i64, me: &str, now: i64) -> bool {
-    match holder {
-        None | Some("") => true,
-        Some(h) if h == me => true,
-        Some(_) => renewed.is_none_or(|r| r + duration_secs < now),
+/// An identity that differs between processes when none is configured: the host name and the
+/// process id. In a container the PID is often 1, so the chart passes the Pod name instead.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
+/// What to do with the Lease as it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// No Lease object: create it, holding it.
+    Create,
+    /// We hold it: renew.
+    Renew,
+    /// Nobody holds it, or the holder let it expire: take it over.
+    TakeOver,
+    /// Someone else holds a live Lease.
+    Wait {
+        /// The holder.
+        holder: String,
+    },
+}
+
+/// Decides from the Lease spec, who we are, and the time now.
+pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Step {
+    let Some(spec) = spec else { return Step::Create };
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    if holder.is_empty() {
+        return Step::TakeOver;
+    }
+    if holder == me {
+        return Step::Renew;
+    }
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+    let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
+    match renewed {
+        Some(t) if now.as_second() < t.as_second() + duration => Step::Wait { holder },
+        _ => Step::TakeOver,
     }
 }
 
@@ -27,16 +65,23 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     duration: Duration,
+    retry: Duration,
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 impl LeaseLock {
-    /// The Lease `name` in `namespace`, held as `identity` for `duration` per renewal.
+    /// The Lease `namespace/name`, held as `identity` for `duration` per renewal; renewed (or
+    /// retried) every fifth of the duration.
     pub fn new(client: Client, namespace: &str, name: &str, identity: &str, duration: Duration) -> Self {
         LeaseLock {
             api: Api::namespaced(client, namespace),
             name: name.to_string(),
             identity: identity.to_string(),
             duration,
+            retry: (duration / 5).max(Duration::from_millis(500)),
         }
     }
 
@@ -46,46 +91,95 @@ impl LeaseLock {
     }
 
     /// Takes the Lease if it is free or expired, renews it if held: `Ok(true)` when this replica
-    /// is the leader now.
+    /// holds it now.
     pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
-        let now = now_micro();
-        let secs = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.identity.clone()),
-                    lease_duration_seconds: Some(secs),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(e) if is_conflict(&e) => Ok(false),
-                Err(e) => Err(e),
-            };
+        let now = Timestamp::now();
+        let current = self.api.get_opt(&self.name).await?;
+        let step = decide(current.as_ref().and_then(|l| l.spec.as_ref()), &self.identity, now);
+        let secs = i32::try_from(self.duration.as_secs()).unwrap_or(15);
+        let written = match step {
+            Step::Wait { .. } => return Ok(false),
+            Step::Create => {
+                let lease = Lease {
+                    metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(self.identity.clone()),
+                        lease_duration_seconds: Some(secs),
+                        acquire_time: Some(MicroTime(now)),
+                        renew_time: Some(MicroTime(now)),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            Step::Renew | Step::TakeOver => {
+                let Some(mut lease) = current else { return Ok(false) };
+                let spec = lease.spec.get_or_insert_with(Default::default);
+                if step == Step::TakeOver {
+                    spec.acquire_time = Some(MicroTime(now));
+                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                    spec.holder_identity = Some(self.identity.clone());
+                }
+                spec.renew_time = Some(MicroTime(now));
+                spec.lease_duration_seconds = Some(secs);
+                // replace carries the resourceVersion we read: a concurrent writer makes it 409.
+                self.api.replace(&self.name, &PostParams::default(), &lease).await
+            }
         };
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        let holder = spec.holder_identity.clone();
-        let renewed = spec.renew_time.as_ref().map(|t| t.0.as_second());
-        let duration = spec.lease_duration_seconds.map(i64::from).unwrap_or(i64::from(secs));
-        if !lease_is_available(holder.as_deref(), renewed, duration, &self.identity, now.0.as_second()) {
-            return Ok(false);
-        }
-        if holder.as_deref() != Some(self.identity.as_str()) {
-            spec.holder_identity = Some(self.identity.clone());
-            spec.acquire_time = Some(now.clone());
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-        }
-        spec.lease_duration_seconds = Some(secs);
-        spec.renew_time = Some(now);
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match written {
             Ok(_) => Ok(true),
             Err(e) if is_conflict(&e) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Waits until this replica holds the Lease (`true`), or `stop` resolves (`false`).
+    pub async fn acquire(&self, stop: impl Future<Output = ()>) -> bool {
+        tokio::pin!(stop);
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, lease = %self.name, "leader election"),
+            }
+            tokio::select! {
+                _ = &mut stop => return false,
+                _ = tokio::time::sleep(self.retry) => {}
+            }
+        }
+    }
+
+    /// Renews until the Lease is lost (returns), or `stop` resolves (releases it and returns).
+    /// Steps down when it could not renew for two thirds of the duration, before another
+    /// replica may take over.
+    pub async fn hold(&self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut last_ok = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut stop => {
+                    if let Err(e) = self.release().await {
+                        tracing::warn!(error = %e, lease = %self.name, "releasing the lease failed");
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep(self.retry) => {}
+            }
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_ok = tokio::time::Instant::now(),
+                Ok(false) => {
+                    tracing::warn!(lease = %self.name, "the lease was taken over");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %self.name, "renewing the lease failed");
+                    if last_ok.elapsed() > self.duration * 2 / 3 {
+                        tracing::error!(lease = %self.name, "could not renew the lease in time; stepping down");
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -97,6 +191,7 @@ impl LeaseLock {
             return Ok(());
         }
         spec.holder_identity = None;
+        spec.renew_time = None;
         match self.api.replace(&self.name, &PostParams::default(), &lease).await {
             Ok(_) => Ok(()),
             Err(e) if is_conflict(&e) => Ok(()),
@@ -105,33 +200,35 @@ impl LeaseLock {
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-fn now_micro() -> MicroTime {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-    let micros = i32::try_from(d.subsec_micros()).unwrap_or(0);
-    MicroTime(Timestamp::new(secs, micros * 1000).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_free_or_own_lease_is_available() {
-        assert!(lease_is_available(None, None, 15, "a", 100));
-        assert!(lease_is_available(Some(""), Some(99), 15, "a", 100));
-        assert!(lease_is_available(Some("a"), Some(99), 15, "a", 100));
+    fn spec(holder: Option<&str>, renewed_secs_ago: i64) -> LeaseSpec {
+        let now = Timestamp::now();
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(now - k8s_openapi::jiff::SignedDuration::from_secs(renewed_secs_ago))),
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn another_holder_keeps_the_lease_until_it_expires() {
-        assert!(!lease_is_available(Some("b"), Some(90), 15, "a", 100));
-        assert!(!lease_is_available(Some("b"), Some(85), 15, "a", 100));
-        assert!(lease_is_available(Some("b"), Some(84), 15, "a", 100));
-        assert!(lease_is_available(Some("b"), None, 15, "a", 100));
+    fn decisions() {
+        let now = Timestamp::now();
+        assert_eq!(decide(None, "me", now), Step::Create);
+        assert_eq!(decide(Some(&spec(Some("me"), 3)), "me", now), Step::Renew);
+        assert_eq!(decide(Some(&spec(Some("other"), 3)), "me", now), Step::Wait { holder: "other".into() });
+        assert_eq!(decide(Some(&spec(Some("other"), 16)), "me", now), Step::TakeOver, "expired");
+        assert_eq!(decide(Some(&spec(None, 1)), "me", now), Step::TakeOver, "released");
+        assert_eq!(decide(Some(&spec(Some(""), 1)), "me", now), Step::TakeOver, "released");
+        let never_renewed = LeaseSpec { holder_identity: Some("other".into()), ..Default::default() };
+        assert_eq!(decide(Some(&never_renewed), "me", now), Step::TakeOver, "no time at all");
+    }
+
+    #[test]
+    fn identities_differ_between_processes_on_one_host() {
+        assert!(default_identity().ends_with(&format!("-{}", std::process::id())));
     }
 }

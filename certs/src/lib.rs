@@ -10,6 +10,7 @@
 
 pub mod bundle;
 mod files;
+#[cfg(feature = "lease")]
 pub mod lease;
 pub mod manager;
 pub mod plan;

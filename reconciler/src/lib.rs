@@ -9,7 +9,6 @@ pub mod conditions;
 pub mod context;
 pub mod externalsecret;
 pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod predicate;
 pub mod provider;

@@ -18,7 +18,7 @@ use crate::clientmanager::{
 };
 use crate::context::{self, Context, Reporter, Settings};
 use crate::http::Ops;
-use crate::leader::{Elector, default_identity};
+use keyward_certs::lease::{LeaseLock, default_identity};
 use crate::metrics::Metrics;
 
 /// Label that assigns an object to one reconciler instance.
@@ -71,12 +71,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
     let identity = cli.identity.clone().unwrap_or_else(default_identity);
     let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
-    let elector = Elector::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
+    let elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
     // Standbys are ready: they are healthy and waiting for the lease.
     ops.ready.store(true, Ordering::Relaxed);
     if cli.leader_elect {
         tracing::info!(%identity, lease = %cli.lease_name, namespace = %lease_namespace, "waiting for leadership");
-        if !elector.acquire(&cancel).await {
+        if !elector.acquire(cancel.cancelled()).await {
             return Ok(());
         }
         tracing::info!(%identity, "leading");
@@ -87,7 +87,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let holder = if cli.leader_elect {
         let (elector, release, lost) = (elector.clone(), release.clone(), lost.clone());
         Some(tokio::spawn(async move {
-            elector.hold(&release).await;
+            elector.hold(release.cancelled()).await;
             lost.cancel();
         }))
     } else {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use keyward_certs::lease::LeaseLock;
+use keyward_certs::lease::{LeaseLock, default_identity};
 use keyward_certs::manager::{Config, LeafSpec, reconcile};
 use keyward_certs::plan::Policy;
 use tracing::{error, info, warn};
@@ -209,11 +209,6 @@ fn log_report(report: &keyward_certs::manager::Report) {
     for name in &report.webhook_configurations {
         info!(configuration = %name, "caBundle updated");
     }
-}
-
-fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{}-{}", host.trim(), std::process::id())
 }
 
 fn init_logging(format: LogFormat) {
