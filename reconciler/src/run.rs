@@ -18,8 +18,8 @@ use crate::clientmanager::{
 };
 use crate::context::{self, Context, Reporter, Settings};
 use crate::http::Ops;
-use keyward_certs::lease::{LeaseLock, default_identity};
 use crate::metrics::Metrics;
+use keyward_certs::lease::{LeaseLock, default_identity};
 
 /// Label that assigns an object to one reconciler instance.
 pub const CONTROLLER_CLASS_LABEL: &str = "external-secrets.io/controller-class";
