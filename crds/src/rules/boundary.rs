@@ -61,6 +61,41 @@ pub fn config_owner(
     }
 }
 
+/// Whether a request may use the configuration in `config_namespace` on behalf of a manifest in
+/// `source_namespace`. A Provider, and a ClusterProvider with `ManifestNamespace`, reach the
+/// configuration of the manifest's own namespace: one in another namespace belongs to another
+/// tenant, and serving it would hand that tenant's secrets to this one. The reconciler never
+/// sends such a reference; the provider refuses one anyway, since it trusts no caller for the
+/// boundary. A ClusterProvider that does not say its scope (an older peer) may be a
+/// `ProviderNamespace` one, so it is left to the narrow rule of [`named_namespace`]. Empty
+/// namespaces (a check not made for any manifest) are not judged.
+pub fn check_config_namespace(
+    store_kind: Option<StoreKind>,
+    scope: Option<AuthenticationScope>,
+    config_namespace: &str,
+    source_namespace: &str,
+) -> Result<(), String> {
+    let own_namespace_only = match store_kind {
+        Some(StoreKind::ClusterProvider) => scope == Some(AuthenticationScope::ManifestNamespace),
+        Some(StoreKind::ClusterSecretStore) | None => false,
+        Some(_) => true,
+    };
+    if !own_namespace_only || config_namespace.is_empty() || source_namespace.is_empty() {
+        return Ok(());
+    }
+    if config_namespace == source_namespace {
+        return Ok(());
+    }
+    let through = match store_kind {
+        Some(StoreKind::ClusterProvider) => "a ClusterProvider with authenticationScope ManifestNamespace",
+        _ => "a Provider",
+    };
+    Err(format!(
+        "the configuration is in namespace {config_namespace:?}, but a request from namespace {source_namespace:?} \
+         through {through} may only use a configuration of its own namespace"
+    ))
+}
+
 /// The kinds of object a configuration can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NamedKind {
@@ -275,6 +310,29 @@ mod tests {
         ];
         for (kind, scope, ns, want) in cases {
             assert_eq!(config_owner(kind, scope, ns), want, "{kind:?} {scope:?} {ns:?}");
+        }
+    }
+
+    #[test]
+    fn tenant_paths_use_the_configuration_of_their_own_namespace() {
+        use AuthenticationScope::*;
+        let provider = Some(StoreKind::Provider);
+        let cluster = Some(StoreKind::ClusterProvider);
+        assert_eq!(check_config_namespace(provider, None, "team-a", "team-a"), Ok(()));
+        assert_eq!(check_config_namespace(cluster, Some(ManifestNamespace), "team-a", "team-a"), Ok(()));
+        // Operator-owned, or a peer that does not say: the configuration may live elsewhere.
+        assert_eq!(check_config_namespace(cluster, Some(ProviderNamespace), "creds", "team-a"), Ok(()));
+        assert_eq!(check_config_namespace(cluster, None, "creds", "team-a"), Ok(()));
+        // Checks not made for a manifest.
+        assert_eq!(check_config_namespace(provider, None, "team-a", ""), Ok(()));
+        for (kind, scope, via) in [
+            (provider, None, "through a Provider"),
+            (cluster, Some(ManifestNamespace), "ManifestNamespace"),
+            (Some(StoreKind::SecretStore), None, "through a Provider"),
+        ] {
+            let err = check_config_namespace(kind, scope, "team-b", "team-a").unwrap_err();
+            assert!(err.contains("in namespace \"team-b\"") && err.contains("from namespace \"team-a\""), "{err}");
+            assert!(err.contains(via), "{err}");
         }
     }
 

@@ -17,7 +17,8 @@ pub use address::{Address, parse_address, tls_secret_namespace};
 pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
 pub use boundary::{
     Ambient, BoundaryViolation, ConfigOwner, NamedKind, NamedObject, Reach, ambient_refusal, check_boundary,
-    check_push_override, config_owner, named_namespace, push_metadata_remote_namespace, push_namespace,
+    check_config_namespace, check_push_override, config_owner, named_namespace, push_metadata_remote_namespace,
+    push_namespace,
 };
 pub use duration::{DurationError, parse_go_duration};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};

@@ -309,7 +309,7 @@ mod tests {
             store_ref_kind: kind.into(),
             authentication_scope: scope.into(),
         };
-        check_provider_ref("PushSecret", Some(&r), "team-a", true).expect("ctx")
+        check_provider_ref("PushSecret", Some(&r), "creds", true).expect("ctx")
     }
 
     #[test]

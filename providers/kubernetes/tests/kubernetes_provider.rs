@@ -354,6 +354,19 @@ async fn token_auth_reads_finds_and_validates() {
                 .value,
             b"app"
         );
+        // ...but a Provider, or a ManifestNamespace ClusterProvider, serves a manifest only the
+        // configuration of the manifest's own namespace: another namespace's is another tenant's.
+        for pref in [
+            provider_ref("Kubernetes", "via-token", &ns, "Provider"),
+            ProviderReference {
+                authentication_scope: "ManifestNamespace".into(),
+                ..provider_ref("Kubernetes", "via-token", &ns, "ClusterProvider")
+            },
+        ] {
+            let e = c.get_secret(get(&pref, "some-other-namespace", "db", "user")).await.expect_err("another tenant");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{pref:?}: {e:?}");
+            assert!(e.message().contains("may only use a configuration of its own namespace"), "{}", e.message());
+        }
 
         // The tenant boundary: a config in a tenant namespace that names a Secret or a
         // ServiceAccount of another namespace is refused, whatever store kind reaches it (a
@@ -596,10 +609,20 @@ async fn auth_ref_kubeconfigs_are_data_never_code() {
             ),
             ("kc-token-file", format!("    tokenFile: {}\n", token_file.display())),
             ("kc-cert-files", format!("    client-certificate: {}\n    client-key: {}\n", cert_file.display(), key_file.display())),
+            ("kc-auth-provider", "    auth-provider:\n      name: oidc\n      config: {id-token: x}\n".to_string()),
         ];
-        for (name, user) in &kubeconfigs {
-            let yaml = kubeconfig(&url, &ca_pem, user);
-            create(&client, &ns, &secret(name, &ns, &[("kubeconfig", &yaml)], &[])).await;
+        let mut kubeconfigs: Vec<(&str, String)> =
+            kubeconfigs.iter().map(|(name, user)| (*name, kubeconfig(&url, &ca_pem, user))).collect();
+        // A working token, but the cluster's CA read from a file of the provider's host.
+        let ca_file = files.path().join("ca.crt");
+        std::fs::write(&ca_file, &ca_pem).expect("write CA");
+        let inline_ca = format!("certificate-authority-data: {}", base64::engine::general_purpose::STANDARD.encode(&ca_pem));
+        let with_ca_file = kubeconfig(&url, &ca_pem, &format!("    token: {token}\n"))
+            .replace(&inline_ca, &format!("certificate-authority: {}", ca_file.display()));
+        assert!(with_ca_file.contains("certificate-authority: "), "{with_ca_file}");
+        kubeconfigs.push(("kc-ca-file", with_ca_file));
+        for (name, yaml) in &kubeconfigs {
+            create(&client, &ns, &secret(name, &ns, &[("kubeconfig", yaml.as_str())], &[])).await;
             let config: Kubernetes = serde_json::from_value(serde_json::json!({
                 "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
                 "metadata": {"name": name, "namespace": ns},
@@ -621,6 +644,8 @@ async fn auth_ref_kubeconfigs_are_data_never_code() {
             ("kc-exec", "users[\"u\"].exec"),
             ("kc-token-file", "users[\"u\"].tokenFile"),
             ("kc-cert-files", "users[\"u\"].client-certificate, users[\"u\"].client-key"),
+            ("kc-auth-provider", "users[\"u\"].auth-provider"),
+            ("kc-ca-file", "clusters[\"k\"].certificate-authority"),
         ] {
             let pref = provider_ref("Kubernetes", name, "", "Provider");
             let e = c.get_secret(get(&pref, &ns, "db", "user")).await.expect_err(name);

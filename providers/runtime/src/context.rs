@@ -1,7 +1,7 @@
 //! What every call carries: the checked ProviderReference and the source namespace, and who
 //! owns the configuration it names (the tenant boundary of `keyward_crds::rules`).
 
-use keyward_crds::rules::{ConfigOwner, NamedObject, config_owner, named_namespace};
+use keyward_crds::rules::{ConfigOwner, NamedObject, check_config_namespace, config_owner, named_namespace};
 use keyward_crds::{AuthenticationScope, StoreKind};
 use keyward_proto::ProviderError;
 use keyward_proto::v1::ProviderReference;
@@ -122,6 +122,12 @@ pub fn check_provider_ref(
             "{method}: source_namespace is required (the namespace of the ExternalSecret or PushSecret)"
         )));
     }
+    // A tenant path (a Provider, a ManifestNamespace ClusterProvider) naming a configuration of
+    // another namespace would serve that namespace's secrets to this one.
+    check_config_namespace(Some(store_ref_kind.store_kind()), authentication_scope, &r.namespace, source_namespace)
+        .map_err(|m| {
+            ProviderError::PermissionDenied(format!("{method}: {} {}/{}: {m}", r.kind, r.namespace, r.name))
+        })?;
     Ok(RequestContext {
         api_version: r.api_version.clone(),
         kind: r.kind.clone(),
@@ -210,9 +216,18 @@ mod tests {
         assert_eq!(ctx.named_namespace(&sa(Some("elsewhere"))).expect("operator"), "elsewhere");
         assert_eq!(ctx.named_namespace(&sa(None)).expect("own"), "creds");
         // A Provider claiming a scope is still a Provider.
-        let ctx = check_provider_ref("GetSecret", Some(&scoped("creds", "Provider", "ProviderNamespace")), "a", true)
+        let ctx = check_provider_ref("GetSecret", Some(&scoped("a", "Provider", "ProviderNamespace")), "a", true)
             .expect("ok");
         assert_eq!(ctx.owner(), ConfigOwner::Tenant);
+        // A tenant path naming another namespace's configuration is refused before anything is
+        // read; an operator path, or a peer that does not say its scope, may name one.
+        for (kind, scope) in [("Provider", ""), ("", ""), ("ClusterProvider", "ManifestNamespace")] {
+            let e = check_provider_ref("GetSecret", Some(&scoped("team-b", kind, scope)), "team-a", true)
+                .expect_err("another tenant's configuration");
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{kind} {scope}: {e}");
+            assert!(e.to_string().contains("Kubernetes team-b/remote"), "{e}");
+        }
+        assert!(check_provider_ref("GetSecret", Some(&scoped("creds", "ClusterProvider", "")), "a", true).is_ok());
         let e = check_provider_ref("GetSecret", Some(&scoped("creds", "ClusterProvider", "Everywhere")), "a", true)
             .expect_err("unknown scope");
         assert_eq!(e.code(), tonic::Code::InvalidArgument);

@@ -435,7 +435,7 @@ mod tests {
             // A ClusterProvider request that does not say its scope gets the narrow rule.
             ctx("keyward", "ClusterProvider"),
             // A Provider claiming a scope is still a Provider.
-            scoped("keyward", "Provider", "ProviderNamespace"),
+            scoped("team-a", "Provider", "ProviderNamespace"),
         ]
     }
 
