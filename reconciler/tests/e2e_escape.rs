@@ -40,12 +40,14 @@ const WRITE: &[&str] = &["get", "list", "watch", "create", "update", "patch", "d
 const READ: &[&str] = &["get", "list", "watch"];
 
 /// The ExternalSecrets of the attack, with the refusal each must end in (without the webhook).
-const ATTACKS: [(&str, &str); 5] = [
+const ATTACKS: [(&str, &str); 6] = [
     ("es-foreign-sa", "may only name objects of its own namespace"),
     ("es-foreign-token", "may only name objects of its own namespace"),
     ("es-foreign-kubeconfig", "may only name objects of its own namespace"),
     ("es-exec-kubeconfig", "users[\"u\"].exec"),
     ("es-file-kubeconfig", "users[\"u\"].client-certificate"),
+    // The reconciler reads a Provider's configuration in the Provider's namespace only.
+    ("es-foreign-config", "Kubernetes attacker-ns/victim-own not found"),
 ];
 
 /// Deletes the run's ClusterProviders, also when the test fails.
@@ -248,6 +250,10 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
     apply(&secrets(&victim), string_secret("victim-token", "token", &victim_token)).await;
     let victim_kubeconfig = kubeconfig(&cp.server_url(), &ca_pem, &format!("    token: {victim_token}\n"));
     apply(&secrets(&victim), string_secret("victim-kubeconfig", "kubeconfig", &victim_kubeconfig)).await;
+    // The victim's own store configuration, which can read its crown jewels.
+    let victim_spec = json!({"server": stage.server, "auth": {"serviceAccount": {"name": "victim-reader"}},
+                             "remoteNamespace": victim});
+    apply(&Api::<Kubernetes>::namespaced(client.clone(), &victim), kubernetes("victim-own", victim_spec)).await;
 
     // The operator: configs in its own namespace whose credentials reach further (into the
     // victim's namespace, for its own reasons), offered to the attacker through ProviderNamespace
@@ -338,12 +344,29 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
     )
     .await;
     let providers = Api::<Provider>::namespaced(client.clone(), &attacker);
-    for (name, config) in [("p-exec", "attack-exec"), ("p-files", "attack-files"), ("p-own", "own")] {
+    // A Provider naming the victim's configuration (its providerRef.namespace) is the attacker's
+    // way to use the victim's credentials.
+    for (name, config, config_ns) in [
+        ("p-exec", "attack-exec", None),
+        ("p-files", "attack-files", None),
+        ("p-own", "own", None),
+        ("p-foreign-config", "victim-own", Some(victim.as_str())),
+    ] {
+        let mut provider_ref =
+            json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": config});
+        if let Some(ns) = config_ns {
+            provider_ref["namespace"] = json!(ns);
+        }
         let body = json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
             "metadata": {"name": name, "labels": {CLASS_LABEL: attacker}},
-            "spec": {"config": {"address": stage.address, "providerRef": {
-                "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": config}}}});
-        try_apply(&providers, body).await.unwrap();
+            "spec": {"config": {"address": stage.address, "providerRef": provider_ref}}});
+        match try_apply(&providers, body).await {
+            Ok(_) => {}
+            Err(e) if config_ns.is_some() => {
+                denied.insert("attack-config", e);
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
     }
     let ess = Api::<ExternalSecret>::namespaced(client.clone(), &attacker);
     let cluster_store = |n: &str| json!({"name": cp_name(n), "kind": "ClusterProvider"});
@@ -354,6 +377,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         ("es-foreign-kubeconfig", cluster_store("mn-kubeconfig"), "crown-jewels"),
         ("es-exec-kubeconfig", provider_store("p-exec"), "crown-jewels"),
         ("es-file-kubeconfig", provider_store("p-files"), "crown-jewels"),
+        ("es-foreign-config", provider_store("p-foreign-config"), "crown-jewels"),
         ("control", provider_store("p-own"), "attacker-remote"),
     ] {
         try_apply(&ess, external_secret(name, &attacker, store, key)).await.unwrap();
@@ -417,6 +441,8 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
             let e = denied.get(name).unwrap_or_else(|| panic!("{name} was admitted"));
             assert!(e.contains("may only name objects of its own namespace"), "{name}: {e}");
         }
+        let e = denied.get("attack-config").expect("the Provider naming the victim's configuration was admitted");
+        assert!(e.contains("always uses its own namespace"), "{e}");
     } else {
         assert!(denied.is_empty(), "nothing refused at admission without a webhook: {denied:?}");
     }
@@ -429,7 +455,8 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         // A configuration refused at admission does not exist: the ExternalSecret says so.
         let refusal =
             if denied.contains_key(name.replace("es-foreign", "attack").as_str()) { "not found" } else { refusal };
-        assert!(message.contains(refusal), "{name}: {message}");
+        let refusal = refusal.replace("attacker-ns", &attacker);
+        assert!(message.contains(&refusal), "{name}: {message}");
         assert!(secrets(&attacker).get_opt(name).await.unwrap().is_none(), "{name}: no target Secret");
     }
     let (status, _, message) = ready_of(&pss.get("ps-into-victim").await.unwrap().status.unwrap().conditions).unwrap();
@@ -438,6 +465,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
 
     // `kubectl delete externalsecrets --all -n <attacker>` deletes ExternalSecrets there, and
     // nothing else: not the ClusterProviders of the cluster, not the other Keyward kinds.
+    let provider_count = providers.list(&ListParams::default()).await.unwrap().items.len();
     let out = kubectl().args(["delete", "externalsecrets", "--all", "-n", &attacker, "--wait=false"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
@@ -446,7 +474,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
     for name in ["pn", "pn-override", "mn-sa", "mn-token", "mn-kubeconfig"] {
         assert!(cluster_providers.get_opt(&cp_name(name)).await.unwrap().is_some(), "ClusterProvider {name} deleted");
     }
-    assert_eq!(providers.list(&ListParams::default()).await.unwrap().items.len(), 3, "Providers deleted");
+    assert_eq!(providers.list(&ListParams::default()).await.unwrap().items.len(), provider_count, "Providers deleted");
     assert!(attacker_configs.get_opt("own").await.unwrap().is_some(), "provider configuration deleted");
     assert!(pss.get_opt("ps-into-victim").await.unwrap().is_some(), "PushSecret deleted");
     eventually("ExternalSecrets deleted", WAIT, || async {
