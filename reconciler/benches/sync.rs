@@ -13,7 +13,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ExternalSecret, Fake, Provider};
-use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace, workspace_binary};
+use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace};
 use kube::api::{ListParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client};
@@ -29,10 +28,6 @@ use serde_json::json;
 use support::*;
 
 const PARALLEL: usize = 32;
-
-fn binary(env: &str, name: &str) -> PathBuf {
-    std::env::var(env).map(PathBuf::from).unwrap_or_else(|_| workspace_binary(name))
-}
 
 async fn create_all<K, F>(api: &Api<K>, n: usize, make: F)
 where
@@ -50,18 +45,6 @@ where
         .buffer_unordered(PARALLEL)
         .collect::<Vec<_>>()
         .await;
-}
-
-/// A `/proc/<pid>/status` figure in MiB (`VmHWM` peak, `VmRSS` now).
-fn status_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
 }
 
 /// CPU seconds (user + system) the process used so far.
@@ -105,7 +88,7 @@ fn per_object(delta: &BTreeMap<Vec<String>, f64>, n: usize) -> String {
 async fn run(client: Client, ns: String, n: usize) {
     let pki = Pki::new();
     pki.install(&client, &ns).await;
-    let mut cmd = Command::new(binary("KEYWARD_PROVIDER_FAKE_BIN", "keyward-provider-fake"));
+    let mut cmd = Command::new(binary("keyward-provider-fake"));
     let port = free_port();
     cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -148,7 +131,7 @@ async fn run(client: Client, ns: String, n: usize) {
     let create_es = started.elapsed();
 
     let metrics_port = free_port();
-    let mut cmd = Command::new(binary("KEYWARD_RECONCILER_BIN", "keyward-reconciler"));
+    let mut cmd = Command::new(binary("keyward-reconciler"));
     cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
         .env("RUST_LOG", "warn")
         .args(["--watch-namespace", &ns, "--controller-class", &ns, "--lease-namespace", &ns])

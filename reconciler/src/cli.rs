@@ -61,6 +61,10 @@ pub struct Cli {
     /// How long an open circuit breaker refuses calls.
     #[arg(long, env = "KEYWARD_BREAKER_COOLDOWN", default_value = "5s", value_parser = duration)]
     pub breaker_cooldown: Duration,
+    /// ExternalSecrets requeued per second, at most, when the provider they failed on answers
+    /// again (the rest follow in order).
+    #[arg(long, env = "KEYWARD_RECOVERY_RATE", default_value_t = 500)]
+    pub recovery_rate: u32,
     /// Pooled provider connections unused this long are closed.
     #[arg(long, env = "KEYWARD_POOL_IDLE_TIMEOUT", default_value = "5m", value_parser = duration)]
     pub pool_idle_timeout: Duration,

@@ -154,6 +154,7 @@ impl Context {
 
     /// Forgets the failures of `key` after a success.
     pub fn clear_failures(&self, key: &ObjectKey) {
+        self.manager.recovery().forget(key);
         let mut objects = self.objects();
         if let Some(state) = objects.get_mut(key) {
             state.failures = 0;
@@ -176,6 +177,7 @@ impl Context {
     /// Drops everything kept about an object that is gone, its metric series included.
     pub fn forget(&self, key: &ObjectKey) {
         self.objects().remove(key);
+        self.manager.recovery().forget(key);
         match key.kind {
             "ExternalSecret" => self.metrics.forget_es(&key.name, &key.namespace),
             _ => self.metrics.forget_push(&key.name, &key.namespace),

@@ -96,6 +96,12 @@ pub struct Metrics {
     pub push_calls: Family<ObjectLabels, Counter>,
     /// `pushsecret_sync_calls_error`.
     pub push_errors: Family<ObjectLabels, Gauge<u64, AtomicU64>>,
+    /// `clientmanager_provider_recoveries_total`: breakers that closed after being open.
+    pub provider_recoveries: Counter,
+    /// `clientmanager_recovery_waiting`: objects waiting for their provider to come back.
+    pub recovery_waiting: Gauge,
+    /// `clientmanager_recovery_requeues_total`: objects requeued because their provider came back.
+    pub recovery_requeues: Counter,
 }
 
 impl Metrics {
@@ -143,6 +149,21 @@ impl Metrics {
         );
         registry.register("pushsecret_sync_calls", "Syncs of PushSecrets", self.push_calls.clone());
         registry.register("pushsecret_sync_calls_error", "Failed syncs of PushSecrets", self.push_errors.clone());
+        registry.register(
+            "clientmanager_provider_recoveries",
+            "Provider circuit breakers that closed after being open (the provider answered again)",
+            self.provider_recoveries.clone(),
+        );
+        registry.register(
+            "clientmanager_recovery_waiting",
+            "Objects whose sync failed on an unreachable provider, waiting for it to answer again",
+            self.recovery_waiting.clone(),
+        );
+        registry.register(
+            "clientmanager_recovery_requeues",
+            "Objects requeued because the provider they waited on answered again",
+            self.recovery_requeues.clone(),
+        );
     }
 
     /// Sets a 0/1 gauge pair for a condition, so both `True` and `False` series exist.

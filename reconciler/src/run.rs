@@ -74,13 +74,46 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
     // Standbys are ready: they are healthy and waiting for the lease.
     ops.ready.store(true, Ordering::Relaxed);
-    if cli.leader_elect {
-        tracing::info!(%identity, lease = %cli.lease_name, namespace = %lease_namespace, "waiting for leadership");
-        if !elector.acquire(cancel.cancelled()).await {
-            return Ok(());
+    // Leadership terms: a leader that could not renew its Lease (an API server outage longer
+    // than two thirds of the lease) stops its controllers and watches and waits to lead again,
+    // in the same process, with fresh caches; only a signal ends the loop.
+    loop {
+        if cli.leader_elect {
+            tracing::info!(%identity, lease = %cli.lease_name, namespace = %lease_namespace, "waiting for leadership");
+            if !elector.acquire(cancel.cancelled()).await {
+                break;
+            }
+            tracing::info!(%identity, "leading");
         }
-        tracing::info!(%identity, "leading");
+        match lead(&cli, &client, &metrics, &identity, &elector, &cancel).await {
+            Term::Signalled => break,
+            Term::Lost => tracing::warn!(%identity, "leadership lost; controllers stopped, waiting to lead again"),
+        }
     }
+    cancel.cancel();
+    let _ = http.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// How a leadership term ended.
+enum Term {
+    /// A shutdown signal.
+    Signalled,
+    /// The Lease could not be renewed, or another instance took it.
+    Lost,
+}
+
+/// One leadership term: caches, client manager and controllers, until a signal or the loss of
+/// the Lease; everything it started is stopped when it returns.
+async fn lead(
+    cli: &Cli,
+    client: &Client,
+    metrics: &Arc<Metrics>,
+    identity: &str,
+    elector: &LeaseLock,
+    cancel: &CancellationToken,
+) -> Term {
     let lost = CancellationToken::new();
     // Released only after the controllers stopped, so two leaders never overlap.
     let release = CancellationToken::new();
@@ -129,9 +162,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 retry: RetryPolicy { max_attempts: cli.call_attempts.max(1), ..RetryPolicy::default() },
                 deadline: cli.call_timeout,
             },
+            recovery_rate: cli.recovery_rate,
         },
         metrics.clone(),
     ));
+    {
+        let stop = stop.clone();
+        tokio::spawn(manager.recovery().clone().run(async move { stop.cancelled().await }));
+    }
     {
         let (manager, stop) = (manager.clone(), stop.clone());
         tokio::spawn(async move {
@@ -152,7 +190,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         },
         manager.clone(),
         metrics.clone(),
-        Reporter { controller: "keyward-reconciler".into(), instance: identity.clone() },
+        Reporter { controller: "keyward-reconciler".into(), instance: identity.to_string() },
         Settings {
             provider_check_interval: cli.provider_check_interval,
             error_backoff_base: cli.error_backoff,
@@ -172,7 +210,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
     let scope = caches::Scope { client: client.clone(), namespace: cli.watch_namespace.clone(), class: class_watch };
-    let ready = caches.start(&scope);
+    let (ready, _watches) = caches.start(&scope);
     tokio::select! {
         _ = ready.wait() => tracing::info!("caches listed"),
         _ = stop.cancelled() => {}
@@ -205,11 +243,5 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(h) = holder {
         let _ = h.await;
     }
-    cancel.cancel();
-    let _ = http.await;
-    if lost.is_cancelled() && !signalled {
-        anyhow::bail!("leadership lost");
-    }
-    tracing::info!("stopped");
-    Ok(())
+    if lost.is_cancelled() && !signalled { Term::Lost } else { Term::Signalled }
 }

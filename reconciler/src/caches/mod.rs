@@ -237,9 +237,21 @@ fn ready<K: Cached>(kind: &'static str, store: Store<K>) -> (&'static str, futur
     (kind, Box::pin(async move { store.wait_until_ready().await.is_ok() }))
 }
 
+/// The running watches; dropping it stops them (a reconciler that stops leading stops
+/// watching, and watches afresh when it leads again).
+pub struct Running(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for watch in &self.0 {
+            watch.abort();
+        }
+    }
+}
+
 impl Caches {
-    /// Starts one watch per kind.
-    pub fn start(self, scope: &Scope) -> Ready {
+    /// Starts one watch per kind; they run until the returned [`Running`] is dropped.
+    pub fn start(self, scope: &Scope) -> (Ready, Running) {
         let all = watcher::Config::default();
         let managed = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
         let tls = watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}"));
@@ -255,20 +267,22 @@ impl Caches {
             ready("StatefulSet", self.stateful_sets.store()),
             ready("DaemonSet", self.daemon_sets.store()),
         ];
-        self.external_secrets.start(scope.api(), all.clone(), strip::object);
-        self.push_secrets.start(scope.api(), scope.class.clone(), strip::object);
-        self.providers.start(scope.api(), all.clone(), strip::object);
-        self.cluster_providers.start(scope.all(), all.clone(), strip::object);
-        self.managed_secrets.start(scope.api(), managed, strip::managed_secret);
-        self.tls_secrets.start(scope.all(), tls, strip::tls_secret);
-        self.namespaces.start(scope.all(), all.clone(), strip::namespace);
-        self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object);
-        self.fake_configs.start(scope.all(), all.clone(), strip::config_object);
-        self.vault_configs.start(scope.all(), all.clone(), strip::config_object);
-        self.secrets_manager_configs.start(scope.all(), all.clone(), strip::config_object);
-        self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip);
-        self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip);
-        self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip);
-        Ready(waits)
+        let watches = vec![
+            self.external_secrets.start(scope.api(), all.clone(), strip::object),
+            self.push_secrets.start(scope.api(), scope.class.clone(), strip::object),
+            self.providers.start(scope.api(), all.clone(), strip::object),
+            self.cluster_providers.start(scope.all(), all.clone(), strip::object),
+            self.managed_secrets.start(scope.api(), managed, strip::managed_secret),
+            self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
+            self.namespaces.start(scope.all(), all.clone(), strip::namespace),
+            self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object),
+            self.fake_configs.start(scope.all(), all.clone(), strip::config_object),
+            self.vault_configs.start(scope.all(), all.clone(), strip::config_object),
+            self.secrets_manager_configs.start(scope.all(), all.clone(), strip::config_object),
+            self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip),
+            self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip),
+            self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip),
+        ];
+        (Ready(waits), Running(watches))
     }
 }

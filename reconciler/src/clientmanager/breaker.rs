@@ -2,6 +2,7 @@
 //! cooldown instead of piling up on a provider that is down; then one probe call decides.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Breaker settings.
@@ -36,6 +37,8 @@ enum State {
 pub struct Breaker {
     config: BreakerConfig,
     state: Mutex<State>,
+    /// How many times the breaker closed after being open: a provider that was down answered.
+    recoveries: AtomicU64,
 }
 
 /// A call was refused because the breaker is open.
@@ -48,7 +51,7 @@ pub struct Open {
 impl Breaker {
     /// A closed breaker.
     pub fn new(config: BreakerConfig) -> Self {
-        Breaker { config, state: Mutex::new(State::Closed { failures: 0 }) }
+        Breaker { config, state: Mutex::new(State::Closed { failures: 0 }), recoveries: AtomicU64::new(0) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -72,9 +75,15 @@ impl Breaker {
     }
 
     /// Reports the outcome of an acquired call. Only transient failures count against the
-    /// provider: a NOT_FOUND or a permission error proves it is up.
-    pub fn record(&self, transient_failure: bool, now: Instant) {
+    /// provider: a NOT_FOUND or a permission error proves it is up. Returns whether this answer
+    /// closed an open breaker (the provider came back); a provider that fails now and then
+    /// without ever opening the breaker never "comes back", so its callers keep their backoff.
+    pub fn record(&self, transient_failure: bool, now: Instant) -> bool {
         let mut state = self.lock();
+        let recovered = !transient_failure && matches!(*state, State::Open { .. } | State::HalfOpen);
+        if recovered {
+            self.recoveries.fetch_add(1, Ordering::SeqCst);
+        }
         *state = match (*state, transient_failure) {
             (_, false) => State::Closed { failures: 0 },
             (State::HalfOpen, true) => State::Open { until: now + self.config.cooldown },
@@ -84,6 +93,18 @@ impl Breaker {
             (State::Closed { failures }, true) => State::Closed { failures: failures + 1 },
             (open @ State::Open { .. }, true) => open,
         };
+        recovered
+    }
+
+    /// How many times the breaker closed after being open. A caller that failed while the
+    /// count was N and finds it above N later knows the provider came back in between.
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries.load(Ordering::SeqCst)
+    }
+
+    /// Whether the breaker is open and its cooldown is over: the next call is the probe.
+    pub fn probe_due(&self, now: Instant) -> bool {
+        matches!(*self.lock(), State::Open { until } if now >= until)
     }
 
     /// Whether calls are currently refused.
@@ -145,8 +166,27 @@ mod tests {
         assert!(b.try_acquire(later + Duration::from_secs(1)).is_err(), "failed probe reopens");
         let again = later + Duration::from_secs(10);
         assert!(b.try_acquire(again).is_ok());
-        b.record(false, again);
+        assert!(b.record(false, again), "a good probe closes the breaker: the provider came back");
+        assert_eq!(b.recoveries(), 1);
         assert!(b.try_acquire(again).is_ok());
         assert!(b.try_acquire(again).is_ok(), "closed again after a good probe");
+    }
+
+    #[test]
+    fn only_closing_an_open_breaker_is_a_recovery() {
+        let b = breaker();
+        let t = Instant::now();
+        b.record(true, t);
+        b.record(true, t);
+        assert!(!b.record(false, t), "a flaky provider that never opened the breaker did not come back");
+        assert_eq!(b.recoveries(), 0);
+        for _ in 0..3 {
+            b.record(true, t);
+        }
+        assert!(!b.probe_due(t + Duration::from_secs(9)));
+        assert!(b.probe_due(t + Duration::from_secs(10)), "cooldown over: a probe is due");
+        assert!(b.record(false, t + Duration::from_secs(10)), "an answer while open closes it");
+        assert!(!b.probe_due(t + Duration::from_secs(20)));
+        assert_eq!(b.recoveries(), 1);
     }
 }

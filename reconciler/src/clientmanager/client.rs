@@ -14,6 +14,7 @@ use tonic::transport::Channel;
 
 use super::breaker::Breaker;
 use super::pool::{Pool, PoolKey};
+use super::recovery::{ProviderId, Recovery, Waitable};
 use super::retry::RetryPolicy;
 use super::tls::TlsMaterial;
 use crate::metrics::{GrpcLabels, Metrics};
@@ -43,6 +44,8 @@ pub struct ClientCore {
     /// Who owns the provider configuration behind this client.
     pub(crate) owner: keyward_crds::rules::ConfigOwner,
     pub(crate) breaker: Arc<Breaker>,
+    /// The breaker's identity: what comes back after an outage.
+    pub(crate) provider: ProviderId,
     /// `Kind/name` of the store, for messages.
     pub(crate) store: String,
 }
@@ -54,6 +57,7 @@ pub struct ProviderClient {
     pub(crate) pool: Arc<Pool>,
     pub(crate) settings: CallSettings,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) recovery: Arc<Recovery>,
 }
 
 impl std::fmt::Debug for ProviderClient {
@@ -85,6 +89,11 @@ impl ProviderClient {
     /// The pooled connection this client uses.
     pub fn pool_key(&self) -> &PoolKey {
         &self.core.pool_key
+    }
+
+    /// This client's provider as it stands now, to wait on after a failed call.
+    pub fn waitable(&self) -> Waitable {
+        Waitable { client: self.clone(), recoveries: self.core.breaker.recoveries() }
     }
 
     fn provider_ref(&self) -> Option<ProviderReference> {
@@ -123,7 +132,9 @@ impl ProviderClient {
             };
             match result {
                 Ok(value) => {
-                    self.core.breaker.record(false, Instant::now());
+                    if self.core.breaker.record(false, Instant::now()) {
+                        self.recovery.provider_answered(&self.core.provider);
+                    }
                     self.count(method, "OK");
                     return Ok(value);
                 }
@@ -131,7 +142,10 @@ impl ProviderClient {
                     self.count(method, &code_name(status.code()));
                     let err = ProviderError::from(status);
                     let transient = err.is_transient();
-                    self.core.breaker.record(transient, Instant::now());
+                    // A non-transient answer (NOT_FOUND, denied) proves the provider is up.
+                    if self.core.breaker.record(transient, Instant::now()) {
+                        self.recovery.provider_answered(&self.core.provider);
+                    }
                     if !self.settings.retry.should_retry(attempt, transient) {
                         return Err(err);
                     }

@@ -9,6 +9,7 @@ mod connect;
 mod error;
 mod lookup;
 mod pool;
+mod recovery;
 mod resolve;
 mod retry;
 mod tls;
@@ -26,6 +27,7 @@ pub use connect::TonicConnector;
 pub use error::ClientError;
 pub use lookup::{KubeLookup, Lookup};
 pub use pool::{Connector, Pool, PoolConfig, PoolError, PoolKey, PoolStats};
+pub use recovery::{ProviderId, Recovery, Waitable};
 pub use resolve::{Resolved, StoreObject, resolve, resolve_for_check};
 pub use retry::RetryPolicy;
 pub use tls::{CA_KEY, CERT_KEY, KEY_KEY, TLS_SECRET_NAME, TlsMaterial};
@@ -43,7 +45,7 @@ pub enum Need {
 }
 
 /// Manager settings.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ManagerConfig {
     /// Connection pool.
     pub pool: PoolConfig,
@@ -51,6 +53,19 @@ pub struct ManagerConfig {
     pub breaker: BreakerConfig,
     /// Deadline and retries of each call.
     pub call: CallSettings,
+    /// Objects requeued per second, at most, when their provider comes back.
+    pub recovery_rate: u32,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            pool: PoolConfig::default(),
+            breaker: BreakerConfig::default(),
+            call: CallSettings::default(),
+            recovery_rate: 500,
+        }
+    }
 }
 
 /// Hands out provider clients. Shared by every controller.
@@ -59,6 +74,7 @@ pub struct ClientManager {
     pool: Arc<Pool>,
     cache: Mutex<ClientCache<Arc<ClientCore>>>,
     breakers: Mutex<HashMap<String, Arc<Breaker>>>,
+    recovery: Arc<Recovery>,
     config: ManagerConfig,
     metrics: Arc<Metrics>,
 }
@@ -76,6 +92,7 @@ impl ClientManager {
             pool: Pool::new(config.pool, connector),
             cache: Mutex::new(ClientCache::default()),
             breakers: Mutex::new(HashMap::new()),
+            recovery: Arc::new(Recovery::new(config.recovery_rate, metrics.clone())),
             config,
             metrics,
         }
@@ -194,6 +211,7 @@ impl ClientManager {
                     source_namespace: manifest_ns.to_string(),
                     owner: resolved.owner,
                     breaker: self.breaker(&breaker_key),
+                    provider: breaker_key.into(),
                     store: store_id,
                 });
                 let mut cache = self.lock_cache();
@@ -203,7 +221,13 @@ impl ClientManager {
             }
         };
         self.publish_pool_stats();
-        Ok(ProviderClient { core, pool: self.pool.clone(), settings: self.config.call, metrics: self.metrics.clone() })
+        Ok(ProviderClient {
+            core,
+            pool: self.pool.clone(),
+            settings: self.config.call,
+            metrics: self.metrics.clone(),
+            recovery: self.recovery.clone(),
+        })
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, ClientCache<Arc<ClientCore>>> {
@@ -214,6 +238,11 @@ impl ClientManager {
     fn breaker(&self, key: &str) -> Arc<Breaker> {
         let mut breakers = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
         breakers.entry(key.to_string()).or_insert_with(|| Arc::new(Breaker::new(self.config.breaker))).clone()
+    }
+
+    /// Objects waiting for their provider to come back, and their paced requeue.
+    pub fn recovery(&self) -> &Arc<Recovery> {
+        &self.recovery
     }
 
     /// Forgets every client of a deleted store.

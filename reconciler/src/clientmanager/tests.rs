@@ -241,3 +241,120 @@ async fn one_namespace_cannot_open_the_breaker_for_others_on_a_manifest_namespac
     assert_eq!(a.owner(), keyward_crds::rules::ConfigOwner::Operator);
     assert_eq!(attacker.owner(), keyward_crds::rules::ConfigOwner::Tenant);
 }
+
+/// Opens `c`'s breaker, as a run of transient failures does.
+fn fail_until_open(c: &ProviderClient, now: std::time::Instant) {
+    for _ in 0..BreakerConfig::default().failure_threshold {
+        c.core.breaker.record(true, now);
+    }
+}
+
+/// What a call that got an answer does (see `client.rs`).
+fn answer(c: &ProviderClient, now: std::time::Instant) {
+    if c.core.breaker.record(false, now) {
+        c.recovery.provider_answered(&c.core.provider);
+    }
+}
+
+fn es(name: &str) -> crate::context::ObjectKey {
+    crate::context::ObjectKey::external_secret("a", name)
+}
+
+#[tokio::test]
+async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_only_then() {
+    let lookup = Arc::new(FakeLookup::default());
+    for name in ["p", "q"] {
+        lookup.providers.lock().unwrap().push(as_provider(provider("a", name, "127.0.0.1:9443", 1)));
+    }
+    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, metrics) = manager(lookup.clone(), &count);
+    let mut requeued = m.recovery().subscribe();
+    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    let (q, _) = m.client_for(StoreKind::Provider, "q", "a", Need::Read).await.unwrap();
+    let now = std::time::Instant::now();
+    fail_until_open(&p, now);
+    fail_until_open(&q, now);
+    for name in ["one", "two", "gone"] {
+        m.recovery().wait(es(name), p.waitable());
+    }
+    m.recovery().wait(es("on-q"), q.waitable());
+    // An object waits on one provider at a time: the last one it failed on.
+    m.recovery().wait(es("moved"), q.waitable());
+    m.recovery().wait(es("moved"), p.waitable());
+    m.recovery().forget(&es("gone"));
+    assert_eq!(m.recovery().waiting(), 4);
+    assert_eq!(metrics.recovery_waiting.get(), 4);
+
+    answer(&p, now);
+    m.recovery().send_released(100);
+    let mut got = Vec::new();
+    while let Ok(key) = requeued.try_recv() {
+        got.push(key.name);
+    }
+    got.sort();
+    assert_eq!(got, ["moved", "one", "two"], "p's waiters, not q's, not the one that is gone");
+    assert_eq!(metrics.recovery_requeues.get(), 3);
+    assert_eq!(metrics.provider_recoveries.get(), 1);
+    assert_eq!(m.recovery().waiting(), 1, "on-q still waits");
+
+    // q answers: its waiter goes; a second answer releases nothing more.
+    answer(&q, now);
+    answer(&q, now);
+    m.recovery().send_released(100);
+    assert_eq!(requeued.try_recv().ok().map(|k| k.name).as_deref(), Some("on-q"));
+    assert!(requeued.try_recv().is_err());
+    // An answer from a provider whose breaker never opened is not a return.
+    let (r, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    r.core.breaker.record(true, now);
+    m.recovery().wait(es("flaky"), r.waitable());
+    answer(&r, now);
+    m.recovery().send_released(100);
+    assert!(requeued.try_recv().is_err(), "nothing released: the breaker did not open");
+    m.recovery().forget(&es("flaky"));
+    assert_eq!(m.recovery().waiting(), 0, "bounded: nothing left once objects stop waiting");
+}
+
+#[tokio::test]
+async fn a_provider_that_came_back_while_the_call_was_failing_releases_the_object_at_once() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
+    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let mut requeued = m.recovery().subscribe();
+    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    let now = std::time::Instant::now();
+    fail_until_open(&p, now);
+    let seen_when_failing = p.waitable();
+    answer(&p, now);
+    m.recovery().wait(es("late"), seen_when_failing);
+    assert_eq!(m.recovery().waiting(), 0);
+    m.recovery().send_released(1);
+    assert_eq!(requeued.try_recv().ok().map(|k| k.name).as_deref(), Some("late"));
+}
+
+#[tokio::test]
+async fn released_objects_go_out_at_the_bounded_rate() {
+    let lookup = Arc::new(FakeLookup::default());
+    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
+    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let mut requeued = m.recovery().subscribe();
+    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    let now = std::time::Instant::now();
+    fail_until_open(&p, now);
+    for i in 0..120 {
+        m.recovery().wait(es(&format!("es-{i}")), p.waitable());
+    }
+    answer(&p, now);
+    // The default rate (500/s) sends 50 per 100 ms tick, in the order they were released.
+    let per_tick = ManagerConfig::default().recovery_rate.div_ceil(10) as usize;
+    m.recovery().send_released(per_tick);
+    let mut n = 0;
+    while requeued.try_recv().is_ok() {
+        n += 1;
+    }
+    assert_eq!(n, 50);
+}

@@ -14,7 +14,7 @@ use keyward_proto::v1 as pb;
 use kube::ResourceExt;
 
 use super::decode::{decode, rewrite};
-use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient};
+use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient, Waitable};
 
 /// The merged values, and the entries the provider reported as gone.
 #[derive(Debug, Default)]
@@ -57,6 +57,8 @@ pub enum FetchError {
         entry: String,
         /// The error.
         error: ProviderError,
+        /// The provider as it stood when the call failed (to wait on it).
+        provider: Waitable,
     },
 }
 
@@ -141,12 +143,14 @@ enum Answer {
 }
 
 impl Planned {
-    async fn call(&self) -> Result<Answer, ProviderError> {
-        match &self.request {
+    /// The answer, or the error with the provider's state captured right when it failed.
+    async fn call(&self) -> Result<Answer, (ProviderError, Waitable)> {
+        let answer = match &self.request {
             Request::Value { remote, .. } => self.client.get_secret(remote.clone()).await.map(Answer::Value),
             Request::Extract { remote, .. } => self.client.get_secret_map(remote.clone()).await.map(Answer::Map),
             Request::Find { find, .. } => self.client.get_all_secrets(find.clone()).await.map(Answer::Map),
-        }
+        };
+        answer.map_err(|e| (e, self.client.waitable()))
     }
 }
 
@@ -207,8 +211,10 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
                 out.data.extend(rewritten);
             }
             (Ok(_), _) => return Err(FetchError::Config(format!("{}: unexpected answer", p.entry))),
-            (Err(error), _) if tolerate_missing && error.is_not_found() => out.missing.push(p.entry),
-            (Err(error), _) => return Err(FetchError::Provider { store: p.store, entry: p.entry, error }),
+            (Err((error, _)), _) if tolerate_missing && error.is_not_found() => out.missing.push(p.entry),
+            (Err((error, provider)), _) => {
+                return Err(FetchError::Provider { store: p.store, entry: p.entry, error, provider });
+            }
         }
     }
     Ok(out)
@@ -221,6 +227,15 @@ impl FetchError {
             FetchError::Config(_) => false,
             FetchError::Client { error, .. } => error.is_transient(),
             FetchError::Provider { error, .. } => error.is_transient(),
+        }
+    }
+
+    /// The provider to wait on when it did not answer (a transient failure), so the object is
+    /// requeued as soon as that provider answers again.
+    pub fn waiting_on(&self) -> Option<Waitable> {
+        match self {
+            FetchError::Provider { error, provider, .. } if error.is_transient() => Some(provider.clone()),
+            _ => None,
         }
     }
 }

@@ -32,7 +32,8 @@ pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
 
 /// Registers the controller on the shared caches and returns it; it runs until `shutdown`
 /// resolves. It is triggered when what an ExternalSecret asks for changes (not by its own
-/// status writes) and when its managed Secret disappears; everything else is a timer.
+/// status writes), when its managed Secret disappears, and when the provider it failed on
+/// answers again; everything else is a timer.
 pub fn controller(
     caches: &mut Caches,
     ctx: Arc<Context>,
@@ -69,8 +70,13 @@ pub fn controller(
             }
         }
     });
+    // ExternalSecrets that waited on a provider are requeued when it answers again (paced by
+    // the client manager's recovery), instead of when their own backoff runs out.
+    let recovered = ctx.manager.recovery().subscribe().filter_map(|key| async move {
+        (key.kind == "ExternalSecret").then(|| ObjectRef::new(&key.name).within(&key.namespace))
+    });
     Controller::for_shared_stream(futures::stream::pending(), caches.external_secrets.store())
-        .reconcile_on(triggers)
+        .reconcile_on(futures::stream::select(triggers, recovered))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, ctx)

@@ -22,6 +22,7 @@ use super::fetch::{FetchError, fetch};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
 use super::render::{load_sources, render};
 use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
+use crate::clientmanager::Waitable;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::metrics::ObjectLabels;
@@ -40,6 +41,14 @@ struct Synced {
 struct Failed {
     reason: &'static str,
     message: String,
+    /// The provider that did not answer, when that is why: the object waits for it.
+    waiting_on: Option<Waitable>,
+}
+
+impl Failed {
+    fn new(reason: &'static str, message: String) -> Self {
+        Failed { reason, message, waiting_on: None }
+    }
 }
 
 /// Errors that abort the reconcile (API trouble); the controller retries them.
@@ -87,7 +96,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     let interval = match parse_go_duration(&es.spec.refresh_interval) {
         Ok(d) => d,
         Err(e) => {
-            let failed = Failed { reason: reason::SECRET_SYNCED_ERROR, message: format!("spec.refreshInterval: {e}") };
+            let failed = Failed::new(reason::SECRET_SYNCED_ERROR, format!("spec.refreshInterval: {e}"));
             return report_failure(&es, &ctx, status, failed, false, existing.is_some()).await;
         }
     };
@@ -160,8 +169,12 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
                 Decision::Never | Decision::Sync => Action::await_change(),
             }
         }
-        Err(failed) => {
+        Err(mut failed) => {
             ctx.metrics.sync_errors.get_or_create(&labels).inc();
+            match failed.waiting_on.take() {
+                Some(provider) => ctx.manager.recovery().wait(key.clone(), provider),
+                None => ctx.manager.recovery().forget(&key),
+            }
             report_failure(&es, &ctx, status, failed, true, existing.is_some()).await?
         }
     };
@@ -239,14 +252,14 @@ async fn sync(
 ) -> Result<Synced, Failed> {
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
-    let err = |message: String| Failed { reason: reason::SECRET_SYNCED_ERROR, message };
+    let err = |message: String| Failed::new(reason::SECRET_SYNCED_ERROR, message);
     let fetched = fetch(&ctx.manager, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
         let kind = match &e {
             FetchError::Config(_) => "invalid ExternalSecret",
             FetchError::Client { .. } => "cannot use store",
             FetchError::Provider { .. } => "provider error",
         };
-        err(format!("{kind}: {e}; the target Secret keeps its last data"))
+        Failed { waiting_on: e.waiting_on(), ..err(format!("{kind}: {e}; the target Secret keeps its last data")) }
     })?;
 
     if target.creation_policy == CreationPolicy::None {
@@ -258,10 +271,10 @@ async fn sync(
         });
     }
     if target.creation_policy == CreationPolicy::Merge && existing.is_none() {
-        return Err(Failed {
-            reason: reason::SECRET_MISSING,
-            message: format!("Secret {target_name:?} does not exist; creationPolicy Merge never creates it"),
-        });
+        return Err(Failed::new(
+            reason::SECRET_MISSING,
+            format!("Secret {target_name:?} does not exist; creationPolicy Merge never creates it"),
+        ));
     }
 
     if fetched.all_gone() && target.deletion_policy == DeletionPolicy::Delete {

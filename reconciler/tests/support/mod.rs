@@ -108,7 +108,7 @@ impl ProviderProcess {
     async fn spawn(binary: &str, tls_dir: PathBuf, port: Option<u16>, env: Vec<(String, String)>) -> ProviderProcess {
         let port = port.unwrap_or_else(free_port);
         let health_port = free_port();
-        let mut cmd = Command::new(workspace_binary(binary));
+        let mut cmd = Command::new(self::binary(binary));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
@@ -165,6 +165,7 @@ impl ProviderProcess {
 pub struct Webhook {
     pub process: ChildProcess,
     pub port: u16,
+    pub health: u16,
     registered: Vec<(String, String)>,
 }
 
@@ -172,7 +173,7 @@ impl Webhook {
     /// Starts the webhook with the certificate in `tls_dir` and waits until its caches synced.
     pub async fn start(tls_dir: &std::path::Path) -> Webhook {
         let (port, health) = (free_port(), free_port());
-        let mut cmd = Command::new(workspace_binary("keyward-webhook"));
+        let mut cmd = Command::new(binary("keyward-webhook"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .args(["--listen", &format!("127.0.0.1:{port}"), "--health-listen", &format!("127.0.0.1:{health}")])
             .arg("--tls-dir")
@@ -184,7 +185,36 @@ impl Webhook {
             out.status.success().then_some(())
         })
         .await;
-        Webhook { process, port, registered: Vec::new() }
+        Webhook { process, port, health, registered: Vec::new() }
+    }
+
+    /// `/readyz`: (HTTP status, body).
+    pub fn readyz(&self) -> (u16, String) {
+        let out = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", &format!("http://127.0.0.1:{}/readyz", self.health)])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    /// Posts an AdmissionReview to `path` directly (not through the API server), trusting the
+    /// CA in `ca_file`; returns the decoded answer.
+    pub fn review(&self, ca_file: &std::path::Path, path: &str, review: &serde_json::Value) -> serde_json::Value {
+        use std::io::Write;
+        let mut child = Command::new("curl")
+            .args(["-sS", "--cacert"])
+            .arg(ca_file)
+            .args(["-H", "Content-Type: application/json", "--data-binary", "@-", &format!("{}{path}", self.url())])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(review.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("webhook answer is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -235,16 +265,21 @@ impl Reconciler {
     /// Starts a reconciler without waiting for it to lead.
     pub async fn spawn(ns: &str, extra: &[&str]) -> Reconciler {
         let metrics_port = free_port();
-        let mut cmd = Command::new(workspace_binary("keyward-reconciler"));
+        let mut cmd = Command::new(binary("keyward-reconciler"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .env("RUST_LOG", "info,keyward_reconciler=debug,kube_runtime=warn")
             .args(["--watch-namespace", ns, "--controller-class", ns])
             .args(["--lease-namespace", ns, "--lease-name", "keyward-reconciler"])
-            .args(["--log-format", "text", "--provider-check-interval", "3s", "--error-backoff", "500ms"])
-            .args(["--breaker-cooldown", "1s"])
-            .arg("--health-listen")
-            .arg(format!("127.0.0.1:{metrics_port}"))
-            .args(extra);
+            .args(["--log-format", "text"]);
+        // Test defaults, unless `extra` sets the flag itself.
+        for (flag, value) in
+            [("--provider-check-interval", "3s"), ("--error-backoff", "500ms"), ("--breaker-cooldown", "1s")]
+        {
+            if !extra.contains(&flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        cmd.arg("--health-listen").arg(format!("127.0.0.1:{metrics_port}")).args(extra);
         let process = spawn_logged("keyward-reconciler", cmd);
         Reconciler { process, metrics_port }
     }
@@ -412,3 +447,85 @@ pub fn metric_value(text: &str, series: &str) -> f64 {
 
 /// The reconciler's successful GetSecret calls, in its metrics text.
 pub const GET_SECRET_OK: &str = "grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"}";
+
+/// Creates `n` ExternalSecrets `es-0` … in `ns`, each reading `key` from the Provider `store`
+/// into the key `value` of its own Secret, a few requests at a time.
+pub async fn create_external_secrets(client: &Client, ns: &str, n: usize, store: &str, key: &str) {
+    use futures::StreamExt;
+    let ess: Api<keyward_crds::ExternalSecret> = Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let ess = ess.clone();
+            async move {
+                apply(
+                    &ess,
+                    json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                           "metadata": {"name": format!("es-{i}"), "labels": {CLASS_LABEL: ns}},
+                           "spec": {"refreshInterval": "1h", "secretStoreRef": {"name": store, "kind": "Provider"},
+                                    "data": [{"secretKey": "value", "remoteRef": {"key": key}}]}}),
+                )
+                .await;
+            }
+        })
+        .await;
+}
+
+/// What the managed Secrets of `ns` hold under `value`: how many hold `want`, and how many
+/// hold nothing there (an emptied Secret).
+pub async fn managed_values(client: &Client, ns: &str, want: &str) -> (usize, usize) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let lp = kube::api::ListParams::default().labels("reconcile.external-secrets.io/managed=true");
+    let Ok(list) = secrets.list(&lp).await else { return (0, 0) };
+    let holding = list.items.iter().filter(|s| value(s, "value").as_deref() == Some(want)).count();
+    let empty = list.items.iter().filter(|s| value(s, "value").is_none_or(|v| v.is_empty())).count();
+    (holding, empty)
+}
+
+/// ExternalSecrets of `ns` whose Ready condition is `want` (`True` / `False`).
+pub async fn count_ready(client: &Client, ns: &str, want: &str) -> usize {
+    let ess: Api<keyward_crds::ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = ess.list(&Default::default()).await else { return 0 };
+    list.items
+        .iter()
+        .filter(|es| {
+            es.status.as_ref().and_then(|s| ready_of(&s.conditions)).is_some_and(|(status, _, _)| status == want)
+        })
+        .count()
+}
+
+/// Touches every ExternalSecret `es-0` … so each syncs again (`force-sync` annotation).
+pub async fn force_sync(client: &Client, ns: &str, n: usize, stamp: &str) {
+    use futures::StreamExt;
+    let ess: Api<keyward_crds::ExternalSecret> = Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let ess = ess.clone();
+            async move {
+                let patch = json!({"metadata": {"annotations": {"force-sync": stamp}}});
+                ess.patch(&format!("es-{i}"), &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap_or_else(|e| panic!("touch es-{i}: {e}"));
+            }
+        })
+        .await;
+}
+
+/// A Keyward binary: the path in `KEYWARD_<NAME>_BIN` when set (`keyward-provider-fake` reads
+/// `KEYWARD_PROVIDER_FAKE_BIN`; benchmarks point these at release builds), else the
+/// workspace's debug build.
+pub fn binary(name: &str) -> PathBuf {
+    let env = format!("{}_BIN", name.to_uppercase().replace('-', "_"));
+    std::env::var(env).map(PathBuf::from).unwrap_or_else(|_| workspace_binary(name))
+}
+
+/// A `/proc/<pid>/status` figure in MiB (`VmHWM` peak, `VmRSS` now).
+pub fn status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}

@@ -1,0 +1,73 @@
+//! Recovery after a provider outage follows the provider, not the clock: a few hundred
+//! ExternalSecrets fail while the Fake provider process is down and wait out a long error
+//! backoff (minutes); when the provider is back, every one of them is requeued because it
+//! answered again (the reconciler's recovery metrics say so) and converges long before any
+//! backoff would have run out. No Secret is emptied, no process exits.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use keyward_crds::{Fake, Provider};
+use keyward_e2e::with_temp_namespace;
+use kube::Api;
+use support::*;
+
+const N: usize = 300;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn external_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let mut fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        let fakes: Api<Fake> = Api::namespaced(client.clone(), &ns);
+        apply(&fakes, fake_config("cfg", &[("db", "v1")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "cfg")).await;
+        // A failed sync waits 2.5 to 5 minutes before its own retry: only the provider's return
+        // can bring these ExternalSecrets back within the waits below.
+        let mut reconciler = Reconciler::start(&ns, &["--error-backoff", "5m", "--breaker-cooldown", "1s"]).await;
+        create_external_secrets(&client, &ns, N, "fake", "db").await;
+        eventually("every Secret holds v1", Duration::from_secs(120), || async {
+            (managed_values(&client, &ns, "v1").await.0 == N).then_some(())
+        })
+        .await;
+
+        // Outage: the provider process is gone while every ExternalSecret must sync again.
+        fake.stop();
+        apply(&fakes, fake_config("cfg", &[("db", "v2")])).await;
+        force_sync(&client, &ns, N, "outage").await;
+        eventually("every ExternalSecret Ready=False", Duration::from_secs(120), || async {
+            (count_ready(&client, &ns, "False").await == N).then_some(())
+        })
+        .await;
+        let metrics = reconciler.metrics().await;
+        assert_eq!(metric_value(&metrics, "clientmanager_recovery_waiting"), N as f64, "{metrics}");
+        assert_eq!(metric_value(&metrics, "clientmanager_recovery_requeues_total"), 0.0);
+        assert_eq!(managed_values(&client, &ns, "v1").await, (N, 0), "an outage keeps every Secret's last data");
+
+        // The provider is back: everything converges, because it answered.
+        fake.restart().await;
+        eventually("every Secret holds v2", Duration::from_secs(100), || async {
+            let (v2, empty) = managed_values(&client, &ns, "v2").await;
+            assert_eq!(empty, 0, "no Secret is ever emptied");
+            (v2 == N).then_some(())
+        })
+        .await;
+        eventually("every ExternalSecret Ready=True", Duration::from_secs(60), || async {
+            (count_ready(&client, &ns, "True").await == N).then_some(())
+        })
+        .await;
+        let metrics = reconciler.metrics().await;
+        assert!(metric_value(&metrics, "clientmanager_provider_recoveries_total") >= 1.0, "{metrics}");
+        assert!(
+            metric_value(&metrics, "clientmanager_recovery_requeues_total") >= N as f64,
+            "each waiting ExternalSecret was requeued by the provider's return: {metrics}"
+        );
+        assert_eq!(metric_value(&metrics, "clientmanager_recovery_waiting"), 0.0, "nothing left waiting");
+        assert!(reconciler.process.is_running(), "the reconciler stayed up");
+    })
+    .await;
+}
