@@ -224,6 +224,8 @@ pub struct Caches {
     state: RwLock<State>,
     synced: AtomicU8,
     changed: Notify,
+    /// Whether each source's watch is known to be current.
+    pub freshness: crate::freshness::Freshness,
 }
 
 impl Caches {

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 #[doc(hidden)]
 pub mod fixtures;
+pub mod freshness;
 pub mod inject;
 pub mod layers;
 pub mod metrics;

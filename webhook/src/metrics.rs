@@ -1,5 +1,7 @@
 //! Prometheus metrics of the webhook.
 
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,6 +45,8 @@ pub struct Metrics {
     pub cache_objects: Family<CacheLabels, Gauge>,
     /// Requests answered 429 because the in-flight budget was spent.
     pub shed: Counter,
+    /// Seconds each cache has been unconfirmed (its watch failing); 0 when current.
+    pub cache_stale_seconds: Family<CacheLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,7 +93,22 @@ impl Metrics {
             "Admission requests answered 429 (retried by the API server) because the in-flight budget was spent",
             shed.clone(),
         );
-        Metrics { registry, review_seconds, bad_requests, cert_reloads, cert_reload_errors, cache_objects, shed }
+        let cache_stale_seconds = Family::<CacheLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "cache_stale_seconds",
+            "Seconds a cache has been unconfirmed because its watch fails (0: current)",
+            cache_stale_seconds.clone(),
+        );
+        Metrics {
+            registry,
+            review_seconds,
+            bad_requests,
+            cert_reloads,
+            cert_reload_errors,
+            cache_objects,
+            shed,
+            cache_stale_seconds,
+        }
     }
 
     /// The OpenMetrics text exposition.

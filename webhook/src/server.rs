@@ -124,7 +124,17 @@ async fn readyz(State(state): State<AppState>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
     if state.caches.is_synced() {
-        (StatusCode::OK, "ok").into_response()
+        // Ready while watches fail: the caches still answer (the API server may be down, and a
+        // webhook taken out of service would fail every admission); the body says how stale.
+        let stale = state.caches.freshness.stale(std::time::Instant::now());
+        if stale.is_empty() {
+            return (StatusCode::OK, "ok").into_response();
+        }
+        let list: Vec<String> = stale.iter().map(|(s, d)| format!("{} ({}s)", s.as_str(), d.as_secs())).collect();
+        let oldest = stale.iter().map(|(_, d)| d.as_secs()).max().unwrap_or(0);
+        let body =
+            format!("ok; watches failing, answering from caches unconfirmed for up to {oldest}s: {}", list.join(", "));
+        (StatusCode::OK, body).into_response()
     } else {
         let waiting = state.caches.unsynced().join(", ");
         (StatusCode::SERVICE_UNAVAILABLE, format!("caches not synced: {waiting}")).into_response()
@@ -141,6 +151,15 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
         gauge("clusterproviders", s.cluster_providers.len());
         gauge("providers", s.providers.values().map(|p| p.len()).sum());
         gauge("storerefs", s.refs.len());
+    }
+    let stale = state.caches.freshness.stale(std::time::Instant::now());
+    for source in crate::cache::Source::ALL {
+        let age = stale.iter().find(|(s, _)| *s == source).map_or(0.0, |(_, d)| d.as_secs_f64());
+        state
+            .metrics
+            .cache_stale_seconds
+            .get_or_create(&crate::metrics::CacheLabels { cache: source.as_str() })
+            .set(age);
     }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
         .into_response()

@@ -14,7 +14,10 @@ use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
+use std::time::Duration;
+
 use crate::cache::{Caches, ObjectKey, Source, State, UserKind, external_secret_uses, push_secret_uses};
+use crate::freshness::WATCH_RETRY_MAX;
 
 /// How one watched kind lands in the caches.
 trait Feed<K>: Send + 'static {
@@ -121,6 +124,11 @@ where
     futures::pin_mut!(stream);
     let mut buffer: Vec<K> = Vec::new();
     while let Some(event) = stream.next().await {
+        match &event {
+            Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => caches.freshness.delivered(source),
+            Ok(_) => {}
+            Err(_) => caches.freshness.failed(source, std::time::Instant::now()),
+        }
         match event {
             Ok(Event::Init) => buffer.clear(),
             Ok(Event::InitApply(k)) => buffer.push(k),
@@ -145,6 +153,31 @@ where
     }
 }
 
+/// Retry delays of a failing watch: doubling from 500 ms to [`WATCH_RETRY_MAX`], reset by
+/// an event. Short, so the caches' freshness (see `freshness.rs`) is known within seconds of
+/// the API server's return; five watches retrying every few seconds cost it nothing.
+struct Retry(Duration);
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry(Duration::ZERO)
+    }
+}
+
+impl Iterator for Retry {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        self.0 = (self.0 * 2).clamp(Duration::from_millis(500), WATCH_RETRY_MAX);
+        Some(self.0)
+    }
+}
+
+impl kube::runtime::utils::Backoff for Retry {
+    fn reset(&mut self) {
+        self.0 = Duration::ZERO;
+    }
+}
+
 /// Starts every watch; the caches report synced once each has listed.
 pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::JoinHandle<()>> {
     let cfg = watcher::Config::default;
@@ -152,31 +185,31 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
     vec![
         tokio::spawn(run(
             Source::Namespaces,
-            watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()).default_backoff(),
+            watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()).backoff(Retry::default()),
             caches.clone(),
             Namespaces,
         )),
         tokio::spawn(run(
             Source::ClusterProviders,
-            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).default_backoff(),
+            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).backoff(Retry::default()),
             caches.clone(),
             ClusterProviders,
         )),
         tokio::spawn(run(
             Source::Providers,
-            watcher(Api::<PartialObjectMeta<Provider>>::all(client.clone()), cfg()).default_backoff(),
+            watcher(Api::<PartialObjectMeta<Provider>>::all(client.clone()), cfg()).backoff(Retry::default()),
             caches.clone(),
             Providers,
         )),
         tokio::spawn(run(
             Source::ExternalSecrets,
-            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).default_backoff(),
+            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).backoff(Retry::default()),
             caches.clone(),
             Users(UserKind::ExternalSecret),
         )),
         tokio::spawn(run(
             Source::PushSecrets,
-            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).default_backoff(),
+            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(Retry::default()),
             caches,
             Users(UserKind::PushSecret),
         )),
