@@ -239,6 +239,13 @@ async fn run(store: &dyn Store) {
             let synced = |name: &'static str, want: &'static str| wait_for_value(&secrets, name, "user", want, WAIT);
             synced("via-provider", "app").await;
             synced("via-cluster", "app").await;
+            // The provider answered Capabilities: both stores read and write.
+            for (what, caps) in [
+                ("Provider tenant", providers.get("tenant").await.unwrap().status.and_then(|s| s.capabilities)),
+                ("the ClusterProvider", cps.get(&cp_name).await.unwrap().status.and_then(|s| s.capabilities)),
+            ] {
+                assert_eq!(caps, Some(keyward_crds::Capabilities::ReadWrite), "{what}");
+            }
 
             // Rotation in the store reaches both on refresh.
             store.put(&db, "app2");
