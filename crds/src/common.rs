@@ -1,6 +1,6 @@
 //! Types shared by several Keyward resources.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +15,22 @@ pub const PROVIDER_GROUP: &str = "provider.external-secrets.io";
 /// --all -n X` into a delete of every Keyward kind, cluster-scoped ClusterProviders included.
 /// Upstream External Secrets uses the same category.
 pub const CATEGORY: &str = "external-secrets";
+
+/// kubectl's copy of the whole object as last applied: as large as the spec, never read.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what only records how an object was written (managed fields, the last-applied copy),
+/// keeping every other label and annotation: the first thing the webhook's and the reconciler's
+/// watches drop before they keep an object.
+pub fn strip_write_history(m: &mut ObjectMeta) {
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            m.annotations = None;
+        }
+    }
+}
 
 /// The kind of store an ExternalSecret or PushSecret points at.
 ///

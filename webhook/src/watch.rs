@@ -178,6 +178,12 @@ impl kube::runtime::utils::Backoff for Retry {
     }
 }
 
+/// What is dropped from a full object before it reaches a feed: its write history, never read,
+/// and as large as the spec (a re-list holds every object until it completes).
+fn strip(o: &mut DynamicObject) {
+    keyward_crds::common::strip_write_history(&mut o.metadata);
+}
+
 /// Starts every watch; the caches report synced once each has listed.
 pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::JoinHandle<()>> {
     let cfg = watcher::Config::default;
@@ -191,7 +197,7 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         )),
         tokio::spawn(run(
             Source::ClusterProviders,
-            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).backoff(Retry::default()),
+            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).backoff(Retry::default()).modify(strip),
             caches.clone(),
             ClusterProviders,
         )),
@@ -203,13 +209,13 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         )),
         tokio::spawn(run(
             Source::ExternalSecrets,
-            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).backoff(Retry::default()),
+            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).backoff(Retry::default()).modify(strip),
             caches.clone(),
             Users(UserKind::ExternalSecret),
         )),
         tokio::spawn(run(
             Source::PushSecrets,
-            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(Retry::default()),
+            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(Retry::default()).modify(strip),
             caches,
             Users(UserKind::PushSecret),
         )),
@@ -279,6 +285,24 @@ mod tests {
         assert_eq!(shared.keys().collect::<Vec<_>>(), ["team-b"]);
         assert_eq!(s.refs.users_of("other").expect("used")["team-a"].external_secrets, 1);
         assert!(!caches.is_synced(), "only one source listed");
+    }
+
+    #[tokio::test]
+    async fn full_objects_lose_their_write_history_before_any_feed_sees_them() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut o = es("team-a", "one", "shared");
+        o.metadata.managed_fields =
+            Some(vec![ManagedFieldsEntry { manager: Some("kubectl".into()), ..Default::default() }]);
+        o.metadata.annotations = Some(
+            [(keyward_crds::common::LAST_APPLIED.to_string(), "{}".to_string()), ("keep".to_string(), "1".to_string())]
+                .into(),
+        );
+        let events = futures::stream::iter(vec![Ok::<_, watcher::Error>(Event::Apply(o))]).modify(strip);
+        let seen: Vec<_> = events.collect().await;
+        let Ok(Event::Apply(o)) = &seen[0] else { panic!("an Apply event") };
+        assert!(o.metadata.managed_fields.is_none());
+        assert_eq!(o.metadata.annotations.as_ref().map(|a| a.keys().collect::<Vec<_>>()), Some(vec!["keep"]));
+        assert!(o.data.get("spec").is_some(), "the spec is kept");
     }
 
     #[test]

@@ -9,19 +9,12 @@ use kube::core::PartialObjectMeta;
 
 use crate::clientmanager::{CA_KEY, CERT_KEY, KEY_KEY};
 
-/// kubectl's copy of the whole object as last applied: as large as the spec, never read.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use keyward_crds::common::LAST_APPLIED;
 
 /// Drops managed fields and the last-applied copy; keeps every other label and annotation
 /// (controllers read `force-sync`, the controller class and user annotations).
 pub fn meta(m: &mut ObjectMeta) {
-    m.managed_fields = None;
-    if let Some(a) = m.annotations.as_mut() {
-        a.remove(LAST_APPLIED);
-        if a.is_empty() {
-            m.annotations = None;
-        }
-    }
+    keyward_crds::common::strip_write_history(m);
 }
 
 /// ExternalSecrets, PushSecrets, Providers, ClusterProviders: spec and status are read.
@@ -42,10 +35,28 @@ fn keep(m: &mut ObjectMeta, labels: &[&str], annotations: &[&str]) {
     }
 }
 
-/// Managed Secrets (metadata only): the ExternalSecret controller reads the managed label, the
-/// data-hash annotation and the owner references.
+/// Managed Secrets (metadata only): the ExternalSecret controller reads the name, the managed
+/// label, the data-hash annotation, and of the ExternalSecret owner references the name, uid and
+/// controller flag. Nothing else is kept (there are as many of these as ExternalSecrets).
 pub fn managed_secret(s: &mut PartialObjectMeta<Secret>) {
-    keep(&mut s.metadata, &[MANAGED_LABEL], &[DATA_HASH_ANNOTATION]);
+    s.types = None;
+    let m = &mut s.metadata;
+    keep(m, &[MANAGED_LABEL], &[DATA_HASH_ANNOTATION]);
+    m.uid = None;
+    m.resource_version = None;
+    m.creation_timestamp = None;
+    m.generation = None;
+    m.finalizers = None;
+    if let Some(owners) = m.owner_references.as_mut() {
+        owners.retain(|o| o.kind == "ExternalSecret");
+        for o in owners.iter_mut() {
+            o.api_version = String::new();
+            o.block_owner_deletion = None;
+        }
+        if owners.is_empty() {
+            m.owner_references = None;
+        }
+    }
 }
 
 /// Provider TLS Secrets: the client manager reads the three PEM keys.
@@ -72,7 +83,7 @@ pub fn config_object<K>(c: &mut PartialObjectMeta<K>) {
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference};
     use keyward_crds::ExternalSecret;
 
     fn noisy_meta() -> ObjectMeta {
@@ -105,13 +116,38 @@ mod tests {
         assert_eq!(es.metadata.labels.as_ref().unwrap().len(), 2);
     }
 
+    fn owner(kind: &str, name: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "external-secrets.io/v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
     #[test]
-    fn managed_secrets_keep_the_label_and_hash_only() {
-        let mut s = PartialObjectMeta::<Secret> { metadata: noisy_meta(), ..Default::default() };
+    fn managed_secrets_keep_the_label_hash_and_external_secret_owners_only() {
+        let mut meta = noisy_meta();
+        meta.uid = Some("secret-uid".into());
+        meta.resource_version = Some("42".into());
+        meta.generation = Some(1);
+        meta.finalizers = Some(vec!["f".into()]);
+        meta.owner_references = Some(vec![owner("ExternalSecret", "db"), owner("Deployment", "app")]);
+        let mut s = PartialObjectMeta::<Secret> { metadata: meta, ..Default::default() };
         managed_secret(&mut s);
-        assert!(s.metadata.managed_fields.is_none());
-        assert_eq!(s.metadata.labels.unwrap().keys().collect::<Vec<_>>(), [MANAGED_LABEL]);
-        assert_eq!(s.metadata.annotations.unwrap().keys().collect::<Vec<_>>(), [DATA_HASH_ANNOTATION]);
+        let m = &s.metadata;
+        assert!(s.types.is_none());
+        assert!(m.managed_fields.is_none() && m.uid.is_none() && m.resource_version.is_none());
+        assert!(m.generation.is_none() && m.finalizers.is_none() && m.creation_timestamp.is_none());
+        assert_eq!((m.name.as_deref(), m.namespace.as_deref()), (Some("a"), Some("team-a")));
+        assert_eq!(m.labels.as_ref().unwrap().keys().collect::<Vec<_>>(), [MANAGED_LABEL]);
+        assert_eq!(m.annotations.as_ref().unwrap().keys().collect::<Vec<_>>(), [DATA_HASH_ANNOTATION]);
+        let owners = m.owner_references.as_ref().unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("ExternalSecret", "db"));
+        assert_eq!((owners[0].uid.as_str(), owners[0].controller), ("uid-db", Some(true)));
     }
 
     #[test]
