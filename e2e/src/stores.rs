@@ -29,15 +29,36 @@ pub fn cached_tool(script: &str) -> PathBuf {
 }
 
 fn wait_for_port(port: u16, process: &mut ChildProcess, what: &str) {
+    wait_for(process, &format!("{what} listening on 127.0.0.1:{port}"), |_| listening(port));
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// Waits up to 60 s for `ready`, failing early when the process exits.
+fn wait_for(process: &mut ChildProcess, what: &str, ready: impl Fn(&ChildProcess) -> bool) {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(60) {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if ready(process) {
             return;
         }
-        assert!(process.is_running(), "{what} exited:\n{}", process.log());
+        assert!(process.is_running(), "exited before {what}:\n{}", process.log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{what} did not listen on 127.0.0.1:{port} within 60s:\n{}", process.log());
+    panic!("not {what} within 60s:\n{}", process.log());
+}
+
+/// A free loopback port whose successor is free too: a Vault dev server listens on the first
+/// and opens its cluster listener on the next.
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let port = free_port();
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free loopback ports in 100 tries");
 }
 
 /// A moto server on loopback.
@@ -93,7 +114,7 @@ impl VaultDev {
 
     fn start_with(tls: bool) -> VaultDev {
         let bin = cached_tool("build-vault.sh").join("vault");
-        let port = free_port();
+        let port = free_port_pair();
         let root_token = format!("root-{:016x}", rand::random::<u64>());
         let tls_dir = tls.then(|| tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir for vault TLS: {e}")));
         let mut cmd = Command::new(&bin);
@@ -110,8 +131,12 @@ impl VaultDev {
         let mut process = spawn_logged("vault", cmd);
         wait_for_port(port, &mut process, "vault server -dev");
         // The dev server's cluster listener takes the next port once unsealed; wait for it too, so
-        // no later free_port() of the test can hand that port to another process.
-        wait_for_port(port + 1, &mut process, "vault server -dev (cluster listener)");
+        // no later free_port() of the test can hand that port to another process. Another
+        // process may still take it first (the machine runs other tests): then the dev server,
+        // which never uses its cluster listener, logs the bind error and serves on.
+        wait_for(&mut process, "vault server -dev's cluster listener started or refused", |p| {
+            listening(port + 1) || p.log().contains("cluster-listener.tcp: error starting listener")
+        });
         let vault = VaultDev { process, port, root_token, bin, tls_dir };
         // Unsealed and the KV mount ready.
         let start = Instant::now();
