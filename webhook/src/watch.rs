@@ -301,7 +301,10 @@ mod tests {
         let seen: Vec<_> = events.collect().await;
         let Ok(Event::Apply(o)) = &seen[0] else { panic!("an Apply event") };
         assert!(o.metadata.managed_fields.is_none());
-        assert_eq!(o.metadata.annotations.as_ref().map(|a| a.keys().collect::<Vec<_>>()), Some(vec!["keep"]));
+        assert_eq!(
+            o.metadata.annotations.as_ref().map(|a| a.keys().map(String::as_str).collect::<Vec<_>>()),
+            Some(vec!["keep"])
+        );
         assert!(o.data.get("spec").is_some(), "the spec is kept");
     }
 
