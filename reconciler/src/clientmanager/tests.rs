@@ -260,21 +260,38 @@ fn es(name: &str) -> crate::context::ObjectKey {
     crate::context::ObjectKey::external_secret("a", name)
 }
 
-#[tokio::test]
-async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_only_then() {
+/// A manager serving Providers `names` of namespace `a`, a client of each, and the receiver of
+/// the objects recovery requeues.
+async fn recovery_fixture(
+    names: &[&str],
+) -> (
+    ClientManager,
+    Arc<Metrics>,
+    futures::channel::mpsc::UnboundedReceiver<crate::context::ObjectKey>,
+    Vec<ProviderClient>,
+) {
     let lookup = Arc::new(FakeLookup::default());
-    for name in ["p", "q"] {
+    for name in names {
         lookup.providers.lock().unwrap().push(as_provider(provider("a", name, "127.0.0.1:9443", 1)));
     }
     lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
     let count = CountingConnector::default();
-    let (m, metrics) = manager(lookup.clone(), &count);
-    let mut requeued = m.recovery().subscribe();
-    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
-    let (q, _) = m.client_for(StoreKind::Provider, "q", "a", Need::Read).await.unwrap();
+    let (m, metrics) = manager(lookup, &count);
+    let requeued = m.recovery().subscribe();
+    let mut clients = Vec::new();
+    for name in names {
+        clients.push(m.client_for(StoreKind::Provider, name, "a", Need::Read).await.unwrap().0);
+    }
+    (m, metrics, requeued, clients)
+}
+
+#[tokio::test]
+async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_only_then() {
+    let (m, metrics, mut requeued, clients) = recovery_fixture(&["p", "q"]).await;
+    let (p, q) = (&clients[0], &clients[1]);
     let now = std::time::Instant::now();
-    fail_until_open(&p, now);
-    fail_until_open(&q, now);
+    fail_until_open(p, now);
+    fail_until_open(q, now);
     for name in ["one", "two", "gone"] {
         m.recovery().wait(es(name), p.waitable());
     }
@@ -286,7 +303,7 @@ async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_on
     assert_eq!(m.recovery().waiting(), 4);
     assert_eq!(metrics.recovery_waiting.get(), 4);
 
-    answer(&p, now);
+    answer(p, now);
     m.recovery().send_released(100);
     let mut got = Vec::new();
     while let Ok(key) = requeued.try_recv() {
@@ -299,8 +316,8 @@ async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_on
     assert_eq!(m.recovery().waiting(), 1, "on-q still waits");
 
     // q answers: its waiter goes; a second answer releases nothing more.
-    answer(&q, now);
-    answer(&q, now);
+    answer(q, now);
+    answer(q, now);
     m.recovery().send_released(100);
     assert_eq!(requeued.try_recv().ok().map(|k| k.name).as_deref(), Some("on-q"));
     assert!(requeued.try_recv().is_err());
@@ -317,17 +334,12 @@ async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_on
 
 #[tokio::test]
 async fn a_provider_that_came_back_while_the_call_was_failing_releases_the_object_at_once() {
-    let lookup = Arc::new(FakeLookup::default());
-    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
-    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
-    let count = CountingConnector::default();
-    let (m, _) = manager(lookup.clone(), &count);
-    let mut requeued = m.recovery().subscribe();
-    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    let (m, _, mut requeued, clients) = recovery_fixture(&["p"]).await;
+    let p = &clients[0];
     let now = std::time::Instant::now();
-    fail_until_open(&p, now);
+    fail_until_open(p, now);
     let seen_when_failing = p.waitable();
-    answer(&p, now);
+    answer(p, now);
     m.recovery().wait(es("late"), seen_when_failing);
     assert_eq!(m.recovery().waiting(), 0);
     m.recovery().send_released(1);
@@ -336,19 +348,14 @@ async fn a_provider_that_came_back_while_the_call_was_failing_releases_the_objec
 
 #[tokio::test]
 async fn released_objects_go_out_at_the_bounded_rate() {
-    let lookup = Arc::new(FakeLookup::default());
-    lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));
-    lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
-    let count = CountingConnector::default();
-    let (m, _) = manager(lookup.clone(), &count);
-    let mut requeued = m.recovery().subscribe();
-    let (p, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
+    let (m, _, mut requeued, clients) = recovery_fixture(&["p"]).await;
+    let p = &clients[0];
     let now = std::time::Instant::now();
-    fail_until_open(&p, now);
+    fail_until_open(p, now);
     for i in 0..120 {
         m.recovery().wait(es(&format!("es-{i}")), p.waitable());
     }
-    answer(&p, now);
+    answer(p, now);
     // The default rate (500/s) sends 50 per 100 ms tick, in the order they were released.
     let per_tick = ManagerConfig::default().recovery_rate.div_ceil(10) as usize;
     m.recovery().send_released(per_tick);
