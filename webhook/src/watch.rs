@@ -156,26 +156,13 @@ where
 /// Retry delays of a failing watch: doubling from 500 ms to [`WATCH_RETRY_MAX`], reset by
 /// an event. Short, so the caches' freshness (see `freshness.rs`) is known within seconds of
 /// the API server's return; five watches retrying every few seconds cost it nothing.
-struct Retry(Duration);
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry(Duration::ZERO)
-    }
-}
-
-impl Iterator for Retry {
-    type Item = Duration;
-    fn next(&mut self) -> Option<Duration> {
-        self.0 = (self.0 * 2).clamp(Duration::from_millis(500), WATCH_RETRY_MAX);
-        Some(self.0)
-    }
-}
-
-impl kube::runtime::utils::Backoff for Retry {
-    fn reset(&mut self) {
-        self.0 = Duration::ZERO;
-    }
+fn retry() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(WATCH_RETRY_MAX)
+        .with_factor(2.0)
+        .without_max_times()
+        .into()
 }
 
 /// What is dropped from a full object before it reaches a feed: its write history, never read,
@@ -191,31 +178,31 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
     vec![
         tokio::spawn(run(
             Source::Namespaces,
-            watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()).backoff(Retry::default()),
+            watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()).backoff(retry()),
             caches.clone(),
             Namespaces,
         )),
         tokio::spawn(run(
             Source::ClusterProviders,
-            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).backoff(Retry::default()).modify(strip),
+            watcher(dynamic(ApiResource::erase::<ClusterProvider>(&())), cfg()).backoff(retry()).modify(strip),
             caches.clone(),
             ClusterProviders,
         )),
         tokio::spawn(run(
             Source::Providers,
-            watcher(Api::<PartialObjectMeta<Provider>>::all(client.clone()), cfg()).backoff(Retry::default()),
+            watcher(Api::<PartialObjectMeta<Provider>>::all(client.clone()), cfg()).backoff(retry()),
             caches.clone(),
             Providers,
         )),
         tokio::spawn(run(
             Source::ExternalSecrets,
-            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).backoff(Retry::default()).modify(strip),
+            watcher(dynamic(ApiResource::erase::<ExternalSecret>(&())), cfg()).backoff(retry()).modify(strip),
             caches.clone(),
             Users(UserKind::ExternalSecret),
         )),
         tokio::spawn(run(
             Source::PushSecrets,
-            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(Retry::default()).modify(strip),
+            watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(retry()).modify(strip),
             caches,
             Users(UserKind::PushSecret),
         )),
