@@ -9,6 +9,7 @@ pub mod provider_config;
 pub mod push_secret;
 pub mod rules;
 mod schema;
+pub mod secret_store;
 pub mod secrets_manager;
 pub mod vault;
 pub mod workload;
@@ -21,5 +22,8 @@ pub use provider::{
 };
 pub use provider_config::{Fake, FakeSpec, Kubernetes, KubernetesSpec};
 pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};
+pub use secret_store::{
+    ClusterSecretStore, ClusterSecretStoreSpec, SecretStore, SecretStoreProvider, SecretStoreSpec, SecretStoreStatus,
+};
 pub use secrets_manager::{SecretsManager, SecretsManagerSpec};
 pub use vault::{Vault, VaultSpec};

@@ -131,6 +131,20 @@ async fn printer_columns_show_in_kubectl_get() {
             assert!(header.contains(column), "ClusterProvider columns: {header}");
         }
         assert!(cluster.contains("ManifestNamespace"), "{cluster}");
+        // SecretStore / ClusterSecretStore: upstream's columns; a provider Keyward does not serve
+        // is kept as written.
+        for file in ["clustersecretstore-fake.yaml", "secretstore-vault.yaml"] {
+            let fixture = fixtures("valid").into_iter().find(|(p, _)| p.ends_with(file));
+            accepts_in(&ns, &fixture.expect("store fixture").1);
+        }
+        let stores = run(&["get", "css", "fixture-fake-store"]);
+        let header = stores.lines().next().unwrap_or_default();
+        for column in ["AGE", "STATUS", "CAPABILITIES", "READY"] {
+            assert!(header.contains(column), "ClusterSecretStore columns: {header}");
+        }
+        let vault =
+            run(&["get", "ss", "-n", &ns, "fixture-vault-backend", "-o", "jsonpath={.spec.provider.vault.server}"]);
+        assert_eq!(vault, "http://my.vault.server:8200");
         // Every Keyward kind is in the `external-secrets` category.
         let listed = run(&["api-resources", "--categories", "external-secrets", "-o", "name"]);
         for kind in [
@@ -138,6 +152,8 @@ async fn printer_columns_show_in_kubectl_get() {
             "pushsecrets",
             "providers",
             "clusterproviders",
+            "secretstores",
+            "clustersecretstores",
             "kubernetes",
             "fakes",
             "vaults",

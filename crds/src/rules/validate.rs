@@ -12,7 +12,9 @@ use crate::common::SecretStoreRef;
 use crate::external_secret::{
     CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec,
 };
-use crate::provider::{AuthenticationScope, ClusterProviderSpec, ProviderConfig, ProviderSpec};
+use crate::provider::{
+    AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
+};
 use crate::provider_config::{FakeSpec, KubernetesSpec};
 use crate::push_secret::PushSecretSpec;
 
@@ -257,7 +259,14 @@ pub fn validate_cluster_provider(spec: &ClusterProviderSpec) -> Result<(), Valid
              provider configuration and its credentials, or use authenticationScope: ManifestNamespace",
         );
     }
-    for (i, c) in spec.conditions.iter().enumerate() {
+    check_conditions(&mut errs, &spec.conditions);
+    errs.into_result()
+}
+
+/// The namespace conditions of a ClusterProvider or ClusterSecretStore: each sets a criterion,
+/// and its selector and regexes parse.
+pub(crate) fn check_conditions(errs: &mut ValidationErrors, conditions: &[ClusterProviderCondition]) {
+    for (i, c) in conditions.iter().enumerate() {
         let path = format!("spec.conditions[{i}]");
         if c.namespace_selector.is_none() && c.namespaces.is_empty() && c.namespace_regexes.is_empty() {
             errs.push(
@@ -271,10 +280,9 @@ pub fn validate_cluster_provider(spec: &ClusterProviderSpec) -> Result<(), Valid
             errs.push(format!("{path}.namespaceSelector"), e.to_string());
         }
         for (j, re) in c.namespace_regexes.iter().enumerate() {
-            check_regex(&mut errs, &format!("{path}.namespaceRegexes[{j}]"), re);
+            check_regex(errs, &format!("{path}.namespaceRegexes[{j}]"), re);
         }
     }
-    errs.into_result()
 }
 
 pub(crate) fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {

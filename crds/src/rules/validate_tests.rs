@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::external_secret::ExternalSecretSpec;
+use crate::rules::validate_secret_store;
 
 fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
     serde_yaml::from_str(text).expect("test manifest parses")
@@ -364,6 +365,8 @@ fn e2e_valid_fixtures_pass_the_rules() {
             "ClusterProvider" => validate_cluster_provider(&serde_json::from_value(spec).expect("spec")),
             "Kubernetes" => validate_kubernetes(&serde_json::from_value(spec).expect("spec")),
             "Fake" => validate_fake(&serde_json::from_value(spec).expect("spec")),
+            "SecretStore" => validate_secret_store(Some("any"), &serde_json::from_value(spec).expect("spec")),
+            "ClusterSecretStore" => validate_secret_store(None, &serde_json::from_value(spec).expect("spec")),
             other => panic!("unexpected kind {other} in {}", entry.path().display()),
         };
         assert!(result.is_ok(), "{}: {result:?}", entry.path().display());

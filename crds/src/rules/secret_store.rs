@@ -1,0 +1,287 @@
+//! SecretStore and ClusterSecretStore: which Keyward provider serves a store, the provider
+//! configuration its `spec.provider` translates to, and the store's own rules.
+//!
+//! A store carries its provider configuration inline, where Keyward's providers read a
+//! configuration object. [`store_backend`] is the one translation: the reconciler uses it to pick
+//! the provider process (and to report a provider Keyward lacks), the provider processes use it to
+//! turn the store they read into the configuration they already serve, and the webhook validates
+//! that configuration with the provider kind's own rules.
+
+use super::boundary::{ConfigOwner, check_boundary};
+use super::reach::kubernetes_reach;
+use super::validate::{check_conditions, validate_fake, validate_kubernetes};
+use super::{FieldError, ValidationErrors};
+use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
+use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
+
+/// The providers a store may name that Keyward serves, as written under `spec.provider`.
+pub const SERVED_STORE_PROVIDERS: [&str; 2] = ["kubernetes", "fake"];
+
+/// The Keyward provider configuration a store's `spec.provider` translates to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreBackend {
+    /// Served by the Kubernetes provider.
+    Kubernetes(KubernetesSpec),
+    /// Served by the Fake provider.
+    Fake(FakeSpec),
+}
+
+impl StoreBackend {
+    /// The provider's name under `spec.provider` (also the key of the reconciler's address table).
+    pub fn provider_name(&self) -> &'static str {
+        match self {
+            StoreBackend::Kubernetes(_) => "kubernetes",
+            StoreBackend::Fake(_) => "fake",
+        }
+    }
+}
+
+/// Why a store's `spec.provider` has no backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreProviderError {
+    /// Nothing under `spec.provider`.
+    #[error("spec.provider names no provider: set one of {}", SERVED_STORE_PROVIDERS.join(", "))]
+    Empty,
+    /// More than one provider.
+    #[error("spec.provider names {}: set exactly one provider", .0.join(" and "))]
+    Several(Vec<String>),
+    /// A provider Keyward does not serve for SecretStores.
+    #[error(
+        "spec.provider.{0} is not served by this controller: SecretStores and ClusterSecretStores are served for \
+         the providers {served}; use one of those, or reach this provider through a Provider or ClusterProvider",
+        served = SERVED_STORE_PROVIDERS.join(" and ")
+    )]
+    NotSupported(String),
+}
+
+impl StoreProviderError {
+    /// The condition reason for a store that cannot be served.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreProviderError::NotSupported(_) => "ProviderNotSupported",
+            _ => "InvalidProviderConfig",
+        }
+    }
+}
+
+/// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
+///
+/// `kubernetes` becomes a `Kubernetes` configuration (`remoteNamespace` defaulting to `default`
+/// as upstream; `allowRemoteNamespaceOverride` does not exist upstream and stays off), `fake` a
+/// `Fake` configuration (a deprecated `valueMap` becomes its JSON object text, which the Fake
+/// provider reads property by property as upstream does).
+pub fn store_backend(provider: &SecretStoreProvider) -> Result<StoreBackend, StoreProviderError> {
+    let names = provider.names();
+    match names.as_slice() {
+        [] => Err(StoreProviderError::Empty),
+        [_] => match (&provider.kubernetes, &provider.fake) {
+            (Some(k), None) => Ok(StoreBackend::Kubernetes(kubernetes(k))),
+            (None, Some(f)) => Ok(StoreBackend::Fake(fake(f))),
+            _ => Err(StoreProviderError::NotSupported(names[0].to_string())),
+        },
+        _ => Err(StoreProviderError::Several(names.iter().map(|n| n.to_string()).collect())),
+    }
+}
+
+fn kubernetes(k: &KubernetesStoreProvider) -> KubernetesSpec {
+    KubernetesSpec {
+        server: k.server.clone(),
+        auth: k.auth.clone(),
+        auth_ref: k.auth_ref.clone(),
+        remote_namespace: k.remote_namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
+        allow_remote_namespace_override: false,
+    }
+}
+
+fn fake(f: &FakeStoreProvider) -> FakeSpec {
+    let data = f
+        .data
+        .iter()
+        .map(|d| {
+            let value = match (&d.value, &d.value_map) {
+                (Some(v), _) => v.clone(),
+                // A map of strings always serialises.
+                (None, Some(m)) => serde_json::to_string(m).unwrap_or_default(),
+                (None, None) => String::new(),
+            };
+            FakeEntry { key: d.key.clone(), version: d.version.clone().filter(|v| !v.is_empty()), value }
+        })
+        .collect();
+    FakeSpec { data }
+}
+
+/// Validates a SecretStore (`namespace`: its namespace) or a ClusterSecretStore (`None`).
+///
+/// A provider Keyward does not serve is accepted (existing manifests must apply); the store then
+/// reports `Ready=False` with reason `ProviderNotSupported`. A served provider is validated with
+/// its configuration kind's rules, and a SecretStore's configuration with the tenant boundary:
+/// it names objects of its own namespace only, whereas a ClusterSecretStore's is the operator's
+/// (upstream honours `namespace` in its references for ClusterSecretStores only).
+pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    match store_backend(&spec.provider) {
+        Ok(StoreBackend::Kubernetes(k)) => {
+            prefixed(&mut errs, "spec.provider.kubernetes", validate_kubernetes(&k));
+            if let Some(ns) = namespace {
+                let boundary = check_boundary(ConfigOwner::Tenant, ns, &kubernetes_reach(&k))
+                    .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
+                prefixed(&mut errs, "spec.provider.kubernetes", boundary);
+            }
+        }
+        Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
+        Err(StoreProviderError::NotSupported(_)) => {}
+        Err(e) => errs.push("spec.provider", e.to_string()),
+    }
+    if namespace.is_none() {
+        check_conditions(&mut errs, &spec.conditions);
+    }
+    if let Some(r) = &spec.retry_settings
+        && let Some(interval) = &r.retry_interval
+        && let Err(e) = super::parse_go_duration(interval)
+    {
+        errs.push("spec.retrySettings.retryInterval", e.to_string());
+    }
+    if let Some(i) = spec.refresh_interval
+        && i < 0
+    {
+        errs.push("spec.refreshInterval", format!("{i} is negative: give seconds, or 0 for the default"));
+    }
+    errs.into_result()
+}
+
+fn boundary_error(e: FieldError) -> FieldError {
+    // The boundary explains itself in terms of ClusterProviders; a store owner's way out is a
+    // ClusterSecretStore.
+    let message = e.message.replace(
+        "through a ClusterProvider with authenticationScope ProviderNamespace",
+        "through a ClusterSecretStore",
+    );
+    FieldError { field: e.field, message }
+}
+
+/// Moves a configuration kind's `spec.…` errors under the store's `spec.provider.<name>`.
+fn prefixed(errs: &mut ValidationErrors, prefix: &str, result: Result<(), ValidationErrors>) {
+    for e in result.err().map(|e| e.0).unwrap_or_default() {
+        let rest = e.field.strip_prefix("spec").unwrap_or(&e.field);
+        errs.push(format!("{prefix}{rest}"), e.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> SecretStoreSpec {
+        serde_yaml::from_str(yaml).expect("test manifest parses")
+    }
+
+    fn errors(ns: Option<&str>, yaml: &str) -> Vec<String> {
+        validate_secret_store(ns, &spec(yaml))
+            .err()
+            .map(|e| e.0.iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn kubernetes_translates_to_the_kubernetes_configuration() {
+        let s = spec(
+            "provider:\n  kubernetes:\n    server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca, key: ca.crt}}\n    \
+             auth: {serviceAccount: {name: reader, audiences: [a]}}\n",
+        );
+        let StoreBackend::Kubernetes(k) = store_backend(&s.provider).expect("served") else { panic!("kubernetes") };
+        assert_eq!(k.remote_namespace, "default", "upstream default");
+        assert_eq!(k.server.url.as_deref(), Some("https://k"));
+        assert_eq!(k.auth.and_then(|a| a.service_account).map(|sa| sa.audiences), Some(vec!["a".to_string()]));
+        assert!(!k.allow_remote_namespace_override);
+        let s = spec("provider: {kubernetes: {remoteNamespace: apps, authRef: {name: kc, key: config}}}");
+        let b = store_backend(&s.provider).expect("served");
+        assert_eq!(b.provider_name(), "kubernetes");
+        let StoreBackend::Kubernetes(k) = b else { panic!("kubernetes") };
+        assert_eq!(k.remote_namespace, "apps");
+        assert_eq!(k.auth_ref.map(|r| r.name), Some("kc".to_string()));
+    }
+
+    #[test]
+    fn fake_translates_values_versions_and_value_maps() {
+        let s = spec(
+            "provider:\n  fake:\n    data:\n    - {key: /a, value: one, version: v1}\n    - {key: /b, valueMap: {x: '1', y: '2'}}\n    \
+             - {key: /c, version: ''}\n",
+        );
+        let StoreBackend::Fake(f) = store_backend(&s.provider).expect("served") else { panic!("fake") };
+        assert_eq!(
+            f.data,
+            vec![
+                FakeEntry { key: "/a".into(), version: Some("v1".into()), value: "one".into() },
+                FakeEntry { key: "/b".into(), version: None, value: r#"{"x":"1","y":"2"}"#.into() },
+                FakeEntry { key: "/c".into(), version: None, value: String::new() },
+            ]
+        );
+    }
+
+    #[test]
+    fn unserved_empty_and_several_providers() {
+        let e = store_backend(&spec("provider: {vault: {server: 'http://v'}}").provider).unwrap_err();
+        assert_eq!(e, StoreProviderError::NotSupported("vault".into()));
+        assert_eq!(e.reason(), "ProviderNotSupported");
+        assert!(e.to_string().starts_with("spec.provider.vault is not served by this controller"), "{e}");
+        let e = store_backend(&spec("provider: {}").provider).unwrap_err();
+        assert_eq!(e, StoreProviderError::Empty);
+        let e = store_backend(&spec("provider: {fake: {data: []}, aws: {region: x}}").provider).unwrap_err();
+        assert_eq!(e.to_string(), "spec.provider names fake and aws: set exactly one provider");
+        assert_eq!(e.reason(), "InvalidProviderConfig");
+    }
+
+    #[test]
+    fn validation_table() {
+        // An unserved provider applies unchanged.
+        assert_eq!(errors(Some("a"), "provider: {gcpsm: {projectID: p}}"), Vec::<String>::new());
+        let cases = [
+            (Some("a"), "provider: {}", "spec.provider: spec.provider names no provider"),
+            (
+                Some("a"),
+                "provider: {kubernetes: {auth: {token: {bearerToken: {name: t}}}}}",
+                "spec.provider.kubernetes.auth.token.bearerToken.key: must not be empty",
+            ),
+            (
+                Some("a"),
+                "provider: {fake: {data: [{key: k, value: a}, {key: k, value: b}]}}",
+                "spec.provider.fake.data[1]: duplicate entry",
+            ),
+            (
+                None,
+                "provider: {fake: {data: []}}\nconditions: [{namespaceRegexes: ['(']}]",
+                "spec.conditions[0].namespaceRegexes[0]",
+            ),
+            (None, "provider: {fake: {data: []}}\nconditions: [{}]", "spec.conditions[0]: set namespaceSelector"),
+            (
+                Some("a"),
+                "provider: {fake: {data: []}}\nretrySettings: {retryInterval: soon}",
+                "spec.retrySettings.retryInterval",
+            ),
+            (Some("a"), "provider: {fake: {data: []}}\nrefreshInterval: -1", "spec.refreshInterval: -1 is negative"),
+        ];
+        for (ns, yaml, want) in cases {
+            let got = errors(ns, yaml);
+            assert!(got.iter().any(|e| e.contains(want)), "{yaml}: want {want:?}, got {got:?}");
+        }
+    }
+
+    #[test]
+    fn namespaces_in_references_only_for_cluster_secret_stores() {
+        let yaml = "provider:\n  kubernetes:\n    auth: {serviceAccount: {name: reader, namespace: creds}}\n";
+        let got = errors(Some("team-a"), yaml);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("spec.provider.kubernetes.auth.serviceAccount.namespace: \"creds\" names"),
+            "{got:?}"
+        );
+        assert!(
+            got[0].ends_with("or have the cluster operator serve this store through a ClusterSecretStore"),
+            "{got:?}"
+        );
+        assert_eq!(errors(Some("creds"), yaml), Vec::<String>::new(), "its own namespace is fine");
+        assert_eq!(errors(None, yaml), Vec::<String>::new(), "a ClusterSecretStore is the operator's");
+        let token = "provider:\n  kubernetes:\n    auth: {token: {bearerToken: {name: t, key: k, namespace: other}}}\n";
+        assert!(errors(Some("team-a"), token)[0].contains("auth.token.bearerToken.namespace"));
+    }
+}

@@ -1,0 +1,226 @@
+//! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
+//! Operator users already write. Keyward serves them through its out-of-process providers:
+//! `spec.provider.kubernetes` and `spec.provider.fake` are typed as upstream has them and
+//! translated into the Kubernetes and Fake provider configurations
+//! ([`crate::rules::store_backend`]); every other upstream provider is accepted as an opaque
+//! object so existing manifests apply, and reported `Ready=False` (`ProviderNotSupported`).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, SecretKeySelector};
+use crate::provider::{Capabilities, ClusterProviderCondition};
+use crate::provider_config::{KubernetesAuth, KubernetesServer};
+
+/// API version of SecretStore and ClusterSecretStore.
+pub const SECRET_STORE_API_VERSION: &str = "external-secrets.io/v1";
+
+/// A namespaced store: ExternalSecrets and PushSecrets of its namespace use it, and everything
+/// its provider configuration names stays in that namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1",
+    kind = "SecretStore",
+    doc = "SecretStore is the upstream External Secrets store of one namespace, served by Keyward's providers.",
+    plural = "secretstores",
+    shortname = "ss",
+    category = "external-secrets",
+    namespaced,
+    status = "SecretStoreStatus",
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"STATUS","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"CAPABILITIES","type":"string","jsonPath":".status.capabilities"}"#,
+    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretStoreSpec {
+    /// Which controller instance serves this store (matched against the reconciler's
+    /// `--controller-class`); empty means the default one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    /// The provider and its configuration; exactly one entry.
+    pub provider: SecretStoreProvider,
+    /// How often a failed provider call is retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_settings: Option<SecretStoreRetrySettings>,
+    /// How often the store is checked again, in seconds; empty or 0 uses the reconciler's
+    /// provider check interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval: Option<i64>,
+    /// Namespaces allowed to use a ClusterSecretStore; any one condition admits. Ignored on a
+    /// SecretStore (as upstream), which only its own namespace uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ClusterProviderCondition>,
+}
+
+/// A cluster-scoped store that ExternalSecrets and PushSecrets of every admitted namespace use.
+/// Its provider configuration is the cluster operator's: it may name objects in other namespaces.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1",
+    kind = "ClusterSecretStore",
+    doc = "ClusterSecretStore is the upstream External Secrets store for admitted namespaces, served by Keyward's providers.",
+    plural = "clustersecretstores",
+    shortname = "css",
+    category = "external-secrets",
+    status = "SecretStoreStatus",
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"STATUS","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"CAPABILITIES","type":"string","jsonPath":".status.capabilities"}"#,
+    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSecretStoreSpec {
+    /// The same fields as a SecretStore's; `conditions` limit the namespaces that may use it
+    /// (without conditions every namespace may).
+    #[serde(flatten)]
+    pub store: SecretStoreSpec,
+}
+
+/// `spec.provider`: one provider and its configuration. `kubernetes` and `fake` are served;
+/// the other upstream providers are kept as written and reported as not supported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct SecretStoreProvider {
+    /// Secrets of a Kubernetes cluster (served by the Kubernetes provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesStoreProvider>,
+    /// Static values for tests and demos (served by the Fake provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fake: Option<FakeStoreProvider>,
+    /// Every other provider (`aws`, `vault`, `gcpsm`, …), kept as written.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl SecretStoreProvider {
+    /// Names of the providers that are set, served ones first, then the others sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names = Vec::new();
+        if self.kubernetes.is_some() {
+            names.push("kubernetes");
+        }
+        if self.fake.is_some() {
+            names.push("fake");
+        }
+        names.extend(self.other.keys().map(String::as_str));
+        names
+    }
+}
+
+/// Upstream's `spec.provider.kubernetes`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubernetesStoreProvider {
+    /// The cluster to read from; defaults to the cluster the provider runs in.
+    #[serde(default)]
+    pub server: KubernetesServer,
+    /// Credentials: exactly one of `cert`, `token` or `serviceAccount`. Mutually exclusive with
+    /// `authRef`. References without a namespace resolve in the SecretStore's namespace, or for
+    /// a ClusterSecretStore in the namespace of the ExternalSecret or PushSecret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<KubernetesAuth>,
+    /// A kubeconfig stored in a Secret key. Mutually exclusive with `auth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_ref: Option<SecretKeySelector>,
+    /// Namespace of the remote Secrets (default `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_namespace: Option<String>,
+}
+
+/// Upstream's `spec.provider.fake`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FakeStoreProvider {
+    /// The values served.
+    #[serde(default)]
+    pub data: Vec<FakeStoreData>,
+}
+
+/// One value of upstream's Fake provider.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FakeStoreData {
+    /// Key of the value.
+    pub key: String,
+    /// The value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Deprecated upstream: a map served as a JSON object (read property by property).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_map: Option<BTreeMap<String, String>>,
+    /// Version of the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// Upstream's `spec.retrySettings`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretStoreRetrySettings {
+    /// Retries of one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<i32>,
+    /// Pause between retries, as a Go duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_interval: Option<String>,
+}
+
+/// Observed state of a SecretStore or ClusterSecretStore, as upstream reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretStoreStatus {
+    /// Conditions; `Ready` is `True` only after the provider answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// What the provider reported it can do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_manifests_round_trip_with_unserved_providers_kept_as_written() {
+        let yaml = "provider:\n  vault:\n    server: http://v:8200\n    auth: {tokenSecretRef: {name: t, key: k}}\n\
+                    refreshInterval: 30\nretrySettings: {maxRetries: 3, retryInterval: 5s}\ncontroller: dev\n";
+        let spec: SecretStoreSpec = serde_yaml::from_str(yaml).expect("parses");
+        assert_eq!(spec.provider.names(), vec!["vault"]);
+        assert_eq!(spec.refresh_interval, Some(30));
+        let back = serde_json::to_value(&spec).expect("json");
+        assert_eq!(back["provider"]["vault"]["auth"]["tokenSecretRef"]["name"], "t");
+        assert_eq!(back["retrySettings"]["retryInterval"], "5s");
+
+        let cluster: ClusterSecretStoreSpec = serde_yaml::from_str(
+            "provider:\n  fake:\n    data: [{key: a, valueMap: {x: y}}]\nconditions: [{namespaces: [team-a]}]\n",
+        )
+        .expect("parses");
+        assert_eq!(cluster.store.provider.names(), vec!["fake"]);
+        assert_eq!(cluster.store.conditions[0].namespaces, vec!["team-a"]);
+        let back = serde_json::to_value(&cluster).expect("json");
+        assert_eq!(back["provider"]["fake"]["data"][0]["valueMap"]["x"], "y");
+        assert_eq!(back["conditions"][0]["namespaces"][0], "team-a", "flattened, as upstream");
+    }
+
+    #[test]
+    fn the_provider_schema_keeps_unknown_providers() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(ClusterSecretStore::crd()).expect("json");
+        let provider =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provider"];
+        assert_eq!(provider["x-kubernetes-preserve-unknown-fields"], true, "{provider}");
+        assert!(provider["properties"]["kubernetes"]["properties"]["auth"].is_object(), "{provider}");
+        assert!(provider["properties"]["fake"].is_object(), "{provider}");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(serde_json::to_value(SecretStore::crd()).expect("json")["spec"]["scope"], "Namespaced");
+    }
+}
