@@ -21,7 +21,7 @@ pub const SERVED_STORE_PROVIDERS: [&str; 2] = ["kubernetes", "fake"];
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreBackend {
     /// Served by the Kubernetes provider.
-    Kubernetes(KubernetesSpec),
+    Kubernetes(Box<KubernetesSpec>),
     /// Served by the Fake provider.
     Fake(FakeSpec),
 }
@@ -75,7 +75,7 @@ pub fn store_backend(provider: &SecretStoreProvider) -> Result<StoreBackend, Sto
     match names.as_slice() {
         [] => Err(StoreProviderError::Empty),
         [_] => match (&provider.kubernetes, &provider.fake) {
-            (Some(k), None) => Ok(StoreBackend::Kubernetes(kubernetes(k))),
+            (Some(k), None) => Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k)))),
             (None, Some(f)) => Ok(StoreBackend::Fake(fake(f))),
             _ => Err(StoreProviderError::NotSupported(names[0].to_string())),
         },
