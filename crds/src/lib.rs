@@ -22,8 +22,6 @@ pub use provider::{
 };
 pub use provider_config::{Fake, FakeSpec, Kubernetes, KubernetesSpec};
 pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};
-pub use secret_store::{
-    ClusterSecretStore, ClusterSecretStoreSpec, SecretStore, SecretStoreProvider, SecretStoreSpec, SecretStoreStatus,
-};
+pub use secret_store::{ClusterSecretStore, ClusterSecretStoreSpec, SecretStore, SecretStoreProvider, SecretStoreSpec};
 pub use secrets_manager::{SecretsManager, SecretsManagerSpec};
 pub use vault::{Vault, VaultSpec};

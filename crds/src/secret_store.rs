@@ -11,8 +11,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, SecretKeySelector};
-use crate::provider::{Capabilities, ClusterProviderCondition};
+use crate::common::SecretKeySelector;
+use crate::provider::{ClusterProviderCondition, ProviderStatus};
 use crate::provider_config::{KubernetesAuth, KubernetesServer};
 
 /// API version of SecretStore and ClusterSecretStore.
@@ -30,7 +30,7 @@ pub const SECRET_STORE_API_VERSION: &str = "external-secrets.io/v1";
     shortname = "ss",
     category = "external-secrets",
     namespaced,
-    status = "SecretStoreStatus",
+    status = "ProviderStatus",
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"STATUS","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"CAPABILITIES","type":"string","jsonPath":".status.capabilities"}"#,
@@ -68,7 +68,7 @@ pub struct SecretStoreSpec {
     plural = "clustersecretstores",
     shortname = "css",
     category = "external-secrets",
-    status = "SecretStoreStatus",
+    status = "ProviderStatus",
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"STATUS","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"CAPABILITIES","type":"string","jsonPath":".status.capabilities"}"#,
@@ -171,18 +171,6 @@ pub struct SecretStoreRetrySettings {
     /// Pause between retries, as a Go duration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_interval: Option<String>,
-}
-
-/// Observed state of a SecretStore or ClusterSecretStore, as upstream reports it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretStoreStatus {
-    /// Conditions; `Ready` is `True` only after the provider answered.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// What the provider reported it can do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Capabilities>,
 }
 
 #[cfg(test)]
