@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/keyward/target
 export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
 
-.PHONY: help test generate generate-check cluster-up cluster-down demo bench controlplane images
+.PHONY: help test generate generate-check cluster-up cluster-down demo bench chaos controlplane images
 
 help:
 	@echo "make demo          run the local demo against a local control plane"
@@ -14,6 +14,7 @@ help:
 	@echo "make cluster-down  stop it, remove its data, restore the host"
 	@echo "make images        build dist/keyward-image.tar (and import it into the node when one is up)"
 	@echo "make bench         run the benchmarks and print their figures"
+	@echo "make chaos         provider outage and API server restart, measured (a table)"
 
 test:
 	bash scripts/test.sh
@@ -38,6 +39,9 @@ demo:
 
 bench:
 	bash scripts/bench.sh
+
+chaos:
+	bash scripts/chaos.sh
 
 images:
 	@bash image/build.sh >/dev/null
