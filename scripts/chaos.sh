@@ -7,6 +7,8 @@
 # KEYWARD_CHAOS_N (2000)            ExternalSecrets per scenario
 # KEYWARD_CHAOS_OUTAGE (20)         seconds the provider is down
 # KEYWARD_CHAOS_API_OUTAGE (30)     seconds kube-apiserver and etcd are down
+# KEYWARD_CHAOS_CHURN (120)         seconds of churn (3600 for the full soak)
+# KEYWARD_CHAOS_SCENARIOS           which to run (outage,restart,churn: all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"

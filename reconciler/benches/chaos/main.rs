@@ -6,7 +6,9 @@
 //!    every Secret holds the new value, next to the cold sync of the same run;
 //! 2. API server restart: kube-apiserver and etcd stopped for `KEYWARD_CHAOS_API_OUTAGE` (30s)
 //!    under the reconciler, the webhook and the provider; time from the API server's return
-//!    until the reconciler leads again and every Secret holds a value changed after the return.
+//!    until the reconciler leads again and every Secret holds a value changed after the return;
+//! 3. churn soak (`KEYWARD_CHAOS_CHURN` seconds, 120 by default, 3600 for the full run): see
+//!    `churn.rs`.
 //!
 //! Prints one table: scenario, Secrets emptied (most seen at once), processes exited, time to
 //! converge, peak RSS. Production settings (error backoff, breaker cooldown, Lease); release
@@ -14,7 +16,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
+mod churn;
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::process::Command;
@@ -25,7 +28,7 @@ use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, with_tem
 use kube::{Api, Client};
 use support::*;
 
-struct Row {
+pub struct Row {
     scenario: String,
     emptied: usize,
     exited: usize,
@@ -186,8 +189,18 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let n: usize = std::env::var("KEYWARD_CHAOS_N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let mut rows = Vec::new();
-    rows.push(with_temp_namespace(&[], |client, ns| provider_outage(client, ns, n)).await);
-    rows.push(with_temp_namespace(&[], |client, ns| api_server_restart(client, ns, n)).await);
+    let scenarios = std::env::var("KEYWARD_CHAOS_SCENARIOS").unwrap_or_else(|_| "outage,restart,churn".into());
+    let wanted = |name: &str| scenarios.split(',').any(|s| s.trim() == name);
+    if wanted("outage") {
+        rows.push(with_temp_namespace(&[], |client, ns| provider_outage(client, ns, n)).await);
+    }
+    if wanted("restart") {
+        rows.push(with_temp_namespace(&[], |client, ns| api_server_restart(client, ns, n)).await);
+    }
+    if wanted("churn") {
+        let churn_for = seconds("KEYWARD_CHAOS_CHURN", 120);
+        rows.push(with_temp_namespace(&[], |client, ns| churn::churn(client, ns, churn_for)).await);
+    }
     println!();
     println!("| scenario | Secrets emptied | processes exited | time to converge | peak RSS |");
     println!("|---|---|---|---|---|");
