@@ -478,16 +478,23 @@ impl ExternalSecret {
 
     /// Every store reference this ExternalSecret uses, with the JSON path it is written at.
     pub fn store_refs(&self) -> Vec<(String, &SecretStoreRef)> {
+        self.spec.store_refs()
+    }
+}
+
+impl ExternalSecretSpec {
+    /// Every store reference of this spec, with the JSON path it is written at.
+    pub fn store_refs(&self) -> Vec<(String, &SecretStoreRef)> {
         let mut refs = Vec::new();
-        if let Some(r) = &self.spec.secret_store_ref {
+        if let Some(r) = &self.secret_store_ref {
             refs.push(("spec.secretStoreRef".to_string(), r));
         }
-        for (i, d) in self.spec.data.iter().enumerate() {
+        for (i, d) in self.data.iter().enumerate() {
             if let Some(s) = &d.source_ref {
                 refs.push((format!("spec.data[{i}].sourceRef.storeRef"), &s.store_ref));
             }
         }
-        for (i, d) in self.spec.data_from.iter().enumerate() {
+        for (i, d) in self.data_from.iter().enumerate() {
             if let Some(r) = d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()) {
                 refs.push((format!("spec.dataFrom[{i}].sourceRef.storeRef"), r));
             }

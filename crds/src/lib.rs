@@ -1,6 +1,7 @@
 //! Keyward's API: the External Secrets compatible resource types, the pure rules that the
 //! webhook and the reconciler both apply, and the CRD generator.
 
+pub mod cluster_external_secret;
 pub mod common;
 pub mod external_secret;
 pub mod generate;
@@ -14,6 +15,7 @@ pub mod secrets_manager;
 pub mod vault;
 pub mod workload;
 
+pub use cluster_external_secret::{ClusterExternalSecret, ClusterExternalSecretSpec, ClusterExternalSecretStatus};
 pub use common::{Condition, LocalObjectReference, SecretKeySelector, SecretStoreRef, StoreKind};
 pub use external_secret::{ExternalSecret, ExternalSecretSpec, ExternalSecretStatus};
 pub use provider::{

@@ -6,6 +6,7 @@
 mod address;
 mod auth;
 mod boundary;
+mod cluster_external_secret;
 mod duration;
 mod namespace;
 mod reach;
@@ -21,6 +22,7 @@ pub use boundary::{
     check_config_namespace, check_push_override, config_owner, named_namespace, push_metadata_remote_namespace,
     push_namespace,
 };
+pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
 pub use duration::{DurationError, parse_go_duration};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};

@@ -126,7 +126,7 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
     errs.into_result()
 }
 
-fn check_duration(errs: &mut ValidationErrors, field: &str, value: &str) {
+pub(crate) fn check_duration(errs: &mut ValidationErrors, field: &str, value: &str) {
     if let Err(e) = parse_go_duration(value) {
         errs.push(field, e.to_string());
     }
@@ -342,7 +342,8 @@ pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors
     errs.into_result()
 }
 
-fn is_dns_label(s: &str) -> bool {
+/// A DNS-1123 label: a namespace name.
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')

@@ -367,6 +367,9 @@ fn e2e_valid_fixtures_pass_the_rules() {
             "Fake" => validate_fake(&serde_json::from_value(spec).expect("spec")),
             "SecretStore" => validate_secret_store(Some("any"), &serde_json::from_value(spec).expect("spec")),
             "ClusterSecretStore" => validate_secret_store(None, &serde_json::from_value(spec).expect("spec")),
+            "ClusterExternalSecret" => {
+                crate::rules::validate_cluster_external_secret(&serde_json::from_value(spec).expect("spec"))
+            }
             other => panic!("unexpected kind {other} in {}", entry.path().display()),
         };
         assert!(result.is_ok(), "{}: {result:?}", entry.path().display());

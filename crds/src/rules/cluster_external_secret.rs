@@ -1,0 +1,228 @@
+//! ClusterExternalSecret rules: which namespaces one selects, which of them may not use the
+//! store its ExternalSecret names (the ClusterProvider namespace conditions of
+//! [`check_namespace_admitted`]), and validation of its spec.
+
+use std::borrow::Cow;
+
+use super::ValidationErrors;
+use super::namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
+use super::selector::{label_selector_matches, validate_label_selector};
+use super::validate::{check_duration, is_dns_label, validate_external_secret};
+use crate::cluster_external_secret::ClusterExternalSecretSpec;
+use crate::common::StoreKind;
+use crate::external_secret::ExternalSecretSpec;
+use crate::provider::ClusterProviderCondition;
+
+/// Whether a ClusterExternalSecret selects a namespace: its name is in `namespaces`, or its
+/// labels match `namespaceSelector` or any of `namespaceSelectors` (an empty selector matches
+/// every namespace; no selector and no names select nothing, as upstream). A malformed selector
+/// matches nothing: validation refuses it at admission, and the controller reports it before
+/// it changes anything.
+pub fn selects_namespace(spec: &ClusterExternalSecretSpec, ns: NamespaceView<'_>) -> bool {
+    spec.namespaces.iter().any(|n| n == ns.name)
+        || spec
+            .namespace_selector
+            .iter()
+            .chain(&spec.namespace_selectors)
+            .any(|s| label_selector_matches(s, ns.labels) == Ok(true))
+}
+
+/// The first store of `spec` whose namespace conditions do not admit namespace `ns`, if any.
+///
+/// `conditions` gives the namespace conditions of a cluster-scoped store by kind and name, or
+/// `None` when the store is not known (then nothing can be decided here; the ExternalSecret
+/// reports the missing store itself). Namespaced stores are always in the manifest's own
+/// namespace, so they never refuse it.
+pub fn refused_store<'a, F>(spec: &ExternalSecretSpec, ns: NamespaceView<'_>, conditions: F) -> Option<NamespaceDenied>
+where
+    F: Fn(StoreKind, &str) -> Option<Cow<'a, [ClusterProviderCondition]>>,
+{
+    let mut checked: Vec<&str> = Vec::new();
+    for (_, r) in spec.store_refs() {
+        if r.effective_kind() != StoreKind::ClusterProvider || r.name.is_empty() || checked.contains(&r.name.as_str()) {
+            continue;
+        }
+        checked.push(&r.name);
+        let Some(conds) = conditions(StoreKind::ClusterProvider, &r.name) else { continue };
+        if let Err(denied) = check_namespace_admitted(&r.name, &conds, ns) {
+            return Some(denied);
+        }
+    }
+    None
+}
+
+/// Validates a ClusterExternalSecret spec; errors of the embedded ExternalSecret spec are named
+/// under `spec.externalSecretSpec`.
+pub fn validate_cluster_external_secret(spec: &ClusterExternalSecretSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    if let Err(inner) = validate_external_secret(&spec.external_secret_spec) {
+        for e in inner.0 {
+            let rest = e.field.strip_prefix("spec").unwrap_or(&e.field);
+            errs.push(format!("spec.externalSecretSpec{rest}"), e.message);
+        }
+    }
+    if let Some(name) = &spec.external_secret_name
+        && !is_dns_subdomain(name)
+    {
+        errs.push(
+            "spec.externalSecretName",
+            format!("{name:?} is not a valid object name (lower-case letters, digits, '-' and '.', at most 253)"),
+        );
+    }
+    if let Some(s) = &spec.namespace_selector
+        && let Err(e) = validate_label_selector(s)
+    {
+        errs.push("spec.namespaceSelector", e.to_string());
+    }
+    for (i, s) in spec.namespace_selectors.iter().enumerate() {
+        if let Err(e) = validate_label_selector(s) {
+            errs.push(format!("spec.namespaceSelectors[{i}]"), e.to_string());
+        }
+    }
+    for (i, n) in spec.namespaces.iter().enumerate() {
+        if !is_dns_label(n) {
+            errs.push(format!("spec.namespaces[{i}]"), format!("{n:?} is not a valid namespace name"));
+        }
+    }
+    check_duration(&mut errs, "spec.refreshTime", &spec.refresh_time);
+    errs.into_result()
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn by_labels(pairs: &[(&str, &str)]) -> LabelSelector {
+        LabelSelector { match_labels: Some(labels(pairs)), match_expressions: None }
+    }
+
+    fn spec(yaml: &str) -> ClusterExternalSecretSpec {
+        serde_yaml::from_str(yaml).expect("test spec parses")
+    }
+
+    #[test]
+    fn selection_is_the_union_of_names_and_every_selector() {
+        let team_a = labels(&[("team", "a")]);
+        let team_b = labels(&[("team", "b"), ("tier", "web")]);
+        let none = labels(&[]);
+        let s = ClusterExternalSecretSpec {
+            namespace_selector: Some(by_labels(&[("team", "a")])),
+            namespace_selectors: vec![LabelSelector {
+                match_labels: None,
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["web".into()]),
+                }]),
+            }],
+            namespaces: vec!["by-name".into()],
+            ..Default::default()
+        };
+        let cases = [
+            ("deprecated selector", "x", &team_a, true),
+            ("selector list", "y", &team_b, true),
+            ("name", "by-name", &none, true),
+            ("nothing matches", "z", &none, false),
+        ];
+        for (what, name, l, want) in cases {
+            assert_eq!(selects_namespace(&s, NamespaceView { name, labels: l }), want, "{what}");
+        }
+        // No selector and no names select nothing; an empty selector selects everything.
+        let nothing = ClusterExternalSecretSpec::default();
+        assert!(!selects_namespace(&nothing, NamespaceView { name: "x", labels: &team_a }));
+        let all = ClusterExternalSecretSpec { namespace_selectors: vec![LabelSelector::default()], ..nothing };
+        assert!(selects_namespace(&all, NamespaceView { name: "x", labels: &none }));
+        // A malformed selector selects nothing, and leaves the other selectors working.
+        let bad = ClusterExternalSecretSpec {
+            namespace_selectors: vec![
+                LabelSelector {
+                    match_labels: None,
+                    match_expressions: Some(vec![LabelSelectorRequirement {
+                        key: "team".into(),
+                        operator: "Equals".into(),
+                        values: Some(vec!["a".into()]),
+                    }]),
+                },
+                by_labels(&[("team", "b")]),
+            ],
+            ..Default::default()
+        };
+        assert!(!selects_namespace(&bad, NamespaceView { name: "x", labels: &team_a }));
+        assert!(selects_namespace(&bad, NamespaceView { name: "x", labels: &team_b }));
+    }
+
+    #[test]
+    fn refusal_names_the_cluster_provider_that_does_not_admit_the_namespace() {
+        let es: ExternalSecretSpec = serde_yaml::from_str(
+            "secretStoreRef: {name: open, kind: ClusterProvider}\n\
+             data: [{secretKey: a, remoteRef: {key: a}}, \
+                    {secretKey: b, remoteRef: {key: b}, sourceRef: {storeRef: {name: prod-only, kind: ClusterProvider}}}, \
+                    {secretKey: c, remoteRef: {key: c}, sourceRef: {storeRef: {name: local}}}, \
+                    {secretKey: d, remoteRef: {key: d}, sourceRef: {storeRef: {name: unknown, kind: ClusterProvider}}}]",
+        )
+        .expect("parses");
+        let prod_only = vec![ClusterProviderCondition {
+            namespace_selector: Some(by_labels(&[("env", "prod")])),
+            ..Default::default()
+        }];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let conditions = |kind: StoreKind, name: &str| {
+            asked.borrow_mut().push(format!("{kind}/{name}"));
+            match name {
+                "open" => Some(Cow::Owned(Vec::new())),
+                "prod-only" => Some(Cow::Borrowed(prod_only.as_slice())),
+                _ => None,
+            }
+        };
+        let prod = labels(&[("env", "prod")]);
+        let dev = labels(&[("env", "dev")]);
+        assert_eq!(refused_store(&es, NamespaceView { name: "p", labels: &prod }, conditions), None);
+        // The namespaced Provider "local" is never looked up; each ClusterProvider once.
+        assert_eq!(*asked.borrow(), ["ClusterProvider/open", "ClusterProvider/prod-only", "ClusterProvider/unknown"]);
+        let denied = refused_store(&es, NamespaceView { name: "d", labels: &dev }, conditions).expect("refused");
+        assert_eq!((denied.cluster_provider.as_str(), denied.namespace.as_str()), ("prod-only", "d"));
+    }
+
+    #[test]
+    fn validation_names_each_field() {
+        assert_eq!(
+            validate_cluster_external_secret(&spec(
+                "namespaceSelectors: [{matchLabels: {a: b}}]\nexternalSecretSpec: {secretStoreRef: {name: s}, \
+                 data: [{secretKey: k, remoteRef: {key: r}}]}"
+            )),
+            Ok(())
+        );
+        let errs = validate_cluster_external_secret(&spec(
+            "externalSecretName: Bad_Name\nnamespaces: [ok, -bad]\nrefreshTime: soon\n\
+             namespaceSelector: {matchExpressions: [{key: a, operator: In}]}\n\
+             namespaceSelectors: [{matchExpressions: [{key: a, operator: Equals, values: [x]}]}]\n\
+             externalSecretSpec: {data: [{secretKey: '', remoteRef: {key: r}}]}",
+        ))
+        .expect_err("invalid");
+        let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.externalSecretSpec.data[0].secretKey",
+                "spec.externalSecretSpec.data[0].sourceRef",
+                "spec.externalSecretName",
+                "spec.namespaceSelector",
+                "spec.namespaceSelectors[0]",
+                "spec.namespaces[1]",
+                "spec.refreshTime",
+            ]
+        );
+    }
+}
