@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod cli;
 pub mod client;
+pub mod cluster_external_secret;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod freshness;

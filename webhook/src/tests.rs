@@ -555,6 +555,101 @@ fn delete_is_always_allowed_and_subresources_pass() {
     assert!(d.allowed, "{d:?}");
 }
 
+const CES: (&str, &str, &str) = ("external-secrets.io", "v1", "ClusterExternalSecret");
+
+fn cluster_external_secret(selection: Value, store: Value) -> Value {
+    let mut spec = json!({"externalSecretSpec": {"secretStoreRef": store,
+                                                  "data": [{"secretKey": "k", "remoteRef": {"key": "db"}}]}});
+    for (k, v) in selection.as_object().expect("selection is an object") {
+        spec[k] = v.clone();
+    }
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterExternalSecret", "metadata": {"name": "shared-db"},
+           "spec": spec})
+}
+
+#[test]
+fn cluster_external_secret_warns_about_selected_namespaces_the_store_refuses() {
+    let c = caches();
+    // team-a (env=prod) is admitted by "shared", team-b (env=dev) and special (by name) are
+    // selected too; special is admitted by name, team-b is not.
+    let selection = json!({"namespaceSelectors": [{"matchExpressions": [{"key": "env", "operator": "Exists"}]}],
+                           "namespaces": ["special"]});
+    let d = validate(
+        CES,
+        "CREATE",
+        None,
+        cluster_external_secret(selection.clone(), json!({"name": "shared", "kind": "ClusterProvider"})),
+        &c,
+    );
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    assert!(
+        d.warnings[0].starts_with(
+            "ClusterExternalSecret \"shared-db\": ClusterProvider \"shared\" does not allow namespace \"team-b\"; \
+             no ExternalSecret is written there"
+        ),
+        "{:?}",
+        d.warnings
+    );
+    // A store that admits everyone: no warning.
+    let d = validate(
+        CES,
+        "CREATE",
+        None,
+        cluster_external_secret(selection.clone(), json!({"name": "open", "kind": "ClusterProvider"})),
+        &c,
+    );
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    // A namespaced Provider that exists in team-b only.
+    let d = validate(
+        CES,
+        "UPDATE",
+        None,
+        cluster_external_secret(selection, json!({"name": "local", "kind": "Provider"})),
+        &c,
+    );
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["ClusterExternalSecret \"shared-db\": Provider \"local\" does not exist yet in namespaces \"special\", \
+          \"team-a\"; their ExternalSecrets do not sync until it does"]
+    );
+}
+
+#[test]
+fn cluster_external_secret_spec_errors_deny_and_an_empty_selection_warns() {
+    let c = caches();
+    let bad = cluster_external_secret(
+        json!({"refreshTime": "often", "namespaceSelectors": [{"matchExpressions": [{"key": "a", "operator": "In"}]}]}),
+        json!({"name": "open", "kind": "ClusterProvider"}),
+    );
+    let d = validate(CES, "CREATE", None, bad, &c);
+    denied_with(
+        &d,
+        400,
+        &["ClusterExternalSecret \"shared-db\" is invalid", "spec.refreshTime", "spec.namespaceSelectors[0]"],
+    );
+    let d = validate(
+        CES,
+        "CREATE",
+        None,
+        cluster_external_secret(json!({}), json!({"name": "gone", "kind": "ClusterProvider"})),
+        &c,
+    );
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        [
+            "ClusterExternalSecret \"shared-db\" selects no namespace: set spec.namespaceSelectors or spec.namespaces",
+            "spec.externalSecretSpec.secretStoreRef: ClusterProvider \"gone\" does not exist yet; nothing syncs until it does",
+        ]
+    );
+    // Mutation leaves a ClusterExternalSecret as written.
+    let obj = cluster_external_secret(json!({"namespaces": ["team-a"]}), json!({"name": "open"}));
+    let d = run(Mode::Mutate, &body(CES, "CREATE", None, Some(obj), None), &c);
+    assert!(d.allowed && d.patch.as_ref().is_some_and(|p| p.0.is_empty()), "{d:?}");
+}
+
 #[test]
 fn unknown_kinds_missing_and_unreadable_objects_are_denied_with_a_message() {
     let c = caches();

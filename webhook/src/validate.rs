@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
     check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
-    secrets_manager_reach, validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
-    validate_provider, validate_push_secret, validate_secrets_manager, validate_vault, vault_reach,
+    secrets_manager_reach, validate_cluster_external_secret, validate_cluster_provider, validate_external_secret,
+    validate_fake, validate_kubernetes, validate_provider, validate_push_secret, validate_secrets_manager,
+    validate_vault, vault_reach,
 };
 use keyward_crds::{
-    ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager,
-    StoreKind, Vault,
+    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider,
+    PushSecret, SecretsManager, StoreKind, Vault,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -24,6 +25,8 @@ use crate::review::{AdmissionRequest, Decision};
 pub enum Kind {
     /// `external-secrets.io/v1` ExternalSecret.
     ExternalSecret,
+    /// `external-secrets.io/v1` ClusterExternalSecret.
+    ClusterExternalSecret,
     /// `external-secrets.io/v1alpha1` PushSecret.
     PushSecret,
     /// `external-secrets.io/v1` Provider.
@@ -45,6 +48,7 @@ impl Kind {
     pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Kind> {
         match (group, version, kind) {
             ("external-secrets.io", "v1", "ExternalSecret") => Some(Kind::ExternalSecret),
+            ("external-secrets.io", "v1", "ClusterExternalSecret") => Some(Kind::ClusterExternalSecret),
             ("external-secrets.io", "v1alpha1", "PushSecret") => Some(Kind::PushSecret),
             ("external-secrets.io", "v1", "Provider") => Some(Kind::Provider),
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
@@ -65,6 +69,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::ExternalSecret => "ExternalSecret",
+            Kind::ClusterExternalSecret => "ClusterExternalSecret",
             Kind::PushSecret => "PushSecret",
             Kind::Provider => "Provider",
             Kind::ClusterProvider => "ClusterProvider",
@@ -127,6 +132,14 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
                 check.store_ref(state, ns, &path, &r.name, Some(r.effective_kind()));
             }
+        }
+        Kind::ClusterExternalSecret => {
+            let ces: ClusterExternalSecret = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_cluster_external_secret(&ces.spec));
+            check.warnings.extend(crate::cluster_external_secret::warnings(state, &ces));
         }
         Kind::PushSecret => {
             let ps: PushSecret = match parse(kind, object) {

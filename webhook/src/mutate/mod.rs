@@ -31,7 +31,13 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
         Kind::Provider | Kind::ClusterProvider => defaults::provider_ref(object),
         // A PushSecret store reference without a kind must stay without one: the omission has a
         // meaning of its own (try a Provider, then a ClusterProvider).
-        Kind::PushSecret | Kind::Kubernetes | Kind::Fake | Kind::Vault | Kind::SecretsManager => Vec::new(),
+        // A ClusterExternalSecret's ExternalSecrets are defaulted when they are written.
+        Kind::PushSecret
+        | Kind::ClusterExternalSecret
+        | Kind::Kubernetes
+        | Kind::Fake
+        | Kind::Vault
+        | Kind::SecretsManager => Vec::new(),
     };
     Decision { patch: Some(Patch(ops)), ..Decision::allow() }
 }
