@@ -3,6 +3,7 @@
 //! Every function takes its arguments as values (the piped value last) and returns a value or an
 //! error. [`ALL`] lists the families; `docs/templates.md` documents every name (a test checks).
 
+mod certs;
 mod collections;
 mod core;
 mod crypto;
@@ -61,6 +62,7 @@ pub const ALL: &[&[(&str, Func)]] = &[
     regexp::FUNCS,
     crypto::FUNCS,
     pkcs::FUNCS,
+    certs::FUNCS,
 ];
 
 /// The function with this name.
