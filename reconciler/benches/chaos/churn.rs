@@ -115,6 +115,14 @@ pub async fn churn(client: Client, home: String, duration: Duration) -> Row {
     }
 
     let stopped = Instant::now();
+    // A config change and the touch right after it can meet a provider whose watch of the Fake
+    // configs has not delivered the change yet (the Fake provider's data lives in the API
+    // server); such an ExternalSecret synced the previous value. One more touch of every live
+    // ExternalSecret, after the provider has seen the last change, settles them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for t in &tenants {
+        touch_all(&client, t, "settle").await;
+    }
     for t in &tenants {
         eventually(&format!("every Secret of {} holds {}", t.ns, t.value), Duration::from_secs(600), || {
             converged(&client, t)
@@ -186,15 +194,21 @@ async fn new_tenant(client: &Client, pki: &Pki, address: &str, class: &str, step
 async fn change_tenant(client: &Client, tenant: &mut Tenant, class: &str, step: u64) {
     tenant.value = format!("v{step}");
     apply(&Api::<Fake>::namespaced(client.clone(), &tenant.ns), fake_config("cfg", &[("db", &tenant.value)])).await;
+    touch_all(client, tenant, &tenant.value).await;
     let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &tenant.ns);
-    for i in &tenant.live {
-        let patch = json!({"metadata": {"annotations": {"force-sync": tenant.value}}});
-        ess.patch(&format!("es-{i}"), &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
-    }
     if let Some(oldest) = tenant.live.pop_front() {
         ess.delete(&format!("es-{oldest}"), &DeleteParams::default()).await.unwrap();
     }
     add_external_secret(client, tenant, class).await;
+}
+
+/// Touches every live ExternalSecret of `tenant` so each syncs again.
+async fn touch_all(client: &Client, tenant: &Tenant, stamp: &str) {
+    let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &tenant.ns);
+    for i in &tenant.live {
+        let patch = json!({"metadata": {"annotations": {"force-sync": stamp}}});
+        ess.patch(&format!("es-{i}"), &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    }
 }
 
 async fn add_external_secret(client: &Client, tenant: &mut Tenant, class: &str) {
