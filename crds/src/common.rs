@@ -34,13 +34,13 @@ pub fn strip_write_history(m: &mut ObjectMeta) {
 
 /// The kind of store an ExternalSecret or PushSecret points at.
 ///
-/// `SecretStore` and `ClusterSecretStore` stay in the enum so manifests written for the
-/// External Secrets Operator remain valid; Keyward reports them as not supported.
+/// `SecretStore` and `ClusterSecretStore` are the upstream stores; Keyward serves them through
+/// its provider processes (`keyward_crds::rules::store_backend`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
 pub enum StoreKind {
-    /// A namespaced v1 SecretStore (not supported by Keyward; kept for manifest compatibility).
+    /// A namespaced v1 SecretStore: its configuration stays in its namespace.
     SecretStore,
-    /// A cluster-scoped v1 ClusterSecretStore (not supported by Keyward; kept for compatibility).
+    /// A cluster-scoped v1 ClusterSecretStore, subject to its namespace conditions.
     ClusterSecretStore,
     /// A namespaced Provider: authenticates in the namespace of the manifest that uses it.
     Provider,
@@ -57,11 +57,6 @@ impl StoreKind {
             StoreKind::Provider => "Provider",
             StoreKind::ClusterProvider => "ClusterProvider",
         }
-    }
-
-    /// Whether Keyward's controllers can serve this kind.
-    pub fn is_supported(self) -> bool {
-        matches!(self, StoreKind::Provider | StoreKind::ClusterProvider)
     }
 }
 

@@ -9,6 +9,12 @@ fn duration(s: &str) -> Result<Duration, String> {
     keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
 }
 
+fn store_provider(s: &str) -> Result<(String, String), String> {
+    let (name, address) = s.split_once('=').ok_or_else(|| format!("{s:?} is not name=host:port"))?;
+    keyward_crds::rules::parse_address(address).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok((name.trim().to_string(), address.trim().to_string()))
+}
+
 /// Keeps Kubernetes Secrets in sync with external stores through Keyward provider processes.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "keyward-reconciler", version)]
@@ -81,12 +87,33 @@ pub struct Cli {
     /// How long in-flight reconciles may run on after a shutdown signal.
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
+    /// Provider processes that serve SecretStores and ClusterSecretStores, as
+    /// `name=host:port` by the provider's name under `spec.provider` (`kubernetes=…`, `fake=…`);
+    /// a store naming another provider reports `ProviderNotSupported`.
+    #[arg(long = "store-provider", env = "KEYWARD_STORE_PROVIDERS", value_delimiter = ',', value_parser = store_provider)]
+    pub store_providers: Vec<(String, String)>,
+    /// Namespace of the `keyward-provider-tls` Secret used to reach those provider processes when
+    /// their address is not a Service name (default: `--pod-namespace`).
+    #[arg(long, env = "KEYWARD_STORE_PROVIDER_TLS_NAMESPACE")]
+    pub store_provider_tls_namespace: Option<String>,
     /// Log format: `json` or `text`.
     #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
     pub log_format: String,
 }
 
 impl Cli {
+    /// Where SecretStores and ClusterSecretStores are served.
+    pub fn store_providers(&self) -> crate::clientmanager::StoreProviders {
+        crate::clientmanager::StoreProviders {
+            addresses: self.store_providers.iter().cloned().collect(),
+            tls_namespace: self
+                .store_provider_tls_namespace
+                .clone()
+                .or_else(|| self.pod_namespace.clone())
+                .unwrap_or_default(),
+        }
+    }
+
     /// The Lease's namespace when one is configured (`--lease-namespace`, else `--pod-namespace`).
     pub fn lease_namespace(&self) -> Option<String> {
         self.lease_namespace.clone().or_else(|| self.pod_namespace.clone()).filter(|ns| !ns.is_empty())

@@ -152,20 +152,23 @@ async fn lead(
         caches.tls_secrets.store(),
         caches.namespaces.store(),
     );
-    let manager = Arc::new(ClientManager::new(
-        Arc::new(lookup),
-        Box::new(TonicConnector::default()),
-        ManagerConfig {
-            pool: PoolConfig { idle_timeout: cli.pool_idle_timeout, max_lifetime: cli.pool_max_lifetime },
-            breaker: BreakerConfig { failure_threshold: cli.breaker_threshold, cooldown: cli.breaker_cooldown },
-            call: CallSettings {
-                retry: RetryPolicy { max_attempts: cli.call_attempts.max(1), ..RetryPolicy::default() },
-                deadline: cli.call_timeout,
+    let manager = Arc::new(
+        ClientManager::new(
+            Arc::new(lookup),
+            Box::new(TonicConnector::default()),
+            ManagerConfig {
+                pool: PoolConfig { idle_timeout: cli.pool_idle_timeout, max_lifetime: cli.pool_max_lifetime },
+                breaker: BreakerConfig { failure_threshold: cli.breaker_threshold, cooldown: cli.breaker_cooldown },
+                call: CallSettings {
+                    retry: RetryPolicy { max_attempts: cli.call_attempts.max(1), ..RetryPolicy::default() },
+                    deadline: cli.call_timeout,
+                },
+                recovery_rate: cli.recovery_rate,
             },
-            recovery_rate: cli.recovery_rate,
-        },
-        metrics.clone(),
-    ));
+            metrics.clone(),
+        )
+        .with_store_providers(cli.store_providers()),
+    );
     {
         let stop = stop.clone();
         tokio::spawn(manager.recovery().clone().run(async move { stop.cancelled().await }));

@@ -271,7 +271,12 @@ impl Check {
             Some(l) => (l, true),
             None => (&empty, false),
         };
-        if let Err(denied) = check_namespace_admitted(name, &spec.conditions, NamespaceView { name: ns, labels }) {
+        if let Err(denied) = check_namespace_admitted(
+            StoreKind::ClusterProvider,
+            name,
+            &spec.conditions,
+            NamespaceView { name: ns, labels },
+        ) {
             // The requester sees that it is refused; why (the conditions) is for the operator.
             tracing::info!(cluster_provider = name, namespace = ns, detail = %denied.detail(), "namespace refused");
             if !known && spec.conditions.iter().any(|c| c.namespace_selector.is_some()) {
@@ -381,11 +386,11 @@ pub fn excluded_users_warning(
     for (ns, counts) in users {
         let Some(labels) = state.namespaces.get(ns) else { continue };
         let view = NamespaceView { name: ns, labels };
-        if check_namespace_admitted(name, &new.conditions, view).is_ok() {
+        if check_namespace_admitted(StoreKind::ClusterProvider, name, &new.conditions, view).is_ok() {
             continue;
         }
         if let Some(old) = old
-            && check_namespace_admitted(name, &old.conditions, view).is_err()
+            && check_namespace_admitted(StoreKind::ClusterProvider, name, &old.conditions, view).is_err()
         {
             continue;
         }

@@ -1,10 +1,11 @@
-//! ClusterProvider namespace conditions: which namespaces may use a ClusterProvider.
+//! Namespace conditions: which namespaces may use a ClusterProvider or a ClusterSecretStore.
 
 use std::collections::BTreeMap;
 
 use regex::Regex;
 
 use super::selector::{describe_selector, label_selector_matches};
+use crate::common::StoreKind;
 use crate::provider::ClusterProviderCondition;
 
 /// What the rule needs to know about a namespace.
@@ -25,11 +26,13 @@ pub struct NamespaceView<'a> {
 /// goes to the components' logs, for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "ClusterProvider {cluster_provider:?} does not allow namespace {namespace:?}: its spec.conditions do not admit \
-     the namespace"
+    "{kind} {cluster_provider:?} does not allow namespace {namespace:?}: its spec.conditions do not admit the \
+     namespace"
 )]
 pub struct NamespaceDenied {
-    /// The ClusterProvider.
+    /// Kind of the store: ClusterProvider or ClusterSecretStore.
+    pub kind: StoreKind,
+    /// The store's name.
     pub cluster_provider: String,
     /// The namespace that was refused.
     pub namespace: String,
@@ -44,13 +47,15 @@ impl NamespaceDenied {
     }
 }
 
-/// Checks a namespace against a ClusterProvider's conditions.
+/// Checks a namespace against the conditions of a ClusterProvider or ClusterSecretStore (`kind`,
+/// for the message); both have the same conditions and the same rule.
 ///
 /// Any criterion of any condition that matches admits the namespace (as upstream): a
 /// `namespaceSelector` matching the namespace labels, a name in `namespaces`, or a
 /// `namespaceRegexes` entry found anywhere in the name. No conditions admit every namespace.
 /// A malformed selector or regex never admits; its error is part of the denial.
 pub fn check_namespace_admitted(
+    kind: StoreKind,
     cluster_provider: &str,
     conditions: &[ClusterProviderCondition],
     namespace: NamespaceView<'_>,
@@ -66,6 +71,7 @@ pub fn check_namespace_admitted(
         }
     }
     Err(NamespaceDenied {
+        kind,
         cluster_provider: cluster_provider.to_string(),
         namespace: namespace.name.to_string(),
         reasons,
@@ -187,7 +193,12 @@ mod tests {
             ),
         ];
         for (name, conditions, ns, labels, want) in cases {
-            let got = check_namespace_admitted("shared", &conditions, NamespaceView { name: ns, labels });
+            let got = check_namespace_admitted(
+                StoreKind::ClusterProvider,
+                "shared",
+                &conditions,
+                NamespaceView { name: ns, labels },
+            );
             assert_eq!(got.is_ok(), want, "{name}: {got:?}");
         }
     }
@@ -196,6 +207,7 @@ mod tests {
     fn denial_names_provider_and_namespace_and_keeps_the_conditions_for_logs() {
         let dev = labels(&[("env", "dev")]);
         let err = check_namespace_admitted(
+            StoreKind::ClusterProvider,
             "shared",
             &[by_labels(&[("env", "prod")]), by_names(&["team-a"]), by_regexes(&["^prod-", "("])],
             NamespaceView { name: "team-b", labels: &dev },
@@ -214,6 +226,27 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "ClusterProvider \"shared\" does not allow namespace \"team-b\": its spec.conditions do not admit the namespace"
+        );
+        // A ClusterSecretStore's conditions are the same rule, named after its kind.
+        let err = check_namespace_admitted(
+            StoreKind::ClusterSecretStore,
+            "vault",
+            &[by_names(&["team-a"])],
+            NamespaceView { name: "team-b", labels: &dev },
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("ClusterSecretStore \"vault\" does not allow namespace \"team-b\""),
+            "{err}"
+        );
+        assert!(
+            check_namespace_admitted(
+                StoreKind::ClusterSecretStore,
+                "vault",
+                &[by_names(&["team-a"])],
+                NamespaceView { name: "team-a", labels: &dev }
+            )
+            .is_ok()
         );
     }
 }

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use keyward_crds::rules::StoreBackend;
 use keyward_crds::{Fake, FakeSpec};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
+use keyward_provider_runtime::refs::store_backend;
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -57,7 +59,21 @@ impl FakeProvider {
 
     /// The Fake spec the request names: from the watch cache, else straight from the API (a
     /// just-created object may not have reached the cache yet).
+    /// A SecretStore or ClusterSecretStore request reads the store's `spec.provider.fake`
+    /// (translated by `keyward_crds::rules::store_backend`).
     async fn config(&self, ctx: &RequestContext) -> Result<Arc<Fake>, ProviderError> {
+        match store_backend(&self.client, ctx).await? {
+            Some((StoreBackend::Fake(spec), _)) => return Ok(Arc::new(Fake::new(&ctx.name, spec))),
+            Some((other, _)) => {
+                return Err(ProviderError::BadConfig(format!(
+                    "{} {}: spec.provider.{} is served by another provider process",
+                    ctx.kind,
+                    ctx.name,
+                    other.provider_name()
+                )));
+            }
+            None => {}
+        }
         let ns = ctx.config_namespace();
         if let Some(found) = self.store.get(&ObjectRef::new(&ctx.name).within(ns)) {
             return Ok(found);

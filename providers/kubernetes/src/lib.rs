@@ -18,6 +18,8 @@ pub mod mapping;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::Kubernetes;
+use keyward_crds::provider_config::KubernetesSpec;
+use keyward_crds::rules::StoreBackend;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
@@ -30,7 +32,7 @@ use crate::mapping::{
     apply_push, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace, secret_map, secret_value,
     tags_selector,
 };
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach, store_backend};
 
 /// The Kubernetes provider.
 pub struct KubernetesProvider {
@@ -61,31 +63,55 @@ impl KubernetesProvider {
         self.clients.len()
     }
 
-    async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+    /// The configuration a request names: a `Kubernetes` object, or the `spec.provider.kubernetes`
+    /// of a SecretStore or ClusterSecretStore (translated by `keyward_crds::rules::store_backend`);
+    /// checked by the configuration rules either way.
+    async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Option<i64>), ProviderError> {
         let ns = ctx.config_namespace();
-        let api: Api<Kubernetes> = Api::namespaced(self.own.clone(), ns);
-        let config = api
-            .get_opt(&ctx.name)
-            .await
-            .map_err(|e| match map_kube_error(e, &format!("reading Kubernetes {ns}/{}", ctx.name)) {
-                ProviderError::NoSecret(m) => ProviderError::BadConfig(m),
-                other => other,
-            })?
-            .ok_or_else(|| {
-                ProviderError::BadConfig(format!(
-                    "Kubernetes {ns}/{} not found (looked up in providerRef.namespace, else the source namespace)",
-                    ctx.name
-                ))
-            })?;
-        keyward_crds::rules::validate_kubernetes(&config.spec)
-            .map_err(|e| ProviderError::BadConfig(format!("Kubernetes {ns}/{}: {e}", ctx.name)))?;
+        let (spec, generation, what) = match store_backend(&self.own, ctx).await? {
+            Some((StoreBackend::Kubernetes(spec), generation)) => {
+                (*spec, generation, format!("{} {ns}/{}", ctx.kind, ctx.name))
+            }
+            Some((other, _)) => {
+                return Err(ProviderError::BadConfig(format!(
+                    "{} {}: spec.provider.{} is served by another provider process",
+                    ctx.kind,
+                    ctx.name,
+                    other.provider_name()
+                )));
+            }
+            None => {
+                let api: Api<Kubernetes> = Api::namespaced(self.own.clone(), ns);
+                let config = api
+                    .get_opt(&ctx.name)
+                    .await
+                    .map_err(|e| match map_kube_error(e, &format!("reading Kubernetes {ns}/{}", ctx.name)) {
+                        ProviderError::NoSecret(m) => ProviderError::BadConfig(m),
+                        other => other,
+                    })?
+                    .ok_or_else(|| {
+                        ProviderError::BadConfig(format!(
+                            "Kubernetes {ns}/{} not found (looked up in providerRef.namespace, else the source namespace)",
+                            ctx.name
+                        ))
+                    })?;
+                (config.spec, config.metadata.generation, format!("Kubernetes {ns}/{}", ctx.name))
+            }
+        };
+        keyward_crds::rules::validate_kubernetes(&spec)
+            .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+        Ok((spec, generation))
+    }
+
+    async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+        let (spec, generation) = self.config(ctx).await?;
         // The tenant boundary, for the whole config at once so the message lists every field.
-        check_reach(ctx, &keyward_crds::rules::kubernetes_reach(&config.spec))?;
-        let key = CacheKey::of(ctx, config.metadata.generation);
+        check_reach(ctx, &keyward_crds::rules::kubernetes_reach(&spec))?;
+        let key = CacheKey::of(ctx, generation);
         let client = match self.clients.get(&key) {
             Some(c) => c,
             None => {
-                let c = build_client(&self.own, &self.own_config, ctx, &config.spec).await?;
+                let c = build_client(&self.own, &self.own_config, ctx, &spec).await?;
                 tracing::info!(generation = key.generation, "built a client for the target cluster");
                 self.clients.put(key.clone(), c.clone());
                 c
@@ -93,8 +119,8 @@ impl KubernetesProvider {
         };
         Ok(Target {
             client,
-            remote_namespace: config.spec.remote_namespace.clone(),
-            allow_override: config.spec.allow_remote_namespace_override,
+            remote_namespace: spec.remote_namespace.clone(),
+            allow_override: spec.allow_remote_namespace_override,
             key,
         })
     }

@@ -14,6 +14,13 @@ pub enum StoreRefKind {
     Provider,
     /// A cluster-scoped ClusterProvider.
     ClusterProvider,
+    /// A namespaced SecretStore: the reference names the store itself, whose `spec.provider`
+    /// is the configuration (tenant-owned, like a Provider's).
+    SecretStore,
+    /// A ClusterSecretStore: the reference names the store itself (no namespace); its
+    /// configuration is the operator's, and references without a namespace resolve in the
+    /// source namespace, as upstream.
+    ClusterSecretStore,
 }
 
 impl StoreRefKind {
@@ -22,6 +29,8 @@ impl StoreRefKind {
         match self {
             StoreRefKind::Provider => "Provider",
             StoreRefKind::ClusterProvider => "ClusterProvider",
+            StoreRefKind::SecretStore => "SecretStore",
+            StoreRefKind::ClusterSecretStore => "ClusterSecretStore",
         }
     }
 
@@ -29,6 +38,8 @@ impl StoreRefKind {
         match self {
             StoreRefKind::Provider => StoreKind::Provider,
             StoreRefKind::ClusterProvider => StoreKind::ClusterProvider,
+            StoreRefKind::SecretStore => StoreKind::SecretStore,
+            StoreRefKind::ClusterSecretStore => StoreKind::ClusterSecretStore,
         }
     }
 }
@@ -101,9 +112,12 @@ pub fn check_provider_ref(
     let store_ref_kind = match r.store_ref_kind.as_str() {
         "" | "Provider" => StoreRefKind::Provider,
         "ClusterProvider" => StoreRefKind::ClusterProvider,
+        "SecretStore" => StoreRefKind::SecretStore,
+        "ClusterSecretStore" => StoreRefKind::ClusterSecretStore,
         other => {
             return Err(ProviderError::InvalidArgument(format!(
-                "{method}: provider_ref.store_ref_kind {other:?} is not Provider or ClusterProvider"
+                "{method}: provider_ref.store_ref_kind {other:?} is not Provider, ClusterProvider, SecretStore or \
+                 ClusterSecretStore"
             )));
         }
     };
@@ -117,6 +131,13 @@ pub fn check_provider_ref(
             )));
         }
     };
+    if store_ref_kind == StoreRefKind::ClusterSecretStore && !r.namespace.is_empty() {
+        return Err(ProviderError::InvalidArgument(format!(
+            "{method}: provider_ref.namespace must be empty for a ClusterSecretStore (cluster-scoped; its \
+             references without a namespace resolve in the source namespace), got {:?}",
+            r.namespace
+        )));
+    }
     if source_namespace.is_empty() && (require_source_namespace || r.namespace.is_empty()) {
         return Err(ProviderError::InvalidArgument(format!(
             "{method}: source_namespace is required (the namespace of the ExternalSecret or PushSecret)"
@@ -173,8 +194,32 @@ mod tests {
         let mut nameless = r("", "Provider");
         nameless.name.clear();
         assert!(check_provider_ref("GetSecret", Some(&nameless), "a", true).is_err());
-        let e = check_provider_ref("GetSecret", Some(&r("", "SecretStore")), "a", true).unwrap_err();
+        let e = check_provider_ref("GetSecret", Some(&r("", "SecretStorage")), "a", true).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn secret_stores_are_tenant_owned_and_cluster_secret_stores_the_operators() {
+        let store = |ns: &str, kind: &str| ProviderReference {
+            api_version: "external-secrets.io/v1".into(),
+            kind: kind.into(),
+            name: "store".into(),
+            namespace: ns.into(),
+            store_ref_kind: kind.into(),
+            authentication_scope: String::new(),
+        };
+        let ctx = check_provider_ref("GetSecret", Some(&store("team-a", "SecretStore")), "team-a", true).expect("ok");
+        assert_eq!(ctx.store_ref_kind, StoreRefKind::SecretStore);
+        assert_eq!(ctx.owner(), ConfigOwner::Tenant);
+        let e = check_provider_ref("GetSecret", Some(&store("team-b", "SecretStore")), "team-a", true)
+            .expect_err("another namespace's SecretStore");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        let ctx = check_provider_ref("GetSecret", Some(&store("", "ClusterSecretStore")), "team-a", true).expect("ok");
+        assert_eq!(ctx.owner(), ConfigOwner::Operator);
+        assert_eq!(ctx.config_namespace(), "team-a", "references without a namespace resolve in the source namespace");
+        let e = check_provider_ref("GetSecret", Some(&store("creds", "ClusterSecretStore")), "team-a", true)
+            .expect_err("cluster-scoped");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
     }
 
     #[test]

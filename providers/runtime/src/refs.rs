@@ -10,9 +10,10 @@
 use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-use keyward_crds::SecretKeySelector;
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
+use keyward_crds::rules::StoreBackend;
 use keyward_crds::rules::{ConfigOwner, NamedObject, Reach, ambient_refusal, check_boundary};
+use keyward_crds::{ClusterSecretStore, SecretKeySelector, SecretStore};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -20,7 +21,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::de::DeserializeOwned;
 
-use crate::context::RequestContext;
+use crate::context::{RequestContext, StoreRefKind};
 
 pub use keyward_crds::rules::NamedKind;
 
@@ -296,6 +297,37 @@ impl ClusterRefs {
     }
 }
 
+/// The configuration of the SecretStore or ClusterSecretStore a request names, translated into
+/// the provider configuration Keyward serves it with (`keyward_crds::rules::store_backend`), with
+/// the store's generation; `None` when the request names a configuration object instead. A
+/// store whose provider this process does not serve, or that names none, is `FAILED_PRECONDITION`.
+pub async fn store_backend(
+    client: &Client,
+    ctx: &RequestContext,
+) -> Result<Option<(StoreBackend, Option<i64>)>, ProviderError> {
+    let (spec, generation, what) = match ctx.store_ref_kind {
+        StoreRefKind::SecretStore => {
+            let ns = ctx.config_namespace();
+            let what = format!("SecretStore {ns}/{}", ctx.name);
+            let api: Api<SecretStore> = Api::namespaced(client.clone(), ns);
+            let found = api.get_opt(&ctx.name).await.map_err(|e| map_ref_error(e, &format!("reading {what}")))?;
+            let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
+            (store.spec, store.metadata.generation, what)
+        }
+        StoreRefKind::ClusterSecretStore => {
+            let what = format!("ClusterSecretStore {}", ctx.name);
+            let api: Api<ClusterSecretStore> = Api::all(client.clone());
+            let found = api.get_opt(&ctx.name).await.map_err(|e| map_ref_error(e, &format!("reading {what}")))?;
+            let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
+            (store.spec.store, store.metadata.generation, what)
+        }
+        StoreRefKind::Provider | StoreRefKind::ClusterProvider => return Ok(None),
+    };
+    let backend = keyward_crds::rules::store_backend(&spec.provider)
+        .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+    Ok(Some((backend, generation)))
+}
+
 /// How long a built store client is reused before the credentials it was built from are read
 /// again (rotated Secrets, expiring tokens and assumed roles).
 pub const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
@@ -305,6 +337,8 @@ pub const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 /// depends on that, so a client built for the operator never serves a tenant's request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct CacheKey {
+    /// Kind of the config object (a SecretStore and a Kubernetes object may share a name).
+    pub kind: String,
     /// Namespace of the config object.
     pub namespace: String,
     /// Name of the config object.
@@ -319,6 +353,7 @@ impl CacheKey {
     /// The key of a request's configuration object at `generation`.
     pub fn of(ctx: &RequestContext, generation: Option<i64>) -> Self {
         CacheKey {
+            kind: ctx.kind.clone(),
             namespace: ctx.config_namespace().to_string(),
             name: ctx.name.clone(),
             generation: generation.unwrap_or_default(),
@@ -355,7 +390,10 @@ impl<C: Clone> ClientCache<C> {
     pub fn put(&self, key: CacheKey, client: C) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.retain(|k, c| {
-            !(k.namespace == key.namespace && k.name == key.name && k.generation != key.generation)
+            !(k.kind == key.kind
+                && k.namespace == key.namespace
+                && k.name == key.name
+                && k.generation != key.generation)
                 && c.built.elapsed() < CLIENT_TTL
         });
         entries.insert(key, Cached { client, built: std::time::Instant::now() });
@@ -487,6 +525,7 @@ mod tests {
     #[test]
     fn cache_is_keyed_by_config_generation_and_owner() {
         let key = |name: &str, generation, operator| CacheKey {
+            kind: "Vault".into(),
             namespace: "team-a".into(),
             name: name.into(),
             generation,

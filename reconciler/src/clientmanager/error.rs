@@ -2,16 +2,23 @@
 //! objects involved, because it ends up in a status condition and an event.
 
 use keyward_crds::StoreKind;
-use keyward_crds::rules::{AuthNamespaceError, NamespaceDenied};
+use keyward_crds::rules::{AuthNamespaceError, NamespaceDenied, StoreProviderError};
 
 use super::pool::PoolError;
 
 /// A store reference that cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// SecretStore / ClusterSecretStore.
-    #[error("store kind {0} is not supported by this controller: use Provider or ClusterProvider")]
-    UnsupportedKind(StoreKind),
+    /// A SecretStore or ClusterSecretStore whose `spec.provider` cannot be served.
+    #[error("{kind} {name:?}: {source}")]
+    StoreProvider {
+        /// Kind of the store.
+        kind: StoreKind,
+        /// Its name.
+        name: String,
+        /// What is wrong with its provider.
+        source: StoreProviderError,
+    },
     /// The store does not exist.
     #[error("{kind} {name:?} not found{}", .namespace.as_ref().map(|n| format!(" in namespace {n:?}")).unwrap_or_default())]
     StoreNotFound {
@@ -22,7 +29,7 @@ pub enum ClientError {
         /// Its namespace (Providers only).
         namespace: Option<String>,
     },
-    /// The ClusterProvider's conditions refuse the namespace.
+    /// The conditions of the ClusterProvider or ClusterSecretStore refuse the namespace.
     #[error(transparent)]
     NamespaceDenied(#[from] NamespaceDenied),
     /// The namespace of the manifest does not exist (any more).
@@ -73,5 +80,14 @@ impl ClientError {
     /// Whether trying again later without any change may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Api { .. })
+    }
+
+    /// The condition reason for this error where it has its own (a store naming a provider
+    /// this controller does not serve: `ProviderNotSupported`).
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            ClientError::StoreProvider { source, .. } => Some(source.reason()),
+            _ => None,
+        }
     }
 }

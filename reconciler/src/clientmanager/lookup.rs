@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use keyward_crds::{ClusterProvider, Provider};
+use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
@@ -24,6 +24,17 @@ pub trait Lookup: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Arc<Provider>>, String>>;
     /// A ClusterProvider by name.
     fn cluster_provider<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Arc<ClusterProvider>>, String>>;
+    /// A SecretStore by namespace and name.
+    fn secret_store<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<SecretStore>>, String>>;
+    /// A ClusterSecretStore by name.
+    fn cluster_secret_store<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<ClusterSecretStore>>, String>>;
     /// The current labels of a namespace; `None` when it does not exist.
     fn namespace_labels<'a>(&'a self, name: &'a str)
     -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, String>>;
@@ -37,6 +48,8 @@ pub struct KubeLookup {
     client: Client,
     providers: Option<Store<Provider>>,
     cluster_providers: Option<Store<ClusterProvider>>,
+    secret_stores: Option<Store<SecretStore>>,
+    cluster_secret_stores: Option<Store<ClusterSecretStore>>,
     tls_secrets: Option<Store<Secret>>,
     namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
 }
@@ -44,7 +57,15 @@ pub struct KubeLookup {
 impl KubeLookup {
     /// Reads everything straight from the API.
     pub fn new(client: Client) -> Self {
-        KubeLookup { client, providers: None, cluster_providers: None, tls_secrets: None, namespaces: None }
+        KubeLookup {
+            client,
+            providers: None,
+            cluster_providers: None,
+            secret_stores: None,
+            cluster_secret_stores: None,
+            tls_secrets: None,
+            namespaces: None,
+        }
     }
 
     /// Answers from these caches first (objects missing from a cache are read from the API,
@@ -60,6 +81,17 @@ impl KubeLookup {
         self.cluster_providers = Some(cluster_providers);
         self.tls_secrets = Some(tls_secrets);
         self.namespaces = Some(namespaces);
+        self
+    }
+
+    /// Answers SecretStore and ClusterSecretStore lookups from these caches first.
+    pub fn with_secret_stores(
+        mut self,
+        secret_stores: Store<SecretStore>,
+        cluster_secret_stores: Store<ClusterSecretStore>,
+    ) -> Self {
+        self.secret_stores = Some(secret_stores);
+        self.cluster_secret_stores = Some(cluster_secret_stores);
         self
     }
 }
@@ -93,6 +125,36 @@ impl Lookup for KubeLookup {
             }
             let api: Api<ClusterProvider> = Api::all(self.client.clone());
             api.get_opt(name).await.map(|o| o.map(Arc::new)).map_err(|e| msg(&format!("ClusterProvider {name}"), e))
+        })
+    }
+
+    fn secret_store<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<SecretStore>>, String>> {
+        Box::pin(async move {
+            if let Some(p) = self.secret_stores.as_ref().and_then(|s| s.get(&ObjectRef::new(name).within(namespace))) {
+                return Ok(Some(p));
+            }
+            let api: Api<SecretStore> = Api::namespaced(self.client.clone(), namespace);
+            api.get_opt(name)
+                .await
+                .map(|o| o.map(Arc::new))
+                .map_err(|e| msg(&format!("SecretStore {namespace}/{name}"), e))
+        })
+    }
+
+    fn cluster_secret_store<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<ClusterSecretStore>>, String>> {
+        Box::pin(async move {
+            if let Some(p) = self.cluster_secret_stores.as_ref().and_then(|s| s.get(&ObjectRef::new(name))) {
+                return Ok(Some(p));
+            }
+            let api: Api<ClusterSecretStore> = Api::all(self.client.clone());
+            api.get_opt(name).await.map(|o| o.map(Arc::new)).map_err(|e| msg(&format!("ClusterSecretStore {name}"), e))
         })
     }
 

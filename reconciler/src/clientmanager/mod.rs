@@ -28,7 +28,7 @@ pub use error::ClientError;
 pub use lookup::{KubeLookup, Lookup};
 pub use pool::{Connector, Pool, PoolConfig, PoolError, PoolKey, PoolStats};
 pub use recovery::{ProviderId, Recovery, Waitable};
-pub use resolve::{Resolved, StoreObject, resolve, resolve_for_check};
+pub use resolve::{Resolved, StoreObject, StoreProviders, resolve, resolve_for_check};
 pub use retry::RetryPolicy;
 pub use tls::{CA_KEY, CERT_KEY, KEY_KEY, TLS_SECRET_NAME, TlsMaterial};
 
@@ -76,6 +76,7 @@ pub struct ClientManager {
     breakers: Mutex<HashMap<String, Arc<Breaker>>>,
     recovery: Arc<Recovery>,
     config: ManagerConfig,
+    stores: StoreProviders,
     metrics: Arc<Metrics>,
 }
 
@@ -94,11 +95,23 @@ impl ClientManager {
             breakers: Mutex::new(HashMap::new()),
             recovery: Arc::new(Recovery::new(config.recovery_rate, metrics.clone())),
             config,
+            stores: StoreProviders::default(),
             metrics,
         }
     }
 
-    /// Finds the store a reference points at. Only Provider and ClusterProvider are served.
+    /// Serves SecretStores and ClusterSecretStores through these provider processes.
+    pub fn with_store_providers(mut self, stores: StoreProviders) -> Self {
+        self.stores = stores;
+        self
+    }
+
+    /// Where SecretStores and ClusterSecretStores are served.
+    pub fn store_providers(&self) -> &StoreProviders {
+        &self.stores
+    }
+
+    /// Finds the store a reference points at.
     pub async fn find_store(&self, kind: StoreKind, name: &str, manifest_ns: &str) -> Result<StoreObject, ClientError> {
         let api_err = |message| ClientError::Api { what: format!("{kind} {name}"), message };
         let found = match kind {
@@ -108,12 +121,17 @@ impl ClientManager {
             StoreKind::ClusterProvider => {
                 self.lookup.cluster_provider(name).await.map_err(api_err)?.map(StoreObject::ClusterProvider)
             }
-            other => return Err(ClientError::UnsupportedKind(other)),
+            StoreKind::SecretStore => {
+                self.lookup.secret_store(manifest_ns, name).await.map_err(api_err)?.map(StoreObject::SecretStore)
+            }
+            StoreKind::ClusterSecretStore => {
+                self.lookup.cluster_secret_store(name).await.map_err(api_err)?.map(StoreObject::ClusterSecretStore)
+            }
         };
         found.ok_or_else(|| ClientError::StoreNotFound {
             kind,
             name: name.to_string(),
-            namespace: (kind == StoreKind::Provider).then(|| manifest_ns.to_string()),
+            namespace: matches!(kind, StoreKind::Provider | StoreKind::SecretStore).then(|| manifest_ns.to_string()),
         })
     }
 
@@ -125,9 +143,6 @@ impl ClientManager {
         manifest_ns: &str,
         need: Need,
     ) -> Result<(ProviderClient, StoreObject), ClientError> {
-        if !kind.is_supported() {
-            return Err(ClientError::UnsupportedKind(kind));
-        }
         let store = self.find_store(kind, name, manifest_ns).await?;
         let client = self.client_for_store(&store, manifest_ns, need).await?;
         Ok((client, store))
@@ -152,13 +167,13 @@ impl ClientManager {
         } else {
             None
         };
-        let resolved = resolve(store, manifest_ns, labels.as_ref())?;
+        let resolved = resolve(store, manifest_ns, labels.as_ref(), &self.stores)?;
         self.client_from_resolved(store, resolved, manifest_ns).await
     }
 
     /// A client for the Provider controller's own Validate / Capabilities calls.
     pub async fn check_client(&self, store: &StoreObject) -> Result<ProviderClient, ClientError> {
-        let resolved = resolve_for_check(store)?;
+        let resolved = resolve_for_check(store, &self.stores)?;
         let key_ns = resolved.auth_namespace.clone();
         self.client_from_resolved(store, resolved, &key_ns).await
     }
@@ -196,8 +211,12 @@ impl ClientManager {
                 // material is reported here rather than on the first call.
                 self.pool.channel(&pool_key, &tls, Instant::now())?;
                 let store_id = match store {
-                    StoreObject::Provider(_) => format!("Provider/{manifest_ns}/{}", resolved.name),
-                    StoreObject::ClusterProvider(_) => format!("ClusterProvider/{}", resolved.name),
+                    StoreObject::Provider(_) | StoreObject::SecretStore(_) => {
+                        format!("{}/{manifest_ns}/{}", resolved.kind, resolved.name)
+                    }
+                    StoreObject::ClusterProvider(_) | StoreObject::ClusterSecretStore(_) => {
+                        format!("{}/{}", resolved.kind, resolved.name)
+                    }
                 };
                 // One breaker per identity the provider acts as: namespaces that authenticate
                 // on their own (a Provider, a ClusterProvider with ManifestNamespace) have their

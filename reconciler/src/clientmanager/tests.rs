@@ -35,6 +35,19 @@ impl Lookup for FakeLookup {
             self.cluster_providers.lock().unwrap().iter().find(|p| p.metadata.name.as_deref() == Some(name)).cloned();
         Box::pin(async move { Ok(found) })
     }
+    fn secret_store<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<keyward_crds::SecretStore>>, String>> {
+        Box::pin(async move { Ok(None) })
+    }
+    fn cluster_secret_store<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<keyward_crds::ClusterSecretStore>>, String>> {
+        Box::pin(async move { Ok(None) })
+    }
     fn namespace_labels<'a>(
         &'a self,
         name: &'a str,
@@ -61,14 +74,14 @@ fn manager(lookup: Arc<FakeLookup>, count: &CountingConnector) -> (ClientManager
 fn as_provider(s: StoreObject) -> Arc<Provider> {
     match s {
         StoreObject::Provider(p) => p,
-        StoreObject::ClusterProvider(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 
 fn as_cluster(s: StoreObject) -> Arc<ClusterProvider> {
     match s {
         StoreObject::ClusterProvider(p) => p,
-        StoreObject::Provider(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 
@@ -161,15 +174,14 @@ async fn generation_change_rebuilds_and_tls_change_reconnects() {
 }
 
 #[tokio::test]
-async fn unsupported_kinds_missing_stores_and_tls_are_clear_errors() {
+async fn missing_stores_and_tls_are_clear_errors() {
     let lookup = Arc::new(FakeLookup::default());
     let count = CountingConnector::default();
     let (m, _) = manager(lookup.clone(), &count);
     let err = m.client_for(StoreKind::SecretStore, "s", "a", Need::Read).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "store kind SecretStore is not supported by this controller: use Provider or ClusterProvider"
-    );
+    assert_eq!(err.to_string(), "SecretStore \"s\" not found in namespace \"a\"");
+    let err = m.client_for(StoreKind::ClusterSecretStore, "s", "a", Need::Read).await.unwrap_err();
+    assert_eq!(err.to_string(), "ClusterSecretStore \"s\" not found");
     let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
     assert_eq!(err.to_string(), "Provider \"p\" not found in namespace \"a\"");
     lookup.providers.lock().unwrap().push(as_provider(provider("a", "p", "127.0.0.1:9443", 1)));

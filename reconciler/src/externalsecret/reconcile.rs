@@ -259,7 +259,13 @@ async fn sync(
             FetchError::Client { .. } => "cannot use store",
             FetchError::Provider { .. } => "provider error",
         };
-        Failed { waiting_on: e.waiting_on(), ..err(format!("{kind}: {e}; the target Secret keeps its last data")) }
+        // A store naming a provider this controller lacks says so in the reason too.
+        let reason = match &e {
+            FetchError::Client { error, .. } => error.reason().unwrap_or(reason::SECRET_SYNCED_ERROR),
+            _ => reason::SECRET_SYNCED_ERROR,
+        };
+        let message = format!("{kind}: {e}; the target Secret keeps its last data");
+        Failed { reason, message, waiting_on: e.waiting_on() }
     })?;
 
     if target.creation_policy == CreationPolicy::None {

@@ -189,7 +189,9 @@ fn follow<K: Store>(
                     lock(&index).set(key, None);
                     return;
                 }
-                let tls_ns = resolve_for_check(&Arc::new(p.clone()).store_object()).ok().map(|r| r.tls_namespace);
+                let tls_ns = resolve_for_check(&Arc::new(p.clone()).store_object(), ctx.manager.store_providers())
+                    .ok()
+                    .map(|r| r.tls_namespace);
                 lock(&index).set(key.clone(), tls_ns);
                 let hash = crate::predicate::spec_change(p).unwrap_or_default();
                 if seen.insert(key, hash) != Some(hash) {

@@ -1,0 +1,162 @@
+//! End to end: upstream-style SecretStore and ClusterSecretStore manifests served by the
+//! Kubernetes and Fake provider processes over mTLS (the reference names the store; the
+//! provider reads and translates it), ExternalSecrets referencing them synced; a store naming a
+//! provider Keyward lacks and a ClusterSecretStore that does not admit the namespace reported
+//! Ready=False with the reason.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use keyward_crds::{ClusterSecretStore, ExternalSecret, SecretStore};
+use keyward_e2e::{control_plane, with_temp_namespace};
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use serde_json::json;
+use support::*;
+
+use base64::Engine;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn external_secret(name: &str, ns: &str, kind: &str, store: &str, data: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+           "spec": {"refreshInterval": "1h", "secretStoreRef": {"kind": kind, "name": store},
+                    "target": {"name": name}, "data": data}})
+}
+
+async fn wait_condition(api: &Api<ExternalSecret>, name: &str) -> (String, String, String) {
+    eventually(&format!("ExternalSecret {name} has a Ready condition"), WAIT, || async {
+        let es = api.get(name).await.ok()?;
+        ready_of(&es.status.as_ref()?.conditions)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_secret_stores_sync_through_the_provider_processes() {
+    with_temp_namespace(&[], |_client, remote| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let pki = Pki::new();
+            pki.install(&client, &ns).await;
+            let kube_provider = ProviderProcess::start("keyward-provider-kubernetes", pki.provider_dir(), None).await;
+            let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+            let sa = ServiceAccount { metadata: ObjectMeta { name: Some("reader".into()), ..Default::default() }, ..Default::default() };
+            sas.create(&PostParams::default(), &sa).await.unwrap();
+            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch"]).await;
+            let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
+            apply(
+                &remote_secrets,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app"}}),
+            )
+            .await;
+
+            // The manifests as upstream documents them.
+            let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
+            let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+            apply(
+                &stores,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                       "metadata": {"name": "k8s-store"},
+                       "spec": {"provider": {"kubernetes": {
+                           "remoteNamespace": remote,
+                           "server": {"url": control_plane().await.server_url(),
+                                      "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)},
+                           "auth": {"serviceAccount": {"name": "reader"}}}}}}),
+            )
+            .await;
+            apply(
+                &stores,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                       "metadata": {"name": "vault-backend"},
+                       "spec": {"provider": {"vault": {"server": "http://my.vault.server:8200", "path": "secret",
+                                                       "auth": {"tokenSecretRef": {"name": "t", "key": "token"}}}}}}),
+            )
+            .await;
+            let cluster_stores: Api<ClusterSecretStore> = Api::all(client.clone());
+            let (fake_store, closed_store) = (format!("{ns}-fake"), format!("{ns}-closed"));
+            for (name, admitted) in [(&fake_store, &ns), (&closed_store, &"somewhere-else".to_string())] {
+                apply(
+                    &cluster_stores,
+                    json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+                           "metadata": {"name": name},
+                           "spec": {"conditions": [{"namespaces": [admitted]}],
+                                    "provider": {"fake": {"data": [
+                                        {"key": "/foo/bar", "value": "HELLO1", "version": "v1"},
+                                        {"key": "/foo/baz", "value": "{\"john\": \"doe\"}", "version": "v1"},
+                                        {"key": "/foo/map", "valueMap": {"jane": "roe"}}]}}}}),
+                )
+                .await;
+            }
+
+            let store_flags = [
+                "--store-provider".to_string(),
+                format!("kubernetes={}", kube_provider.address()),
+                "--store-provider".to_string(),
+                format!("fake={}", fake.address()),
+                "--store-provider-tls-namespace".to_string(),
+                ns.clone(),
+            ];
+            let flags: Vec<&str> = store_flags.iter().map(String::as_str).collect();
+            let _reconciler = Reconciler::start(&ns, &flags).await;
+
+            let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+            apply(
+                &ess,
+                external_secret("from-kubernetes", &ns, "SecretStore", "k8s-store",
+                                json!([{"secretKey": "user", "remoteRef": {"key": "db", "property": "user"}}])),
+            )
+            .await;
+            apply(
+                &ess,
+                external_secret("from-fake", &ns, "ClusterSecretStore", &fake_store, json!([
+                    {"secretKey": "hello", "remoteRef": {"key": "/foo/bar", "version": "v1"}},
+                    {"secretKey": "john", "remoteRef": {"key": "/foo/baz", "version": "v1", "property": "john"}},
+                    {"secretKey": "jane", "remoteRef": {"key": "/foo/map", "property": "jane"}},
+                ])),
+            )
+            .await;
+            apply(
+                &ess,
+                external_secret("from-vault", &ns, "SecretStore", "vault-backend",
+                                json!([{"secretKey": "x", "remoteRef": {"key": "x"}}])),
+            )
+            .await;
+            apply(
+                &ess,
+                external_secret("from-closed", &ns, "ClusterSecretStore", &closed_store,
+                                json!([{"secretKey": "x", "remoteRef": {"key": "/foo/bar", "version": "v1"}}])),
+            )
+            .await;
+
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            wait_for_value(&secrets, "from-kubernetes", "user", "app", WAIT).await;
+            wait_for_value(&secrets, "from-fake", "hello", "HELLO1", WAIT).await;
+            let synced = secrets.get("from-fake").await.unwrap();
+            assert_eq!(value(&synced, "john").as_deref(), Some("doe"), "a property of a JSON value");
+            assert_eq!(value(&synced, "jane").as_deref(), Some("roe"), "a deprecated valueMap, read by property");
+
+            let (status, reason, message) = wait_condition(&ess, "from-vault").await;
+            assert_eq!((status.as_str(), reason.as_str()), ("False", "ProviderNotSupported"), "{message}");
+            assert!(message.contains("spec.provider.vault is not served by this controller"), "{message}");
+            let (status, _, message) = wait_condition(&ess, "from-closed").await;
+            assert_eq!(status, "False", "{message}");
+            assert!(
+                message.contains(&format!("ClusterSecretStore \"{closed_store}\" does not allow namespace \"{ns}\"")),
+                "{message}"
+            );
+            assert!(secrets.get_opt("from-closed").await.unwrap().is_none(), "nothing written for a refused namespace");
+
+            for name in [&fake_store, &closed_store] {
+                cluster_stores.delete(name, &DeleteParams::default()).await.unwrap();
+            }
+        })
+        .await;
+    })
+    .await;
+}
