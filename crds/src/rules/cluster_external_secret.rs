@@ -44,7 +44,7 @@ where
         }
         checked.push(&r.name);
         let Some(conds) = conditions(StoreKind::ClusterProvider, &r.name) else { continue };
-        if let Err(denied) = check_namespace_admitted(&r.name, &conds, ns) {
+        if let Err(denied) = check_namespace_admitted(StoreKind::ClusterProvider, &r.name, &conds, ns) {
             return Some(denied);
         }
     }
