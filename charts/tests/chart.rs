@@ -314,6 +314,16 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
         assert!(!can_i(kc, &ns, &sa("webhook"), "watch", "secrets"), "the webhook watches no Secrets");
         assert!(!can_i(kc, &ns, &sa("reconciler"), "patch", &format!("mutatingwebhookconfigurations/{f}")));
         assert!(can_i(kc, &ns, &sa("reconciler"), "create", "secrets"));
+        // ClusterExternalSecrets: their finalizer and status, and the ExternalSecrets they keep.
+        for (verb, resource) in [
+            ("patch", "clusterexternalsecrets.external-secrets.io"),
+            ("create", "externalsecrets.external-secrets.io"),
+            ("patch", "externalsecrets.external-secrets.io"),
+            ("delete", "externalsecrets.external-secrets.io"),
+        ] {
+            assert!(can_i(kc, &ns, &sa("reconciler"), verb, resource), "reconciler may {verb} {resource}");
+        }
+        assert!(!can_i(kc, &ns, &sa("webhook"), "create", "externalsecrets.external-secrets.io"));
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));
         assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
         assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "fakes.provider.external-secrets.io"));

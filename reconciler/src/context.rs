@@ -56,7 +56,7 @@ pub struct Reporter {
 /// Which object per-object state belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
-    /// `ExternalSecret` or `PushSecret`.
+    /// `ExternalSecret`, `PushSecret` or `ClusterExternalSecret`.
     pub kind: &'static str,
     /// Namespace.
     pub namespace: String,
@@ -68,6 +68,11 @@ impl ObjectKey {
     /// The key of an ExternalSecret.
     pub fn external_secret(namespace: &str, name: &str) -> Self {
         ObjectKey { kind: "ExternalSecret", namespace: namespace.into(), name: name.into() }
+    }
+
+    /// The key of a (cluster-scoped) ClusterExternalSecret.
+    pub fn cluster_external_secret(name: &str) -> Self {
+        ObjectKey { kind: "ClusterExternalSecret", namespace: String::new(), name: name.into() }
     }
 
     /// The key of a PushSecret.
@@ -180,7 +185,8 @@ impl Context {
         self.manager.recovery().forget(key);
         match key.kind {
             "ExternalSecret" => self.metrics.forget_es(&key.name, &key.namespace),
-            _ => self.metrics.forget_push(&key.name, &key.namespace),
+            "PushSecret" => self.metrics.forget_push(&key.name, &key.namespace),
+            _ => {}
         }
     }
 

@@ -1,10 +1,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
-//! Keyward's reconciler: the ExternalSecret, PushSecret, Provider and ClusterProvider
-//! controllers, and the client manager they reach providers through.
+//! Keyward's reconciler: the ExternalSecret, ClusterExternalSecret, PushSecret, Provider and
+//! ClusterProvider controllers, and the client manager they reach providers through.
 
 pub mod caches;
 pub mod cli;
 pub mod clientmanager;
+pub mod clusterexternalsecret;
 pub mod conditions;
 pub mod context;
 pub mod externalsecret;

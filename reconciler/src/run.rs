@@ -212,6 +212,15 @@ async fn lead(
     let ps = crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone());
     let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
+    // A ClusterExternalSecret writes into any namespace: only an instance that watches them all
+    // runs its controller.
+    let ces = match &cli.watch_namespace {
+        None => Some(crate::clusterexternalsecret::controller(&mut caches, ctx.clone(), shutdown.clone())),
+        Some(ns) => {
+            tracing::info!(namespace = %ns, "ClusterExternalSecret controller off: this instance watches one namespace");
+            None
+        }
+    };
     let scope = caches::Scope { client: client.clone(), namespace: cli.watch_namespace.clone(), class: class_watch };
     let (ready, _watches) = caches.start(&scope);
     tokio::select! {
@@ -227,6 +236,12 @@ async fn lead(
             ps.map(stopped("pushsecret")),
             prov.map(stopped("provider")),
             reload.map(stopped("reload")),
+            async move {
+                if let Some(ces) = ces {
+                    ces.await;
+                    tracing::info!(controller = "clusterexternalsecret", "controller stopped");
+                }
+            },
         );
     };
     // In-flight reconciles get a grace period to finish; past it they are dropped (cancelled),

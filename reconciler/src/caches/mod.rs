@@ -19,7 +19,10 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::workload::MANAGED_LABEL;
-use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager, Vault};
+use keyward_crds::{
+    ClusterExternalSecret, ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager,
+    Vault,
+};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -162,6 +165,9 @@ pub struct Caches {
     /// ExternalSecrets in scope, of every controller class: the reload rule hashes every
     /// managed Secret a workload uses, as the webhook does.
     pub external_secrets: Watched<ExternalSecret>,
+    /// ClusterExternalSecrets of this controller class; watched only by an instance that
+    /// watches every namespace.
+    pub cluster_external_secrets: Watched<ClusterExternalSecret>,
     /// PushSecrets of this controller class.
     pub push_secrets: Watched<PushSecret>,
     /// Providers in scope, of every class (an ExternalSecret may use any).
@@ -255,7 +261,7 @@ impl Caches {
         let all = watcher::Config::default();
         let managed = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
         let tls = watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}"));
-        let waits = vec![
+        let mut waits = vec![
             ready("ExternalSecret", self.external_secrets.store()),
             ready("PushSecret", self.push_secrets.store()),
             ready("Provider", self.providers.store()),
@@ -267,7 +273,7 @@ impl Caches {
             ready("StatefulSet", self.stateful_sets.store()),
             ready("DaemonSet", self.daemon_sets.store()),
         ];
-        let watches = vec![
+        let mut watches = vec![
             self.external_secrets.start(scope.api(), all.clone(), strip::object),
             self.push_secrets.start(scope.api(), scope.class.clone(), strip::object),
             self.providers.start(scope.api(), all.clone(), strip::object),
@@ -283,6 +289,10 @@ impl Caches {
             self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip),
             self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip),
         ];
+        if scope.namespace.is_none() {
+            waits.push(ready("ClusterExternalSecret", self.cluster_external_secrets.store()));
+            watches.push(self.cluster_external_secrets.start(scope.all(), scope.class.clone(), strip::object));
+        }
         (Ready(waits), Running(watches))
     }
 }

@@ -17,7 +17,8 @@ pub fn meta(m: &mut ObjectMeta) {
     keyward_crds::common::strip_write_history(m);
 }
 
-/// ExternalSecrets, PushSecrets, Providers, ClusterProviders: spec and status are read.
+/// ExternalSecrets, ClusterExternalSecrets, PushSecrets, Providers, ClusterProviders: spec and
+/// status are read.
 pub fn object<K: Resource>(obj: &mut K) {
     meta(obj.meta_mut());
 }

@@ -264,13 +264,28 @@ impl Reconciler {
 
     /// Starts a reconciler without waiting for it to lead.
     pub async fn spawn(ns: &str, extra: &[&str]) -> Reconciler {
+        Reconciler::spawn_scoped(Some(ns), ns, ns, extra).await
+    }
+
+    /// Starts a reconciler that watches every namespace (as the chart installs it), limited to
+    /// the objects of controller class `class`, with its Lease in `lease_ns`.
+    pub async fn start_cluster_wide(class: &str, lease_ns: &str, extra: &[&str]) -> Reconciler {
+        let mut r = Reconciler::spawn_scoped(None, class, lease_ns, extra).await;
+        r.process.wait_for_log("controllers running", Duration::from_secs(120)).await;
+        r
+    }
+
+    async fn spawn_scoped(watch: Option<&str>, class: &str, lease_ns: &str, extra: &[&str]) -> Reconciler {
         let metrics_port = free_port();
         let mut cmd = Command::new(binary("keyward-reconciler"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .env("RUST_LOG", "info,keyward_reconciler=debug,kube_runtime=warn")
-            .args(["--watch-namespace", ns, "--controller-class", ns])
-            .args(["--lease-namespace", ns, "--lease-name", "keyward-reconciler"])
+            .args(["--controller-class", class])
+            .args(["--lease-namespace", lease_ns, "--lease-name", "keyward-reconciler"])
             .args(["--log-format", "text"]);
+        if let Some(ns) = watch {
+            cmd.args(["--watch-namespace", ns]);
+        }
         // Test defaults, unless `extra` sets the flag itself.
         for (flag, value) in
             [("--provider-check-interval", "3s"), ("--error-backoff", "500ms"), ("--breaker-cooldown", "1s")]
