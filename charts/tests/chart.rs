@@ -320,6 +320,7 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
             ("create", "externalsecrets.external-secrets.io"),
             ("patch", "externalsecrets.external-secrets.io"),
             ("delete", "externalsecrets.external-secrets.io"),
+            ("patch", "pushsecrets.external-secrets.io"),
         ] {
             assert!(can_i(kc, &ns, &sa("reconciler"), verb, resource), "reconciler may {verb} {resource}");
         }
