@@ -11,7 +11,8 @@ use crate::common::{Condition, LocalObjectReference, SecretStoreRef};
 
 /// Default refresh interval, as upstream.
 pub const DEFAULT_REFRESH_INTERVAL: &str = "1h";
-/// Annotation whose change forces an immediate refresh, whatever the refresh policy.
+/// Annotation whose change forces an immediate refresh (Periodic and OnChange; CreatedOnce,
+/// as upstream, syncs once per ExternalSecret whatever changes).
 pub const FORCE_SYNC_ANNOTATION: &str = "force-sync";
 
 fn default_refresh_interval() -> String {
@@ -48,7 +49,7 @@ pub struct ExternalSecretSpec {
     #[serde(default = "default_refresh_interval")]
     pub refresh_interval: String,
     /// When to refresh: `Periodic` (every refreshInterval), `OnChange` (when the spec changes) or
-    /// `CreatedOnce` (only when the target is created).
+    /// `CreatedOnce` (once per ExternalSecret, and again only when its target Secret is gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_policy: Option<RefreshPolicy>,
     /// Values fetched one by one, each written under its own `secretKey`.
@@ -66,7 +67,8 @@ pub enum RefreshPolicy {
     Periodic,
     /// Refresh only when the ExternalSecret's spec or force-sync annotation changes.
     OnChange,
-    /// Fetch once when the target is created, never again.
+    /// Sync once per ExternalSecret; later only to re-create a deleted target Secret. Spec,
+    /// annotation and remote changes are not followed.
     CreatedOnce,
 }
 
@@ -274,6 +276,10 @@ pub struct ExternalSecretDataRemoteRef {
     /// How values are decoded: `None` (default), `Base64`, `Base64URL` or `Auto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoding_strategy: Option<DecodingStrategy>,
+    /// `Fail` fails the sync when a fetched value (after decoding) contains a NUL byte;
+    /// `Ignore` (default) writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_byte_policy: Option<NullBytePolicy>,
 }
 
 /// Whether to fetch the data or the metadata of a remote value.
@@ -306,6 +312,15 @@ pub enum DecodingStrategy {
     Base64Url,
     /// Keep the value as it is.
     None,
+}
+
+/// What a fetched value containing NUL bytes does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum NullBytePolicy {
+    /// Write it (binary data is intended).
+    Ignore,
+    /// Fail the sync, naming the key.
+    Fail,
 }
 
 /// A per-entry store reference.
@@ -353,6 +368,10 @@ pub struct ExternalSecretFind {
     /// How values are decoded: `None` (default), `Base64`, `Base64URL` or `Auto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoding_strategy: Option<DecodingStrategy>,
+    /// `Fail` fails the sync when a fetched value (after decoding) contains a NUL byte;
+    /// `Ignore` (default) writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_byte_policy: Option<NullBytePolicy>,
 }
 
 /// Name criteria of a find.
@@ -364,16 +383,72 @@ pub struct FindName {
     pub regexp: Option<String>,
 }
 
-/// One rewrite of the keys of a fetched map.
+/// One rewrite of the keys of a fetched map (one of merge, regexp, transform).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalSecretRewrite {
+    /// Read every value as a JSON object and merge their members, into the top level
+    /// (`Extract`) or into one key (`JSON`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<RewriteMerge>,
     /// Replace matches of `source` by `target` in every key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regexp: Option<RewriteRegexp>,
     /// Rewrite every key with a template that sees the key as `.value`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transform: Option<RewriteTransform>,
+}
+
+/// A merge rewrite. Values are merged in key order (alphabetical), then the `priority` keys in
+/// the order listed, so a later key wins a conflicting member.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteMerge {
+    /// The key that receives the merged object; required with strategy `JSON`, ignored with
+    /// `Extract`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub into: Option<String>,
+    /// Keys merged last, in this order (the last one wins a conflict).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priority: Vec<String>,
+    /// A `priority` key missing from the map: `Strict` (default) fails, `IgnoreNotFound` skips it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_policy: Option<MergePriorityPolicy>,
+    /// A member present in several values: `Error` (default) fails, `Ignore` lets the later win.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_policy: Option<MergeConflictPolicy>,
+    /// `Extract` (default): the merged members replace the map; `JSON`: the map is kept and the
+    /// merged object is written, as JSON, under `into`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<MergeStrategy>,
+}
+
+/// What a missing `priority` key does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MergePriorityPolicy {
+    /// Skip it.
+    IgnoreNotFound,
+    /// Fail the sync.
+    Strict,
+}
+
+/// What a member found in several merged values does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MergeConflictPolicy {
+    /// The later value wins.
+    Ignore,
+    /// Fail the sync, naming the members.
+    Error,
+}
+
+/// Where merged members go.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MergeStrategy {
+    /// Each member becomes a key of the map, replacing the map.
+    Extract,
+    /// The merged object is written as JSON under `into`; the other keys stay.
+    #[serde(rename = "JSON")]
+    Json,
 }
 
 /// A regular-expression rewrite.

@@ -8,7 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, StoreKind};
-use crate::external_secret::GeneratorRef;
+use crate::external_secret::{
+    ExternalSecretRewrite, ExternalSecretTemplate, GeneratorRef, RewriteRegexp, RewriteTransform,
+};
 use crate::schema::preserve_unknown_fields;
 
 fn default_refresh_interval() -> String {
@@ -49,6 +51,70 @@ pub struct PushSecretSpec {
     /// Which keys go where.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data: Vec<PushSecretData>,
+    /// Bulk pushes: the keys of the source Secret that match, to one store each entry. An
+    /// explicit `data` entry for the same source key wins over a per-key `dataTo` push.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_to: Vec<PushSecretDataTo>,
+    /// Renders the values to push from the source Secret (the same template as an
+    /// ExternalSecret's target; `.key` sees the source Secret's keys). Rendered keys are added to
+    /// the source's keys, overriding same-named ones; the source Secret itself is never changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<ExternalSecretTemplate>,
+}
+
+/// One bulk push rule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretDataTo {
+    /// The store this rule pushes to, by name (listed in `secretStoreRefs`) or by labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_ref: Option<PushSecretStoreRef>,
+    /// Bundle mode: every matched key goes into this one remote value (the provider receives
+    /// them as one map). Without it, each matched key is its own remote value, named by the key
+    /// after `rewrite`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_key: Option<String>,
+    /// Which keys of the source Secret; all of them when omitted.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub match_: Option<PushSecretDataToMatch>,
+    /// Per-key mode only: rewrites of the key into the remote key, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrite: Vec<PushSecretRewrite>,
+    /// Provider-specific metadata of every push of this rule, passed untouched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_fields")]
+    pub metadata: Option<serde_json::Value>,
+    /// `ReverseUnicode` turns `_UXXXX_` escapes in source keys back into characters before
+    /// matching; `None` (default) keeps keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion_strategy: Option<PushSecretConversionStrategy>,
+}
+
+/// Which source keys a bulk push takes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretDataToMatch {
+    /// Regular expression (unanchored) the key must match; every key when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regexp: Option<String>,
+}
+
+/// A rewrite of a source key into a remote key (one of regexp, transform).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSecretRewrite {
+    /// Replace matches of `source` by `target`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regexp: Option<RewriteRegexp>,
+    /// A template that sees the key as `.value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<RewriteTransform>,
+}
+
+impl From<&PushSecretRewrite> for ExternalSecretRewrite {
+    fn from(r: &PushSecretRewrite) -> Self {
+        ExternalSecretRewrite { merge: None, regexp: r.regexp.clone(), transform: r.transform.clone() }
+    }
 }
 
 /// A store to push to.

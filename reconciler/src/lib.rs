@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod context;
 pub mod externalsecret;
 pub mod http;
+pub mod keys;
 pub mod metrics;
 pub mod predicate;
 pub mod provider;

@@ -3,10 +3,12 @@
 
 use std::sync::atomic::AtomicU64;
 
+use kube::runtime::controller::Action;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// Labels of per-object metrics.
@@ -64,8 +66,49 @@ pub struct StoreLabels {
     pub name: String,
 }
 
+/// Labels of the controller-runtime style per-controller metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// `externalsecret` or `pushsecret` (controller-runtime names controllers by lowercase kind).
+    pub controller: String,
+}
+
+/// Labels of `controller_runtime_reconcile_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileResultLabels {
+    /// The controller.
+    pub controller: String,
+    /// `success` (nothing scheduled), `requeue_after` (scheduled again) or `error`.
+    pub result: String,
+}
+
+/// How a reconcile ended, as controller-runtime counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Done until something changes.
+    Success,
+    /// Scheduled again after a delay (a refresh interval, or a failed sync's backoff).
+    RequeueAfter,
+    /// The reconcile returned an error.
+    Error,
+}
+
+impl ReconcileResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Success => "success",
+            ReconcileResult::RequeueAfter => "requeue_after",
+            ReconcileResult::Error => "error",
+        }
+    }
+}
+
+/// Buckets of `controller_runtime_reconcile_time_seconds`: 5 ms to about 80 s.
+fn reconcile_time_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
 /// Every metric of the reconciler.
-#[derive(Default)]
 pub struct Metrics {
     /// `externalsecret_sync_calls_total`.
     pub sync_calls: Family<ObjectLabels, Counter>,
@@ -74,8 +117,23 @@ pub struct Metrics {
     pub sync_errors: Family<ObjectLabels, Gauge<u64, AtomicU64>>,
     /// `externalsecret_status_condition`.
     pub es_condition: Family<ConditionLabels, Gauge>,
-    /// `externalsecret_reconcile_duration`, seconds of the last reconcile.
+    /// `externalsecret_reconcile_duration`: nanoseconds the last sync took (upstream's unit: it
+    /// records a Go `time.Duration`).
     pub reconcile_duration: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
+    /// `pushsecret_status_condition`.
+    pub ps_condition: Family<ConditionLabels, Gauge>,
+    /// `pushsecret_reconcile_duration`: nanoseconds the last push took.
+    pub push_duration: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
+    /// `controller_runtime_reconcile_total{controller,result}`.
+    pub reconcile_total: Family<ReconcileResultLabels, Counter>,
+    /// `controller_runtime_reconcile_errors_total{controller}`.
+    pub reconcile_errors: Family<ControllerLabels, Counter>,
+    /// `controller_runtime_reconcile_time_seconds{controller}`.
+    pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// `controller_runtime_active_workers{controller}`.
+    pub active_workers: Family<ControllerLabels, Gauge>,
+    /// `controller_runtime_max_concurrent_reconciles{controller}`.
+    pub max_concurrent: Family<ControllerLabels, Gauge>,
     /// `provider_status_condition`.
     pub provider_condition: Family<ProviderConditionLabels, Gauge>,
     /// `clientmanager_cache_hits_total`.
@@ -104,7 +162,55 @@ pub struct Metrics {
     pub recovery_requeues: Counter,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            sync_calls: Family::default(),
+            sync_errors: Family::default(),
+            es_condition: Family::default(),
+            reconcile_duration: Family::default(),
+            ps_condition: Family::default(),
+            push_duration: Family::default(),
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(reconcile_time_histogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            provider_condition: Family::default(),
+            cache_hits: Family::default(),
+            cache_misses: Family::default(),
+            grpc_requests: Family::default(),
+            pool_open: Gauge::default(),
+            pool_created: Gauge::default(),
+            pool_evicted: Gauge::default(),
+            cached_clients: Gauge::default(),
+            push_calls: Family::default(),
+            push_errors: Family::default(),
+            provider_recoveries: Counter::default(),
+            recovery_waiting: Gauge::default(),
+            recovery_requeues: Counter::default(),
+        }
+    }
+}
+
 impl Metrics {
+    /// Records one reconcile of `controller` (controller-runtime's metrics).
+    pub fn reconciled(&self, controller: &str, result: ReconcileResult, seconds: f64) {
+        let c = ControllerLabels { controller: controller.into() };
+        self.reconcile_total
+            .get_or_create(&ReconcileResultLabels { controller: controller.into(), result: result.as_str().into() })
+            .inc();
+        if result == ReconcileResult::Error {
+            self.reconcile_errors.get_or_create(&c).inc();
+        }
+        self.reconcile_time.get_or_create(&c).observe(seconds);
+    }
+
+    /// Sets a PushSecret's Ready gauge pair.
+    pub fn set_ps_condition(&self, name: &str, namespace: &str, ready: bool) {
+        set_condition(&self.ps_condition, name, namespace, ready);
+    }
+
     /// Registers every metric in `registry`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register("externalsecret_sync_calls", "Syncs of ExternalSecrets", self.sync_calls.clone());
@@ -120,8 +226,43 @@ impl Metrics {
         );
         registry.register(
             "externalsecret_reconcile_duration",
-            "Seconds the last reconcile of an ExternalSecret took",
+            "The duration time to reconcile the External Secret (nanoseconds, as upstream)",
             self.reconcile_duration.clone(),
+        );
+        registry.register(
+            "pushsecret_status_condition",
+            "The status condition of a specific Push Secret",
+            self.ps_condition.clone(),
+        );
+        registry.register(
+            "pushsecret_reconcile_duration",
+            "The duration time to reconcile the Push Secret (nanoseconds, as upstream)",
+            self.push_duration.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            self.reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            self.reconcile_time.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            self.active_workers.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            self.max_concurrent.clone(),
         );
         registry.register(
             "provider_status_condition",
@@ -166,18 +307,9 @@ impl Metrics {
         );
     }
 
-    /// Sets a 0/1 gauge pair for a condition, so both `True` and `False` series exist.
-    pub fn set_es_condition(&self, name: &str, namespace: &str, condition: &str, status: bool) {
-        for (s, v) in [("True", status), ("False", !status)] {
-            self.es_condition
-                .get_or_create(&ConditionLabels {
-                    name: name.into(),
-                    namespace: namespace.into(),
-                    condition: condition.into(),
-                    status: s.into(),
-                })
-                .set(i64::from(v));
-        }
+    /// Sets a 0/1 gauge pair for an ExternalSecret's Ready condition.
+    pub fn set_es_condition(&self, name: &str, namespace: &str, ready: bool) {
+        set_condition(&self.es_condition, name, namespace, ready);
     }
 
     /// Drops the series of a deleted ExternalSecret.
@@ -186,14 +318,7 @@ impl Metrics {
         self.sync_calls.remove(&obj);
         self.sync_errors.remove(&obj);
         self.reconcile_duration.remove(&obj);
-        for s in ["True", "False"] {
-            self.es_condition.remove(&ConditionLabels {
-                name: name.into(),
-                namespace: namespace.into(),
-                condition: "Ready".into(),
-                status: s.into(),
-            });
-        }
+        forget_condition(&self.es_condition, name, namespace);
     }
 
     /// Drops the series of a deleted PushSecret.
@@ -201,6 +326,8 @@ impl Metrics {
         let obj = ObjectLabels { name: name.into(), namespace: namespace.into() };
         self.push_calls.remove(&obj);
         self.push_errors.remove(&obj);
+        self.push_duration.remove(&obj);
+        forget_condition(&self.ps_condition, name, namespace);
     }
 
     /// Drops the series of a deleted Provider or ClusterProvider.
@@ -232,6 +359,71 @@ impl Metrics {
     }
 }
 
+/// Sets the 0/1 gauge pair of a Ready condition, so both `True` and `False` series exist.
+fn set_condition(family: &Family<ConditionLabels, Gauge>, name: &str, namespace: &str, ready: bool) {
+    for (s, v) in [("True", ready), ("False", !ready)] {
+        family
+            .get_or_create(&ConditionLabels {
+                name: name.into(),
+                namespace: namespace.into(),
+                condition: "Ready".into(),
+                status: s.into(),
+            })
+            .set(i64::from(v));
+    }
+}
+
+fn forget_condition(family: &Family<ConditionLabels, Gauge>, name: &str, namespace: &str) {
+    for s in ["True", "False"] {
+        family.remove(&ConditionLabels {
+            name: name.into(),
+            namespace: namespace.into(),
+            condition: "Ready".into(),
+            status: s.into(),
+        });
+    }
+}
+
+/// Counts a worker busy while it lives (`controller_runtime_active_workers`).
+pub struct ActiveWorker {
+    gauge: Gauge,
+}
+
+impl ActiveWorker {
+    /// Marks one more worker of `controller` busy until dropped.
+    pub fn start(metrics: &Metrics, controller: &str) -> ActiveWorker {
+        // A gauge is a shared handle: the clone counts in the family's series.
+        let gauge = metrics.active_workers.get_or_create(&ControllerLabels { controller: controller.into() }).clone();
+        gauge.inc();
+        ActiveWorker { gauge }
+    }
+}
+
+impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Runs one reconcile of `controller` and records controller-runtime's metrics for it: the
+/// busy worker, the time, and how it ended (an error, scheduled again, or done).
+pub async fn observe<E>(
+    metrics: &Metrics,
+    controller: &str,
+    reconcile: impl std::future::Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    let _busy = ActiveWorker::start(metrics, controller);
+    let started = std::time::Instant::now();
+    let out = reconcile.await;
+    let result = match &out {
+        Err(_) => ReconcileResult::Error,
+        Ok(a) if *a == Action::await_change() => ReconcileResult::Success,
+        Ok(_) => ReconcileResult::RequeueAfter,
+    };
+    metrics.reconciled(controller, result, started.elapsed().as_secs_f64());
+    out
+}
+
 /// Encodes the registry in the Prometheus text format.
 pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
     let mut out = String::new();
@@ -250,11 +442,21 @@ mod tests {
         m.register(&mut r);
         m.sync_calls.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).inc();
         m.sync_errors.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).inc();
-        m.set_es_condition("a", "n", "Ready", true);
+        m.set_es_condition("a", "n", true);
         m.reconcile_duration.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).set(0.5);
         m.set_provider_condition("Provider", "p", "n", false);
         m.cache_hits.get_or_create(&StoreLabels { kind: "Provider".into(), name: "p".into() }).inc();
         m.grpc_requests.get_or_create(&GrpcLabels { method: "GetSecret".into(), code: "OK".into() }).inc();
+        m.set_ps_condition("p", "n", false);
+        m.push_duration.get_or_create(&ObjectLabels { name: "p".into(), namespace: "n".into() }).set(2e6);
+        m.reconciled("externalsecret", ReconcileResult::Success, 0.01);
+        m.reconciled("externalsecret", ReconcileResult::Error, 0.01);
+        m.reconciled("pushsecret", ReconcileResult::RequeueAfter, 0.01);
+        m.max_concurrent.get_or_create(&ControllerLabels { controller: "externalsecret".into() }).set(4);
+        {
+            let _busy = ActiveWorker::start(&m, "externalsecret");
+            assert!(encode(&r).unwrap().contains("controller_runtime_active_workers{controller=\"externalsecret\"} 1"));
+        }
         let text = encode(&r).unwrap();
         for line in [
             "externalsecret_sync_calls_total{name=\"a\",namespace=\"n\"} 1",
@@ -266,6 +468,16 @@ mod tests {
             "clientmanager_cache_hits_total{kind=\"Provider\",name=\"p\"} 1",
             "grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"} 1",
             "grpc_client_pool_connections 0",
+            "pushsecret_status_condition{name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
+            "pushsecret_status_condition{name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"True\"} 0",
+            "pushsecret_reconcile_duration{name=\"p\",namespace=\"n\"} 2000000.0",
+            "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"success\"} 1",
+            "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"error\"} 1",
+            "controller_runtime_reconcile_total{controller=\"pushsecret\",result=\"requeue_after\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"externalsecret\"} 1",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"externalsecret\"} 2",
+            "controller_runtime_max_concurrent_reconciles{controller=\"externalsecret\"} 4",
+            "controller_runtime_active_workers{controller=\"externalsecret\"} 0",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

@@ -125,6 +125,26 @@ async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metric
         .await;
         assert_eq!(p.status.unwrap().capabilities, Some(keyward_crds::Capabilities::ReadWrite));
 
+        // CreatedOnce: synced once, before the remote value changes below.
+        apply(
+            &ess,
+            external_secret(
+                "once",
+                &ns,
+                json!({"name": "fake"}),
+                json!({
+                    "refreshInterval": "1s",
+                    "refreshPolicy": "CreatedOnce",
+                    "target": {"name": "once-secret"},
+                    "data": [{"secretKey": "password", "remoteRef": {"key": "db", "property": "password"}}],
+                }),
+            ),
+        )
+        .await;
+        wait_ready(&ess, "once", "True").await;
+        let once = wait_secret(&secrets, "once-secret", "CreatedOnce target", |_| true).await;
+        assert_eq!(value(&once, "password").as_deref(), Some("s3cret"));
+
         // The remote value changes: the target follows within its refresh interval.
         apply(
             &fakes,
@@ -140,6 +160,21 @@ async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metric
         )
         .await;
         wait_secret(&secrets, "app-secret", "rotated password", |s| {
+            value(s, "password").as_deref() == Some("rotated")
+        })
+        .await;
+
+        // CreatedOnce does not follow the remote change (the Periodic one above already did, at
+        // a 1s interval) nor a spec change; a deleted target is written again, with today's value.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        ess.patch("once", &PatchParams::default(), &Patch::Merge(json!({"spec": {"refreshInterval": "2s"}})))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let once = secrets.get("once-secret").await.unwrap();
+        assert_eq!(value(&once, "password").as_deref(), Some("s3cret"), "CreatedOnce never refreshes");
+        secrets.delete("once-secret", &DeleteParams::default()).await.unwrap();
+        wait_secret(&secrets, "once-secret", "CreatedOnce target written again", |s| {
             value(s, "password").as_deref() == Some("rotated")
         })
         .await;

@@ -104,3 +104,94 @@ async fn push_secret_with_omitted_kind_pushes_and_delete_policy_removes_the_remo
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external_secret() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("seed", "x")])).await;
+        apply(
+            &Api::<Provider>::namespaced(client.clone(), &ns),
+            json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "Provider",
+                "metadata": {"name": "fake", "labels": {CLASS_LABEL: ns}},
+                "spec": {"config": {"address": fake.address(), "providerRef": {
+                    "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake", "name": "cfg"}}},
+            }),
+        )
+        .await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &secrets,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secrets"},
+                   "stringData": {"DB_HOST": "db.local", "DB_USER": "admin", "API_TOKEN": "t0k",
+                                  "API_URL": "https://api", "OTHER": "not pushed"}}),
+        )
+        .await;
+        // As upstream's guide writes it: a bundle of the DB_ keys (one of them rendered by the
+        // template), each API_ key on its own (renamed), and an explicit entry that takes API_URL
+        // elsewhere.
+        let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &pss,
+            json!({
+                "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                "metadata": {"name": "bulk", "labels": {CLASS_LABEL: ns}},
+                "spec": {
+                    "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
+                    "selector": {"secret": {"name": "app-secrets"}},
+                    "dataTo": [
+                        {"storeRef": {"name": "fake"}, "remoteKey": "app-config", "match": {"regexp": "^DB_"}},
+                        {"storeRef": {"name": "fake"}, "match": {"regexp": "^API_"},
+                         "rewrite": [{"regexp": {"source": "^API_", "target": "api-"}},
+                                     {"transform": {"template": "{{ .value | lower }}"}}]},
+                    ],
+                    "data": [{"match": {"secretKey": "API_URL", "remoteRef": {"remoteKey": "endpoints", "property": "api"}}}],
+                    "template": {"data": {"DB_URL": "postgres://{{ .DB_USER }}@{{ .DB_HOST }}/app"}},
+                },
+            }),
+        )
+        .await;
+        let ps = eventually("dataTo PushSecret synced", WAIT, || async {
+            let ps = pss.get("bulk").await.ok()?;
+            (ready_of(&ps.status.clone()?.conditions)?.0 == "True").then_some(ps)
+        })
+        .await;
+        let synced = ps.status.unwrap().synced_push_secrets.remove("Provider/fake").unwrap();
+        assert_eq!(
+            synced.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["api-token", "app-config", "endpoints/api"],
+            "one bundle, one per-key push (API_URL went to the explicit entry instead)"
+        );
+
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &ess,
+            json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
+                "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+                         "data": [{"secretKey": "token", "remoteRef": {"key": "api-token"}},
+                                  {"secretKey": "url", "remoteRef": {"key": "endpoints", "property": "api"}}],
+                         "dataFrom": [{"extract": {"key": "app-config"}}]},
+            }),
+        )
+        .await;
+        let back = eventually("pushed values read back", WAIT, || async { secrets.get_opt("readback").await.ok()? }).await;
+        assert_eq!(value(&back, "DB_HOST").as_deref(), Some("db.local"), "the bundle is one JSON map");
+        assert_eq!(value(&back, "DB_USER").as_deref(), Some("admin"));
+        assert_eq!(value(&back, "DB_URL").as_deref(), Some("postgres://admin@db.local/app"), "rendered by the template");
+        assert_eq!(value(&back, "token").as_deref(), Some("t0k"));
+        assert_eq!(value(&back, "url").as_deref(), Some("https://api"));
+        let keys: Vec<String> = back.data.clone().unwrap_or_default().into_keys().collect();
+        assert_eq!(keys, vec!["DB_HOST", "DB_URL", "DB_USER", "token", "url"], "nothing else was bundled");
+        assert!(
+            !secrets.get("app-secrets").await.unwrap().data.unwrap_or_default().contains_key("DB_URL"),
+            "the source Secret is not changed"
+        );
+    })
+    .await;
+}

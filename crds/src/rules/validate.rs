@@ -10,13 +10,13 @@ use super::{ValidationErrors, parse_address, parse_go_duration};
 use crate::SecretKeySelector;
 use crate::common::SecretStoreRef;
 use crate::external_secret::{
-    CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec,
+    CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec, MergeStrategy,
 };
 use crate::provider::{
     AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
 };
 use crate::provider_config::{FakeSpec, KubernetesSpec};
-use crate::push_secret::PushSecretSpec;
+use crate::push_secret::{PushSecretDataTo, PushSecretSpec, PushSecretStoreRef};
 
 /// Validates an ExternalSecret spec.
 pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), ValidationErrors> {
@@ -157,13 +157,21 @@ fn check_find(errs: &mut ValidationErrors, path: &str, f: &ExternalSecretFind) {
 }
 
 fn check_rewrite(errs: &mut ValidationErrors, path: &str, rw: &ExternalSecretRewrite) {
-    match (&rw.regexp, &rw.transform) {
-        (Some(r), None) => check_regex(errs, &format!("{path}.regexp.source"), &r.source),
-        (None, Some(t)) if t.template.is_empty() => {
+    match (&rw.merge, &rw.regexp, &rw.transform) {
+        (Some(m), None, None) => {
+            if m.strategy == Some(MergeStrategy::Json) && m.into.as_deref().is_none_or(str::is_empty) {
+                errs.push(
+                    format!("{path}.merge.into"),
+                    "must name the key that receives the merged JSON (strategy JSON)",
+                );
+            }
+        }
+        (None, Some(r), None) => check_regex(errs, &format!("{path}.regexp.source"), &r.source),
+        (None, None, Some(t)) if t.template.is_empty() => {
             errs.push(format!("{path}.transform.template"), "must not be empty");
         }
-        (None, Some(_)) => {}
-        _ => errs.push(path, "set exactly one of regexp or transform"),
+        (None, None, Some(_)) => {}
+        _ => errs.push(path, "set exactly one of merge, regexp or transform"),
     }
 }
 
@@ -209,7 +217,55 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
             errs.push(format!("{path}.metadata"), "must be an object");
         }
     }
+    for (i, d) in spec.data_to.iter().enumerate() {
+        check_data_to(&mut errs, &format!("spec.dataTo[{i}]"), d, &spec.secret_store_refs);
+    }
     errs.into_result()
+}
+
+fn check_data_to(errs: &mut ValidationErrors, path: &str, d: &PushSecretDataTo, refs: &[PushSecretStoreRef]) {
+    let name = d.store_ref.as_ref().and_then(|r| r.name.as_deref()).filter(|n| !n.is_empty());
+    let selector = d.store_ref.as_ref().and_then(|r| r.label_selector.as_ref());
+    match (name, selector) {
+        (None, None) => errs.push(format!("{path}.storeRef"), "set storeRef.name or storeRef.labelSelector"),
+        (Some(_), Some(_)) => errs.push(format!("{path}.storeRef"), "set name or labelSelector, not both"),
+        (Some(n), None) => {
+            let kind = d.store_ref.as_ref().and_then(|r| r.kind);
+            let listed = refs
+                .iter()
+                .any(|r| r.name.as_deref() == Some(n) && (kind.is_none() || r.kind.is_none() || r.kind == kind));
+            if !listed {
+                errs.push(format!("{path}.storeRef.name"), format!("{n:?} is not listed in spec.secretStoreRefs"));
+            }
+        }
+        (None, Some(sel)) => {
+            if let Err(e) = validate_label_selector(sel) {
+                errs.push(format!("{path}.storeRef.labelSelector"), e.to_string());
+            }
+        }
+    }
+    let bundle = d.remote_key.as_deref().is_some_and(|k| !k.is_empty());
+    if bundle && !d.rewrite.is_empty() {
+        errs.push(
+            format!("{path}.rewrite"),
+            "remoteKey and rewrite are mutually exclusive: rewrite names per-key remote values (omit remoteKey)",
+        );
+    }
+    if let Some(re) = d.match_.as_ref().and_then(|m| m.regexp.as_deref()) {
+        check_regex(errs, &format!("{path}.match.regexp"), re);
+    }
+    for (j, rw) in d.rewrite.iter().enumerate() {
+        let path = format!("{path}.rewrite[{j}]");
+        match (&rw.regexp, &rw.transform) {
+            (Some(_), None) | (None, Some(_)) => check_rewrite(errs, &path, &rw.into()),
+            _ => errs.push(path, "set exactly one of regexp or transform"),
+        }
+    }
+    if let Some(m) = &d.metadata
+        && !m.is_object()
+    {
+        errs.push(format!("{path}.metadata"), "must be an object");
+    }
 }
 
 fn check_provider_config(errs: &mut ValidationErrors, c: &ProviderConfig) {

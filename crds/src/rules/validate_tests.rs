@@ -126,7 +126,24 @@ fn external_secret_table() {
             "rewrite with both kinds",
             "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: a}, rewrite: [{regexp: {source: a, target: b}, transform: {template: x}}]}]\n"
                 .into(),
-            Some(("spec.dataFrom[0].rewrite[0]", "set exactly one of regexp or transform")),
+            Some(("spec.dataFrom[0].rewrite[0]", "set exactly one of merge, regexp or transform")),
+        ),
+        (
+            "merge JSON without into",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {path: a}, rewrite: [{merge: {strategy: JSON}}]}]\n".into(),
+            Some(("spec.dataFrom[0].rewrite[0].merge.into", "must name the key")),
+        ),
+        (
+            "merge JSON with into",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {path: a}, rewrite: [{merge: {strategy: JSON, into: all}}]}]\n"
+                .into(),
+            None,
+        ),
+        (
+            "merge Extract with upstream's defaults",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {path: a}, rewrite: [{merge: {into: '', priority: [b], priorityPolicy: Strict, conflictPolicy: Error, strategy: Extract}}]}]\n"
+                .into(),
+            None,
         ),
         (
             "Delete with Merge",
@@ -199,6 +216,70 @@ fn push_secret_table() {
                 "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: r}}}}, metadata: [1]}}]\n"
             ),
             Some(("spec.data[0].metadata", "must be an object")),
+        ),
+        (
+            "dataTo bundle, as upstream's guide",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s, kind: Provider}}]\ndataTo: [{{storeRef: {{name: s}}, remoteKey: my-app/config, match: {{regexp: '^DB_'}}, metadata: {{a: b}}}}]\n"
+            ),
+            None,
+        ),
+        (
+            "dataTo per key with rewrites",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, conversionStrategy: ReverseUnicode, rewrite: [{{regexp: {{source: '^db-', target: DATABASE_}}}}, {{transform: {{template: '{{{{ .value | upper }}}}'}}}}]}}]\n"
+            ),
+            None,
+        ),
+        (
+            "dataTo by labels",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{labelSelector: {{matchLabels: {{a: b}}}}}}}}]\n"
+            ),
+            None,
+        ),
+        (
+            "dataTo without a store",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{remoteKey: r}}]\n"),
+            Some(("spec.dataTo[0].storeRef", "set storeRef.name or storeRef.labelSelector")),
+        ),
+        (
+            "dataTo store not listed",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: other}}}}]\n"),
+            Some(("spec.dataTo[0].storeRef.name", "\"other\" is not listed in spec.secretStoreRefs")),
+        ),
+        (
+            "dataTo store of another kind",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s, kind: Provider}}]\ndataTo: [{{storeRef: {{name: s, kind: ClusterProvider}}}}]\n"
+            ),
+            Some(("spec.dataTo[0].storeRef.name", "is not listed")),
+        ),
+        (
+            "dataTo remoteKey with rewrite",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, remoteKey: r, rewrite: [{{regexp: {{source: a, target: b}}}}]}}]\n"
+            ),
+            Some(("spec.dataTo[0].rewrite", "mutually exclusive")),
+        ),
+        (
+            "dataTo bad match",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, match: {{regexp: '('}}}}]\n"
+            ),
+            Some(("spec.dataTo[0].match.regexp", "is not a valid regular expression")),
+        ),
+        (
+            "dataTo empty rewrite",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, rewrite: [{{}}]}}]\n"),
+            Some(("spec.dataTo[0].rewrite[0]", "set exactly one of regexp or transform")),
+        ),
+        (
+            "dataTo bad rewrite regexp",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '[', target: b}}}}]}}]\n"
+            ),
+            Some(("spec.dataTo[0].rewrite[0].regexp.source", "is not a valid regular expression")),
         ),
     ];
     for (case, text, want) in cases {

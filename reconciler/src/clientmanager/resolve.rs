@@ -83,6 +83,16 @@ impl StoreObject {
         }
     }
 
+    /// `metadata.labels`.
+    pub fn labels(&self) -> &std::collections::BTreeMap<String, String> {
+        match self {
+            StoreObject::Provider(p) => p.labels(),
+            StoreObject::ClusterProvider(p) => p.labels(),
+            StoreObject::SecretStore(p) => p.labels(),
+            StoreObject::ClusterSecretStore(p) => p.labels(),
+        }
+    }
+
     /// `metadata.uid`.
     pub fn uid(&self) -> Option<String> {
         match self {

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use keyward_crds::external_secret::{DecodingStrategy, ExternalSecretRewrite};
+use keyward_crds::external_secret::{
+    DecodingStrategy, ExternalSecretRewrite, MergeConflictPolicy, MergePriorityPolicy, MergeStrategy, RewriteMerge,
+};
 use regex::Regex;
 
 /// Decodes one value.
@@ -45,6 +47,10 @@ pub fn rewrite(
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
     let mut map = map;
     for (i, r) in rewrites.iter().enumerate() {
+        if let Some(m) = &r.merge {
+            map = merge(m, map).map_err(|e| format!("rewrite[{i}].merge: {e}"))?;
+            continue;
+        }
         if let Some(t) = &r.transform {
             let limits = keyward_template::Limits::default();
             map = map
@@ -63,6 +69,58 @@ pub fn rewrite(
         map = map.into_iter().map(|(k, v)| (pattern.replace_all(&k, re.target.as_str()).into_owned(), v)).collect();
     }
     Ok(map)
+}
+
+/// The merge rewrite: every value read as a JSON object, merged in key order with the
+/// `priority` keys last (in their order), a later value winning a member.
+fn merge(m: &RewriteMerge, map: BTreeMap<String, Vec<u8>>) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let strict = m.priority_policy.unwrap_or(MergePriorityPolicy::Strict) == MergePriorityPolicy::Strict;
+    let order = map.keys().filter(|k| !m.priority.contains(k)).chain(m.priority.iter());
+    let mut merged: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    let mut conflicts = Vec::new();
+    for key in order {
+        let Some(value) = map.get(key) else {
+            if strict {
+                return Err(format!(
+                    "priority key {key:?} is not in the fetched map (priorityPolicy Strict; IgnoreNotFound skips it)"
+                ));
+            }
+            continue;
+        };
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(value).map_err(|e| format!("value of {key:?} is not a JSON object: {e}"))?;
+        for (member, v) in object {
+            if merged.insert(member.clone(), v).is_some() {
+                conflicts.push(member);
+            }
+        }
+    }
+    if !conflicts.is_empty() && m.conflict_policy.unwrap_or(MergeConflictPolicy::Error) == MergeConflictPolicy::Error {
+        return Err(format!(
+            "members found in more than one value: {} (conflictPolicy Error; Ignore lets the later value win)",
+            conflicts.join(", ")
+        ));
+    }
+    match m.strategy.unwrap_or(MergeStrategy::Extract) {
+        MergeStrategy::Extract => Ok(merged.into_iter().map(|(k, v)| (k, json_bytes(v))).collect()),
+        MergeStrategy::Json => {
+            let into = m.into.as_deref().filter(|s| !s.is_empty()).ok_or("strategy JSON needs into")?;
+            let json = serde_json::to_vec(&merged).map_err(|e| e.to_string())?;
+            let mut out = map;
+            out.insert(into.to_string(), json);
+            Ok(out)
+        }
+    }
+}
+
+/// A merged member as Secret bytes: a string as its text, null as nothing, anything else as
+/// its JSON.
+fn json_bytes(v: serde_json::Value) -> Vec<u8> {
+    match v {
+        serde_json::Value::String(s) => s.into_bytes(),
+        serde_json::Value::Null => Vec::new(),
+        other => other.to_string().into_bytes(),
+    }
 }
 
 #[cfg(test)]
@@ -101,18 +159,18 @@ mod tests {
         let rw = vec![
             ExternalSecretRewrite {
                 regexp: Some(RewriteRegexp { source: "^db-(.*)$".into(), target: "DB_$1".into() }),
-                transform: None,
+                ..Default::default()
             },
             ExternalSecretRewrite {
                 regexp: Some(RewriteRegexp { source: "pass".into(), target: "PASSWORD".into() }),
-                transform: None,
+                ..Default::default()
             },
         ];
         let out = rewrite(&rw, map.clone()).unwrap();
         assert_eq!(out.keys().collect::<Vec<_>>(), vec!["DB_PASSWORD", "DB_user"]);
         let t = vec![ExternalSecretRewrite {
-            regexp: None,
             transform: Some(RewriteTransform { template: "{{ .value }}".into() }),
+            ..Default::default()
         }];
         let out = rewrite(&t, map.clone()).unwrap();
         assert_eq!(out.keys().collect::<Vec<_>>(), map.keys().collect::<Vec<_>>(), "identity transform");
@@ -122,5 +180,71 @@ mod tests {
         }];
         let out = rewrite(&upper, map.clone()).unwrap();
         assert!(out.keys().all(|k| k.chars().all(|c| !c.is_lowercase())), "{out:?}");
+    }
+
+    fn merged(m: RewriteMerge, input: &[(&str, &str)]) -> Result<BTreeMap<String, String>, String> {
+        let map = input.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect();
+        let rw = vec![ExternalSecretRewrite { merge: Some(m), ..Default::default() }];
+        rewrite(&rw, map).map(|out| out.into_iter().map(|(k, v)| (k, String::from_utf8(v).unwrap())).collect())
+    }
+
+    fn pairs(m: &BTreeMap<String, String>) -> Vec<(&str, &str)> {
+        m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    #[test]
+    fn merge_extract_hoists_members_and_errors_on_conflicts() {
+        let input = [("db", r#"{"user":"admin","port":5432}"#), ("api", r#"{"token":"t","tls":{"on":true}}"#)];
+        let out = merged(RewriteMerge::default(), &input).unwrap();
+        assert_eq!(
+            pairs(&out),
+            vec![("port", "5432"), ("tls", r#"{"on":true}"#), ("token", "t"), ("user", "admin")],
+            "members replace the map; non-strings as JSON"
+        );
+        let clash = [("a", r#"{"user":"from-a"}"#), ("b", r#"{"user":"from-b"}"#)];
+        let err = merged(RewriteMerge::default(), &clash).unwrap_err();
+        assert!(err.contains("rewrite[0].merge") && err.contains("user") && err.contains("conflictPolicy"), "{err}");
+        let ignore = RewriteMerge { conflict_policy: Some(MergeConflictPolicy::Ignore), ..Default::default() };
+        assert_eq!(merged(ignore.clone(), &clash).unwrap()["user"], "from-b", "alphabetical: b is merged last");
+        let prio = RewriteMerge { priority: vec!["a".into()], ..ignore.clone() };
+        assert_eq!(merged(prio, &clash).unwrap()["user"], "from-a", "priority keys are merged last");
+        let err = merged(RewriteMerge::default(), &[("a", "not json")]).unwrap_err();
+        assert!(err.contains("\"a\" is not a JSON object"), "{err}");
+    }
+
+    #[test]
+    fn merge_priority_policy() {
+        let input = [("a", r#"{"x":"1"}"#)];
+        let strict = RewriteMerge { priority: vec!["missing".into()], ..Default::default() };
+        let err = merged(strict.clone(), &input).unwrap_err();
+        assert!(err.contains("\"missing\"") && err.contains("Strict"), "{err}");
+        let lenient = RewriteMerge { priority_policy: Some(MergePriorityPolicy::IgnoreNotFound), ..strict };
+        assert_eq!(pairs(&merged(lenient, &input).unwrap()), vec![("x", "1")]);
+    }
+
+    #[test]
+    fn merge_json_keeps_the_map_and_adds_into() {
+        let input = [("b", r#"{"user":"u"}"#), ("a", r#"{"pass":"p<&>","n":1}"#)];
+        let m = RewriteMerge { strategy: Some(MergeStrategy::Json), into: Some("all".into()), ..Default::default() };
+        let out = merged(m.clone(), &input).unwrap();
+        assert_eq!(out["all"], r#"{"n":1,"pass":"p<&>","user":"u"}"#, "sorted members, no HTML escaping");
+        assert_eq!(out["b"], r#"{"user":"u"}"#, "the source keys stay");
+        let over = [("all", r#"{"old":"x"}"#), ("b", r#"{"user":"u"}"#)];
+        assert_eq!(merged(m, &over).unwrap()["all"], r#"{"old":"x","user":"u"}"#, "into is overwritten");
+        let no_into = RewriteMerge { strategy: Some(MergeStrategy::Json), ..Default::default() };
+        assert!(merged(no_into, &input).unwrap_err().contains("needs into"));
+    }
+
+    #[test]
+    fn merge_then_regexp() {
+        let map = [("creds".to_string(), br#"{"user":"u"}"#.to_vec())].into();
+        let rw = vec![
+            ExternalSecretRewrite { merge: Some(RewriteMerge::default()), ..Default::default() },
+            ExternalSecretRewrite {
+                regexp: Some(RewriteRegexp { source: "^".into(), target: "DB_".into() }),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(rewrite(&rw, map).unwrap().keys().collect::<Vec<_>>(), vec!["DB_user"]);
     }
 }

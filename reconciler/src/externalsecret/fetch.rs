@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::{StreamExt, stream};
 use keyward_crds::external_secret::{
-    DecodingStrategy, DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind, ExternalSecretRewrite,
-    MetadataPolicy,
+    ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind,
+    ExternalSecretRewrite, MetadataPolicy, NullBytePolicy,
 };
 use keyward_crds::{ExternalSecret, SecretStoreRef, StoreKind};
 use keyward_proto::ProviderError;
@@ -15,6 +15,7 @@ use kube::ResourceExt;
 
 use super::decode::{decode, rewrite};
 use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient, Waitable};
+use crate::keys::{convert_key, map_keys};
 
 /// The merged values, and the entries the provider reported as gone.
 #[derive(Debug, Default)]
@@ -126,6 +127,10 @@ struct Planned {
     client: ProviderClient,
     request: Request,
     strategy: Option<DecodingStrategy>,
+    /// Key conversion of a map answer (extract, find).
+    conversion: Option<ConversionStrategy>,
+    /// Whether a value with NUL bytes fails the sync.
+    null_bytes: Option<NullBytePolicy>,
 }
 
 enum Request {
@@ -172,7 +177,8 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
         let entry = format!("data[{i}] ({})", d.secret_key);
         let (client, store) = clients.get(d.source_ref.as_ref().map(|s| &s.store_ref), &entry).await?;
         let request = Request::Value { secret_key: d.secret_key.clone(), remote: remote_ref(&d.remote_ref) };
-        planned.push(Planned { entry, store, client, request, strategy: d.remote_ref.decoding_strategy });
+        let (strategy, null_bytes) = (d.remote_ref.decoding_strategy, d.remote_ref.null_byte_policy);
+        planned.push(Planned { entry, store, client, request, strategy, conversion: None, null_bytes });
     }
     for (i, d) in spec.data_from.iter().enumerate() {
         let entry = format!("dataFrom[{i}]");
@@ -182,15 +188,17 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
                 "{entry}.sourceRef.generatorRef: generators are not supported by this controller"
             )));
         }
-        let (request, strategy) = if let Some(extract) = &d.extract {
-            (Request::Extract { remote: remote_ref(extract), rewrite: d.rewrite.clone() }, extract.decoding_strategy)
+        let (request, strategy, conversion, null_bytes) = if let Some(extract) = &d.extract {
+            let request = Request::Extract { remote: remote_ref(extract), rewrite: d.rewrite.clone() };
+            (request, extract.decoding_strategy, extract.conversion_strategy, extract.null_byte_policy)
         } else if let Some(find) = &d.find {
-            (Request::Find { find: find_ref(find), rewrite: d.rewrite.clone() }, find.decoding_strategy)
+            let request = Request::Find { find: find_ref(find), rewrite: d.rewrite.clone() };
+            (request, find.decoding_strategy, find.conversion_strategy, find.null_byte_policy)
         } else {
             return Err(FetchError::Config(format!("{entry} needs extract or find")));
         };
         let (client, store) = clients.get(source.and_then(|s| s.store_ref.as_ref()), &entry).await?;
-        planned.push(Planned { entry, store, client, request, strategy });
+        planned.push(Planned { entry, store, client, request, strategy, conversion, null_bytes });
     }
 
     let answers: Vec<_> = stream::iter(planned.iter().map(Planned::call)).buffered(concurrency.max(1)).collect().await;
@@ -199,16 +207,24 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
         match (answer, p.request) {
             (Ok(Answer::Value(value)), Request::Value { secret_key, .. }) => {
                 let value = decode(p.strategy, &secret_key, value).map_err(FetchError::Config)?;
+                check_null_bytes(p.null_bytes, &secret_key, &value).map_err(FetchError::Config)?;
                 out.data.insert(secret_key, value);
             }
             (Ok(Answer::Map(map)), Request::Extract { rewrite: rw, .. } | Request::Find { rewrite: rw, .. }) => {
-                let mut decoded = BTreeMap::new();
-                for (k, v) in map {
+                // As upstream: the keys are rewritten as the provider gave them (so a rewrite
+                // sees `path/to/x`); without a rewrite they are converted; then the values decoded.
+                let rewritten = if rw.is_empty() {
+                    map_keys(map, |k| convert_key(p.conversion, k))
+                        .map_err(|e| FetchError::Config(format!("{}: conversionStrategy: {e}", p.entry)))?
+                } else {
+                    rewrite(&rw, map.into_iter().collect())
+                        .map_err(|e| FetchError::Config(format!("{}: {e}", p.entry)))?
+                };
+                for (k, v) in rewritten {
                     let v = decode(p.strategy, &k, v).map_err(FetchError::Config)?;
-                    decoded.insert(k, v);
+                    check_null_bytes(p.null_bytes, &k, &v).map_err(FetchError::Config)?;
+                    out.data.insert(k, v);
                 }
-                let rewritten = rewrite(&rw, decoded).map_err(|e| FetchError::Config(format!("{}: {e}", p.entry)))?;
-                out.data.extend(rewritten);
             }
             (Ok(_), _) => return Err(FetchError::Config(format!("{}: unexpected answer", p.entry))),
             (Err((error, _)), _) if tolerate_missing && error.is_not_found() => out.missing.push(p.entry),
@@ -218,6 +234,17 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
         }
     }
     Ok(out)
+}
+
+/// `nullBytePolicy: Fail`: a value with NUL bytes fails the sync (a text value was expected).
+fn check_null_bytes(policy: Option<NullBytePolicy>, key: &str, value: &[u8]) -> Result<(), String> {
+    if policy == Some(NullBytePolicy::Fail) && value.contains(&0) {
+        return Err(format!(
+            "fetched value for key {key:?} contains NUL bytes (nullBytePolicy Fail); use a text-safe format such as PEM \
+             or Base64, or leave nullBytePolicy unset for intended binary data"
+        ));
+    }
+    Ok(())
 }
 
 impl FetchError {
@@ -237,5 +264,20 @@ impl FetchError {
             FetchError::Provider { error, provider, .. } if error.is_transient() => Some(provider.clone()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_byte_policy() {
+        let binary = [b'a', 0, b'b'];
+        assert!(check_null_bytes(None, "k", &binary).is_ok(), "default: binary data is written");
+        assert!(check_null_bytes(Some(NullBytePolicy::Ignore), "k", &binary).is_ok());
+        assert!(check_null_bytes(Some(NullBytePolicy::Fail), "k", b"text").is_ok());
+        let err = check_null_bytes(Some(NullBytePolicy::Fail), "keystore", &binary).unwrap_err();
+        assert!(err.contains("\"keystore\"") && err.contains("nullBytePolicy Fail"), "{err}");
     }
 }

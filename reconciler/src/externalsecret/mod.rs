@@ -19,6 +19,9 @@ use kube::{Resource, ResourceExt};
 use crate::caches::{self, Caches, Change};
 use crate::context::{Context, ObjectKey};
 
+/// The controller's name in controller-runtime style metrics.
+const CONTROLLER: &str = "externalsecret";
+
 fn error_policy(es: Arc<ExternalSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
@@ -75,11 +78,22 @@ pub fn controller(
     let recovered = ctx.manager.recovery().subscribe().filter_map(|key| async move {
         (key.kind == "ExternalSecret").then(|| ObjectRef::new(&key.name).within(&key.namespace))
     });
+    ctx.metrics
+        .max_concurrent
+        .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
+        .set(i64::from(concurrency));
     Controller::for_shared_stream(futures::stream::pending(), caches.external_secrets.store())
         .reconcile_on(futures::stream::select(triggers, recovered))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(
+            |obj, ctx| async move {
+                let metrics = ctx.metrics.clone();
+                crate::metrics::observe(&metrics, CONTROLLER, reconcile::reconcile(obj, ctx)).await
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "ExternalSecret controller event");

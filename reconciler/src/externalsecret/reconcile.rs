@@ -154,7 +154,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             } else {
                 patch_status(&es, &ctx, &new_status).await?;
             }
-            ctx.metrics.set_es_condition(&name, &ns, "Ready", true);
+            ctx.metrics.set_es_condition(&name, &ns, true);
             if let Some((event_reason, note)) = synced.event {
                 ctx.event(&es.object_ref(&()), false, event_reason, "Sync", note).await;
             }
@@ -178,7 +178,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             report_failure(&es, &ctx, status, failed, true, existing.is_some()).await?
         }
     };
-    ctx.metrics.reconcile_duration.get_or_create(&labels).set(started.elapsed().as_secs_f64());
+    ctx.metrics.reconcile_duration.get_or_create(&labels).set(started.elapsed().as_nanos() as f64);
     Ok(action)
 }
 
@@ -221,7 +221,7 @@ async fn report_failure(
         patch_status(es, ctx, &new_status).await?;
         ctx.event(&es.object_ref(&()), true, failed.reason, "Sync", failed.message).await;
     }
-    ctx.metrics.set_es_condition(&name, &ns, "Ready", false);
+    ctx.metrics.set_es_condition(&name, &ns, false);
     Ok(if retry {
         Action::requeue(ctx.failure_delay(&ObjectKey::external_secret(&ns, &name)))
     } else {

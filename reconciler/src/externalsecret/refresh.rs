@@ -41,13 +41,22 @@ pub struct RefreshState<'a> {
 
 /// The refresh decision.
 pub fn decide(s: RefreshState<'_>) -> Decision {
-    if s.synced_hash != Some(s.current_hash) || s.target_missing {
+    if s.target_missing {
         return Decision::Sync;
     }
-    let Some(elapsed) = s.since_last_refresh else {
+    let (Some(synced), Some(elapsed)) = (s.synced_hash, s.since_last_refresh) else {
         return Decision::Sync;
     };
-    match s.policy.unwrap_or(RefreshPolicy::Periodic) {
+    // CreatedOnce syncs once per ExternalSecret (its own status records that it did, as
+    // upstream): neither a spec nor an annotation change syncs again, only a missing target.
+    let policy = s.policy.unwrap_or(RefreshPolicy::Periodic);
+    if policy == RefreshPolicy::CreatedOnce {
+        return Decision::Never;
+    }
+    if synced != s.current_hash {
+        return Decision::Sync;
+    }
+    match policy {
         RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange => Decision::Never,
         RefreshPolicy::Periodic if s.interval.is_zero() => Decision::Never,
         RefreshPolicy::Periodic => {
@@ -119,8 +128,15 @@ mod tests {
                 Decision::Never
             );
             assert_eq!(decide(RefreshState { target_missing: true, ..s }), Decision::Sync);
+            assert_eq!(decide(RefreshState { synced_hash: None, ..s }), Decision::Sync, "never synced");
+            assert_eq!(decide(RefreshState { since_last_refresh: None, ..s }), Decision::Sync, "no refresh time");
         }
         assert_eq!(decide(RefreshState { current_hash: "x", ..state(Some(OnChange)) }), Decision::Sync);
+        assert_eq!(
+            decide(RefreshState { current_hash: "x", ..state(Some(CreatedOnce)) }),
+            Decision::Never,
+            "CreatedOnce ignores spec and force-sync changes once synced"
+        );
     }
 
     #[test]

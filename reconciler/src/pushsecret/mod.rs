@@ -1,5 +1,6 @@
 //! The PushSecret controller.
 
+pub mod plan;
 pub mod reconcile;
 pub mod stores;
 
@@ -14,6 +15,9 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::caches::{self, Caches, Change};
 use crate::context::{Context, ObjectKey};
+
+/// The controller's name in controller-runtime style metrics.
+const CONTROLLER: &str = "pushsecret";
 
 fn error_policy(ps: Arc<PushSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
@@ -46,11 +50,22 @@ pub fn controller(
             }
         });
     }
+    ctx.metrics
+        .max_concurrent
+        .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
+        .set(i64::from(concurrency));
     Controller::for_shared_stream(futures::stream::pending(), caches.push_secrets.store())
         .reconcile_on(triggers)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(
+            |obj, ctx| async move {
+                let metrics = ctx.metrics.clone();
+                crate::metrics::observe(&metrics, CONTROLLER, reconcile::reconcile(obj, ctx)).await
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "PushSecret controller event");

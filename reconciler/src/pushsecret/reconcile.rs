@@ -19,10 +19,12 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::plan::{Push, Store, plan};
 use super::stores::{Target, resolve_targets};
 use crate::clientmanager::Need;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
+use crate::externalsecret::render::{load_sources, render};
 use crate::metrics::ObjectLabels;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
@@ -101,7 +103,10 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
     let status = ps.status.clone().unwrap_or_default();
     let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
     ctx.metrics.push_calls.get_or_create(&labels).inc();
-    match push(&ps, ctx, &ns).await {
+    let started = std::time::Instant::now();
+    let outcome = push(&ps, ctx, &ns).await;
+    ctx.metrics.push_duration.get_or_create(&labels).set(started.elapsed().as_nanos() as f64);
+    match outcome {
         Ok(synced) => {
             if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
                 && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &synced).await
@@ -110,6 +115,7 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
                 return fail(&ps, ctx, &api, status, format!("deleting remote copies no longer pushed: {e}")).await;
             }
             ctx.clear_failures(&key(&ns, &name));
+            ctx.metrics.set_ps_condition(&name, &ns, true);
             let stores: Vec<&String> = synced.keys().collect();
             let message = format!("pushed to {}", stores.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
             let new_status = PushSecretStatus {
@@ -152,6 +158,7 @@ async fn fail(
     message: String,
 ) -> Result<Action, Error> {
     let ns = ps.namespace().unwrap_or_default();
+    ctx.metrics.set_ps_condition(&ps.name_any(), &ns, false);
     let conditions =
         vec![conditions::ready(&status.conditions, false, "Errored", message.clone(), ps.metadata.generation)];
     if !conditions::same(&status.conditions, &conditions) {
@@ -175,8 +182,15 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, String
         .await
         .map_err(|e| format!("reading Secret {source:?}: {e}"))?
         .ok_or_else(|| format!("source Secret {source:?} not found"))?;
-    let secret_data: HashMap<String, Vec<u8>> =
+    let mut secret_data: HashMap<String, Vec<u8>> =
         secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+    if let Some(template) = &ps.spec.template {
+        // As upstream: the rendered keys are added to the source's, in memory only.
+        let sources = load_sources(&ctx.client, ns, template).await.map_err(|e| format!("template: {e}"))?;
+        let source: BTreeMap<String, Vec<u8>> = secret_data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let rendered = render(template, &sources, &source).map_err(|e| format!("template failed: {e}"))?;
+        secret_data.extend(rendered.data);
+    }
     let targets = resolve_targets(&ctx.client, &ctx.manager, ns, &ps.spec.secret_store_refs).await?;
     if targets.is_empty() {
         return Err("no store matches secretStoreRefs".into());
@@ -200,26 +214,23 @@ async fn push_to(
     if t.requested_kind.is_none() {
         tracing::debug!(store = %t.key, "secretStoreRefs kind omitted; resolved by lookup");
     }
+    let store = Store { name: &t.store.name(), kind: t.store.kind(), labels: t.store.labels() };
+    let pushes = plan(&ps.spec, store, secret_data).map_err(|e| format!("{}: {e}", t.key))?;
     let mut entries = BTreeMap::new();
-    for (i, d) in ps.spec.data.iter().enumerate() {
+    for Push { origin, entry: d, data: secret_data } in pushes {
         let remote = &d.match_.remote_ref;
-        if let Some(k) = &d.match_.secret_key
-            && !secret_data.contains_key(k)
-        {
-            return Err(format!("data[{i}]: source Secret has no key {k:?}"));
-        }
         // The tenant boundary: only an operator-owned configuration may send a push elsewhere
         // (the provider checks it again, with the configuration in hand).
         let requested = d.metadata.as_ref().and_then(push_metadata_remote_namespace);
-        check_push_override(client.owner(), requested).map_err(|e| format!("{}: data[{i}].metadata: {e}", t.key))?;
+        check_push_override(client.owner(), requested).map_err(|e| format!("{}: {origin}.metadata: {e}", t.key))?;
         // The metadata travels as JSON bytes, exactly as written in the manifest.
-        let metadata = metadata_bytes(d).map_err(|e| format!("data[{i}].metadata: {e}"))?;
-        let remote_ref = remote_ref(d, &metadata);
+        let metadata = metadata_bytes(&d).map_err(|e| format!("{origin}.metadata: {e}"))?;
+        let remote_ref = remote_ref(&d, &metadata);
         let skip = ps.spec.update_policy == PushSecretUpdatePolicy::IfNotExists
             && client
                 .secret_exists(remote_ref.clone())
                 .await
-                .map_err(|e| format!("{}: data[{i}] SecretExists: {e}", t.key))?;
+                .map_err(|e| format!("{}: {origin} SecretExists: {e}", t.key))?;
         if !skip {
             let data = pb::PushSecretData {
                 metadata,
@@ -227,12 +238,9 @@ async fn push_to(
                 remote_key: remote.remote_key.clone(),
                 property: remote.property.clone().unwrap_or_default(),
             };
-            client
-                .push_secret(secret_data.clone(), data)
-                .await
-                .map_err(|e| format!("{}: data[{i}] PushSecret: {e}", t.key))?;
+            client.push_secret(secret_data, data).await.map_err(|e| format!("{}: {origin} PushSecret: {e}", t.key))?;
         }
-        entries.insert(remote_id(&remote.remote_key, remote.property.as_deref()), d.clone());
+        entries.insert(remote_id(&remote.remote_key, remote.property.as_deref()), d);
     }
     Ok(entries)
 }

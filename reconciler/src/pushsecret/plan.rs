@@ -1,0 +1,247 @@
+//! What one reconcile pushes to one store: the explicit `data` entries and the `dataTo` rules
+//! that name this store, expanded into single pushes (the same PushSecret gRPC call each).
+//!
+//! A `dataTo` rule takes the source keys (after `ReverseUnicode`, when asked) that match its
+//! regexp; with `remoteKey` they go together as one push of that map (bundle mode), without it
+//! each key is its own push to the key after `rewrite` (per-key mode). An explicit `data` entry
+//! for the same source key wins over a per-key push; two pushes to one remote location are an
+//! error naming both.
+
+use std::collections::{BTreeMap, HashMap};
+
+use keyward_crds::StoreKind;
+use keyward_crds::external_secret::ExternalSecretRewrite;
+use keyward_crds::push_secret::{
+    PushSecretConversionStrategy, PushSecretData, PushSecretDataTo, PushSecretMatch, PushSecretRemoteRef,
+    PushSecretSpec,
+};
+use keyward_crds::rules::label_selector_matches;
+use regex::Regex;
+
+use crate::externalsecret::decode::rewrite;
+use crate::keys::{map_keys, reverse_key};
+
+/// One push.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Push {
+    /// Where it comes from, for messages: `data[0]`, `dataTo[1] (DB_HOST)`.
+    pub origin: String,
+    /// The entry as recorded in `status.syncedPushSecrets` (its metadata says where it wrote).
+    pub entry: PushSecretData,
+    /// The map sent with the push (the provider takes `entry`'s key from it, or all of it).
+    pub data: HashMap<String, Vec<u8>>,
+}
+
+/// The store a plan is for.
+#[derive(Debug, Clone, Copy)]
+pub struct Store<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its kind.
+    pub kind: StoreKind,
+    /// Its labels.
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// Every push of `spec` to `store`, from the source Secret's `data`.
+pub fn plan(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
+    let mut pushes = Vec::new();
+    for (i, d) in spec.data_to.iter().enumerate() {
+        if targets(d, store).map_err(|e| format!("dataTo[{i}].storeRef: {e}"))? {
+            pushes.extend(expand(d, source).map_err(|e| format!("dataTo[{i}]: {e}"))?.into_iter().map(|mut p| {
+                p.origin = format!("dataTo[{i}]{}", p.origin);
+                p
+            }));
+        }
+    }
+    // Explicit entries win over per-key dataTo pushes of the same source key.
+    let mut explicit = Vec::with_capacity(spec.data.len());
+    for (i, d) in spec.data.iter().enumerate() {
+        let data = reversed(d.conversion_strategy, source).map_err(|e| format!("data[{i}].conversionStrategy: {e}"))?;
+        if let Some(k) = &d.match_.secret_key {
+            if !data.contains_key(k) {
+                return Err(format!("data[{i}]: source Secret has no key {k:?}"));
+            }
+            let original = source.keys().find(|o| reverse_key(d.conversion_strategy, o) == *k).unwrap_or(k);
+            pushes.retain(|p: &Push| p.entry.match_.secret_key.as_deref() != Some(original.as_str()));
+        }
+        explicit.push(Push { origin: format!("data[{i}]"), entry: d.clone(), data });
+    }
+    pushes.extend(explicit);
+    let mut seen: BTreeMap<(&str, Option<&str>), &str> = BTreeMap::new();
+    for p in &pushes {
+        let r = &p.entry.match_.remote_ref;
+        if let Some(first) = seen.insert((&r.remote_key, r.property.as_deref()), &p.origin) {
+            return Err(format!("{first} and {} both push to remote key {:?}", p.origin, r.remote_key));
+        }
+    }
+    Ok(pushes)
+}
+
+/// Whether a rule names this store.
+fn targets(d: &PushSecretDataTo, store: Store<'_>) -> Result<bool, String> {
+    let Some(r) = &d.store_ref else { return Ok(false) };
+    if let Some(name) = r.name.as_deref().filter(|n| !n.is_empty()) {
+        return Ok(name == store.name && r.kind.is_none_or(|k| k == store.kind));
+    }
+    match &r.label_selector {
+        Some(sel) => label_selector_matches(sel, store.labels).map_err(|e| e.to_string()),
+        None => Ok(false),
+    }
+}
+
+/// The source map with its keys reversed (`ReverseUnicode`), or as it is.
+fn reversed(
+    strategy: Option<PushSecretConversionStrategy>,
+    source: &HashMap<String, Vec<u8>>,
+) -> Result<HashMap<String, Vec<u8>>, String> {
+    if strategy != Some(PushSecretConversionStrategy::ReverseUnicode) {
+        return Ok(source.clone());
+    }
+    let map = map_keys(source.iter().map(|(k, v)| (k.clone(), v.clone())), |k| reverse_key(strategy, k))?;
+    Ok(map.into_iter().collect())
+}
+
+/// The pushes of one rule; their origin is the key suffix (` (KEY)`) or empty for a bundle.
+fn expand(d: &PushSecretDataTo, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
+    let converted = reversed(d.conversion_strategy, source).map_err(|e| format!("conversionStrategy: {e}"))?;
+    let pattern = match d.match_.as_ref().and_then(|m| m.regexp.as_deref()).filter(|r| !r.is_empty()) {
+        Some(re) => Some(Regex::new(re).map_err(|e| format!("match.regexp {re:?} is invalid: {e}"))?),
+        None => None,
+    };
+    let matched: BTreeMap<&String, &Vec<u8>> =
+        converted.iter().filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.is_match(k))).collect();
+    if matched.is_empty() {
+        return Ok(Vec::new());
+    }
+    let entry = |secret_key: Option<String>, remote_key: String| PushSecretData {
+        match_: PushSecretMatch { secret_key, remote_ref: PushSecretRemoteRef { remote_key, property: None } },
+        metadata: d.metadata.clone(),
+        conversion_strategy: None,
+    };
+    if let Some(remote_key) = d.remote_key.as_deref().filter(|k| !k.is_empty()) {
+        if !d.rewrite.is_empty() {
+            return Err("remoteKey and rewrite are mutually exclusive".into());
+        }
+        let data = matched.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        return Ok(vec![Push { origin: String::new(), entry: entry(None, remote_key.to_string()), data }]);
+    }
+    let rewrites: Vec<ExternalSecretRewrite> = d.rewrite.iter().map(Into::into).collect();
+    let mut pushes = Vec::with_capacity(matched.len());
+    for key in matched.keys() {
+        let remote = rewrite(&rewrites, [((*key).clone(), Vec::new())].into())?
+            .into_keys()
+            .next()
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| format!("rewrite turns key {key:?} into an empty remote key"))?;
+        // The entry names the source key as the Secret holds it; the push sends that Secret.
+        let original = source.keys().find(|o| reverse_key(d.conversion_strategy, o) == **key).unwrap_or(key);
+        pushes.push(Push {
+            origin: format!(" ({key})"),
+            entry: entry(Some(original.clone()), remote),
+            data: source.clone(),
+        });
+    }
+    Ok(pushes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> PushSecretSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn source(keys: &[(&str, &str)]) -> HashMap<String, Vec<u8>> {
+        keys.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+    }
+
+    fn store(labels: &BTreeMap<String, String>) -> Store<'_> {
+        Store { name: "s", kind: StoreKind::Provider, labels }
+    }
+
+    fn remotes(pushes: &[Push]) -> Vec<(Option<&str>, &str)> {
+        pushes
+            .iter()
+            .map(|p| (p.entry.match_.secret_key.as_deref(), p.entry.match_.remote_ref.remote_key.as_str()))
+            .collect()
+    }
+
+    const BASE: &str = "selector: {secret: {name: src}}\nsecretStoreRefs: [{name: s}]\n";
+
+    #[test]
+    fn bundle_pushes_the_matched_keys_as_one_map() {
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, remoteKey: my-app/config, match: {{regexp: '^DB_'}}, metadata: {{labels: {{a: b}}}}}}]"
+        ));
+        let src = source(&[("DB_HOST", "h"), ("DB_USER", "u"), ("API_KEY", "k")]);
+        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        assert_eq!(remotes(&pushes), vec![(None, "my-app/config")]);
+        assert_eq!(pushes[0].data, source(&[("DB_HOST", "h"), ("DB_USER", "u")]), "only the matched keys");
+        assert_eq!(pushes[0].entry.metadata, Some(serde_json::json!({"labels": {"a": "b"}})));
+        assert_eq!(pushes[0].origin, "dataTo[0]");
+    }
+
+    #[test]
+    fn per_key_with_rewrites_and_explicit_override() {
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, match: {{regexp: '^db-'}}, rewrite: [{{regexp: {{source: '^db-', target: DATABASE_}}}}, {{transform: {{template: '{{{{ .value | upper }}}}'}}}}]}}]\n\
+             data: [{{match: {{secretKey: db-pass, remoteRef: {{remoteKey: vault/master}}}}}}]"
+        ));
+        let src = source(&[("db-host", "h"), ("db-pass", "p"), ("other", "o")]);
+        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        assert_eq!(
+            remotes(&pushes),
+            vec![(Some("db-host"), "DATABASE_HOST"), (Some("db-pass"), "vault/master")],
+            "db-pass goes where the explicit entry says"
+        );
+        assert_eq!(pushes[0].origin, "dataTo[0] (db-host)");
+    }
+
+    #[test]
+    fn rules_for_other_stores_are_skipped_and_labels_select() {
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: other}}, remoteKey: x}}, {{storeRef: {{name: s, kind: ClusterProvider}}, remoteKey: y}}, {{storeRef: {{labelSelector: {{matchLabels: {{tier: prod}}}}}}, remoteKey: z}}]"
+        ));
+        let src = source(&[("a", "1")]);
+        assert!(plan(&s, store(&BTreeMap::new()), &src).unwrap().is_empty());
+        let prod = BTreeMap::from([("tier".to_string(), "prod".to_string())]);
+        assert_eq!(remotes(&plan(&s, store(&prod), &src).unwrap()), vec![(None, "z")]);
+    }
+
+    #[test]
+    fn reverse_unicode_matches_decoded_keys_and_records_the_source_key() {
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, conversionStrategy: ReverseUnicode, match: {{regexp: '/'}}}}]"
+        ));
+        let src = source(&[("app_U002f_token", "t"), ("plain", "p")]);
+        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        assert_eq!(remotes(&pushes), vec![(Some("app_U002f_token"), "app/token")]);
+        assert_eq!(pushes[0].data, src, "the push sends the Secret as it is; the entry names its key");
+        let explicit = spec(&format!(
+            "{BASE}data: [{{conversionStrategy: ReverseUnicode, match: {{secretKey: app/token, remoteRef: {{remoteKey: r}}}}}}]"
+        ));
+        let pushes = plan(&explicit, store(&BTreeMap::new()), &src).unwrap();
+        assert_eq!(pushes[0].data.get("app/token").map(Vec::as_slice), Some(b"t".as_slice()));
+    }
+
+    #[test]
+    fn errors_name_the_entries() {
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '^.*$', target: same}}}}]}}]"
+        ));
+        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1"), ("b", "2")])).unwrap_err();
+        assert!(err.contains("dataTo[0] (a)") && err.contains("dataTo[0] (b)") && err.contains("\"same\""), "{err}");
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '^.*$', target: ''}}}}]}}]"
+        ));
+        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
+        assert!(err.contains("dataTo[0]") && err.contains("empty remote key"), "{err}");
+        let s = spec(&format!("{BASE}data: [{{match: {{secretKey: missing, remoteRef: {{remoteKey: r}}}}}}]"));
+        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
+        assert!(err.contains("data[0]") && err.contains("\"missing\""), "{err}");
+        let s = spec(&format!("{BASE}dataTo: [{{storeRef: {{name: s}}, match: {{regexp: '^z'}}}}]"));
+        assert!(plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap().is_empty(), "no match is no error");
+    }
+}
