@@ -190,6 +190,19 @@ impl Context {
         }
     }
 
+    /// Forgets `key` again when its object has left `store`. A deletion seen while a reconcile
+    /// or its error policy ran has already dropped the object's state and metric series; what
+    /// they recorded after that would otherwise live for the life of the process.
+    pub fn forget_if_gone<K>(&self, key: &ObjectKey, store: &Store<K>)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let object = kube::runtime::reflector::ObjectRef::<K>::new(&key.name).within(&key.namespace);
+        if store.get(&object).is_none() {
+            self.forget(key);
+        }
+    }
+
     /// Number of objects with remembered state.
     pub fn tracked(&self) -> usize {
         self.objects().len()

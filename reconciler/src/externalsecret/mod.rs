@@ -25,7 +25,18 @@ const CONTROLLER: &str = "externalsecret";
 fn error_policy(es: Arc<ExternalSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
-    Action::requeue(ctx.failure_delay(&key))
+    let delay = ctx.failure_delay(&key);
+    ctx.forget_if_gone(&key, &ctx.caches.external_secrets);
+    Action::requeue(delay)
+}
+
+/// One reconcile; then, if the ExternalSecret was deleted meanwhile, what the reconcile recorded for
+/// it (metric series, per-object state) is dropped again.
+async fn reconcile_tracked(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Action, reconcile::Error> {
+    let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
+    let result = reconcile::reconcile(es, ctx.clone()).await;
+    ctx.forget_if_gone(&key, &ctx.caches.external_secrets);
+    result
 }
 
 /// Whether `obj` belongs to this instance's controller class (every object when none is set).
@@ -89,7 +100,7 @@ pub fn controller(
         .run(
             |obj, ctx| async move {
                 let metrics = ctx.metrics.clone();
-                crate::metrics::observe(&metrics, CONTROLLER, reconcile::reconcile(obj, ctx)).await
+                crate::metrics::observe(&metrics, CONTROLLER, reconcile_tracked(obj, ctx)).await
             },
             error_policy,
             ctx,

@@ -22,7 +22,18 @@ const CONTROLLER: &str = "pushsecret";
 fn error_policy(ps: Arc<PushSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
     let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
-    Action::requeue(ctx.failure_delay(&key))
+    let delay = ctx.failure_delay(&key);
+    ctx.forget_if_gone(&key, &ctx.caches.push_secrets);
+    Action::requeue(delay)
+}
+
+/// One reconcile; then, if the PushSecret was deleted meanwhile, what the reconcile recorded for
+/// it (metric series, per-object state) is dropped again.
+async fn reconcile_tracked(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, reconcile::Error> {
+    let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
+    let result = reconcile::reconcile(ps, ctx.clone()).await;
+    ctx.forget_if_gone(&key, &ctx.caches.push_secrets);
+    result
 }
 
 /// Registers the controller on the shared caches and returns it; it runs until `shutdown`
@@ -61,7 +72,7 @@ pub fn controller(
         .run(
             |obj, ctx| async move {
                 let metrics = ctx.metrics.clone();
-                crate::metrics::observe(&metrics, CONTROLLER, reconcile::reconcile(obj, ctx)).await
+                crate::metrics::observe(&metrics, CONTROLLER, reconcile_tracked(obj, ctx)).await
             },
             error_policy,
             ctx,
