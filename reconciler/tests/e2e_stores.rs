@@ -239,13 +239,18 @@ async fn run(store: &dyn Store) {
             let synced = |name: &'static str, want: &'static str| wait_for_value(&secrets, name, "user", want, WAIT);
             synced("via-provider", "app").await;
             synced("via-cluster", "app").await;
-            // The provider answered Capabilities: both stores read and write.
-            for (what, caps) in [
-                ("Provider tenant", providers.get("tenant").await.unwrap().status.and_then(|s| s.capabilities)),
-                ("the ClusterProvider", cps.get(&cp_name).await.unwrap().status.and_then(|s| s.capabilities)),
-            ] {
-                assert_eq!(caps, Some(keyward_crds::Capabilities::ReadWrite), "{what}");
-            }
+            // The provider answered Capabilities: both stores read and write. The status check
+            // runs next to the first syncs, so its write may come a moment after them.
+            let caps = eventually("Provider tenant reports its capabilities", WAIT, || async {
+                providers.get("tenant").await.ok()?.status?.capabilities
+            })
+            .await;
+            assert_eq!(caps, keyward_crds::Capabilities::ReadWrite, "Provider tenant");
+            let caps = eventually("the ClusterProvider reports its capabilities", WAIT, || async {
+                cps.get(&cp_name).await.ok()?.status?.capabilities
+            })
+            .await;
+            assert_eq!(caps, keyward_crds::Capabilities::ReadWrite, "the ClusterProvider");
 
             // Rotation in the store reaches both on refresh.
             store.put(&db, "app2");
