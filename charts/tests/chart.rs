@@ -325,6 +325,10 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
             assert!(can_i(kc, &ns, &sa("reconciler"), verb, resource), "reconciler may {verb} {resource}");
         }
         assert!(!can_i(kc, &ns, &sa("webhook"), "create", "externalsecrets.external-secrets.io"));
+        // ClusterSecretStore namespace conditions are decided at admission from a watch.
+        for verb in ["list", "watch"] {
+            assert!(can_i(kc, &ns, &sa("webhook"), verb, "clustersecretstores.external-secrets.io"));
+        }
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));
         assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
         assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "fakes.provider.external-secrets.io"));

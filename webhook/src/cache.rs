@@ -1,15 +1,16 @@
 //! The in-memory state every review is answered from. Watches (see [`crate::watch`]) feed it;
 //! the request path only reads it, so answering never calls the API server.
 //!
-//! Only what decisions need is kept: namespace labels, ClusterProvider specs, the names of
-//! Providers, and for ExternalSecrets and PushSecrets the ClusterProviders they reference.
+//! Only what decisions need is kept: namespace labels, ClusterProvider specs, ClusterSecretStore
+//! namespace conditions, the names of Providers, and for ExternalSecrets and PushSecrets the
+//! ClusterProviders they reference.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use keyward_crds::ClusterProviderSpec;
+use keyward_crds::{ClusterProviderCondition, ClusterProviderSpec};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -29,12 +30,20 @@ pub enum Source {
     ExternalSecrets = 3,
     /// PushSecrets (kept as store-reference index entries).
     PushSecrets = 4,
+    /// ClusterSecretStores (kept as their namespace conditions).
+    ClusterSecretStores = 5,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 5] =
-        [Source::Namespaces, Source::ClusterProviders, Source::Providers, Source::ExternalSecrets, Source::PushSecrets];
+    pub const ALL: [Source; 6] = [
+        Source::Namespaces,
+        Source::ClusterProviders,
+        Source::Providers,
+        Source::ExternalSecrets,
+        Source::PushSecrets,
+        Source::ClusterSecretStores,
+    ];
 
     /// Name for logs and metrics.
     pub fn as_str(self) -> &'static str {
@@ -44,6 +53,7 @@ impl Source {
             Source::Providers => "providers",
             Source::ExternalSecrets => "externalsecrets",
             Source::PushSecrets => "pushsecrets",
+            Source::ClusterSecretStores => "clustersecretstores",
         }
     }
 
@@ -181,6 +191,10 @@ impl RefIndex {
 /// A ClusterProvider as cached: its spec, or why it could not be read.
 pub type CachedClusterProvider = Result<ClusterProviderSpec, String>;
 
+/// A ClusterSecretStore as cached: its namespace conditions (all admission needs of it), or why
+/// they could not be read.
+pub type CachedClusterSecretStore = Result<Vec<ClusterProviderCondition>, String>;
+
 /// Everything a review reads.
 #[derive(Debug, Default)]
 pub struct State {
@@ -188,6 +202,8 @@ pub struct State {
     pub namespaces: HashMap<String, Labels>,
     /// ClusterProvider name → spec.
     pub cluster_providers: HashMap<String, CachedClusterProvider>,
+    /// ClusterSecretStore name → namespace conditions.
+    pub cluster_secret_stores: HashMap<String, CachedClusterSecretStore>,
     /// Namespace → names of its Providers.
     pub providers: HashMap<String, HashSet<String>>,
     /// Store references of ExternalSecrets and PushSecrets.

@@ -1,5 +1,5 @@
 //! Admission warnings for a ClusterExternalSecret: namespaces it selects that may not use the
-//! store its ExternalSecret names. They are warnings, not a denial: the other namespaces still
+//! ClusterProvider or ClusterSecretStore its ExternalSecret names. They are warnings, not a denial: the other namespaces still
 //! get their ExternalSecret, and the controller reports the refused ones in
 //! `status.failedNamespaces`. Answered from the caches, like every review.
 
@@ -26,7 +26,7 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
         ));
     }
     let es = &spec.external_secret_spec;
-    let mut refused: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut refused: BTreeMap<(StoreKind, String), Vec<&str>> = BTreeMap::new();
     let mut without_provider: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut selected: Vec<(&String, &crate::cache::Labels)> = state
         .namespaces
@@ -41,11 +41,15 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
                 Some(Ok(cp)) => Some(Cow::Borrowed(cp.conditions.as_slice())),
                 _ => None,
             },
+            StoreKind::ClusterSecretStore => match state.cluster_secret_stores.get(store) {
+                Some(Ok(conditions)) => Some(Cow::Borrowed(conditions.as_slice())),
+                _ => None,
+            },
             _ => None,
         });
         if let Some(d) = denied {
             tracing::info!(cluster_external_secret = name, namespace = %ns, detail = %d.detail(), "namespace refused");
-            refused.entry(d.cluster_provider).or_default().push(ns);
+            refused.entry((d.kind, d.cluster_provider)).or_default().push(ns);
         }
         for (_, r) in es.store_refs() {
             if r.effective_kind() == StoreKind::Provider && !r.name.is_empty() && !state.provider_exists(ns, &r.name) {
@@ -56,11 +60,11 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
             }
         }
     }
-    for (store, namespaces) in refused {
+    for ((kind, store), namespaces) in refused {
         out.push(format!(
-            "ClusterExternalSecret {name:?}: ClusterProvider {store:?} does not allow {}; no ExternalSecret is \
-             written there (they are listed in status.failedNamespaces). Use a ClusterProvider whose spec.conditions \
-             admit them, or narrow the namespace selection",
+            "ClusterExternalSecret {name:?}: {kind} {store:?} does not allow {}; no ExternalSecret is written there \
+             (they are listed in status.failedNamespaces). Use a {kind} whose spec.conditions admit them, or narrow \
+             the namespace selection",
             listed("namespace", &namespaces)
         ));
     }
@@ -72,9 +76,15 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
         ));
     }
     for (path, r) in es.store_refs() {
-        if r.effective_kind() == StoreKind::ClusterProvider && !state.cluster_providers.contains_key(&r.name) {
+        let kind = r.effective_kind();
+        let known = match kind {
+            StoreKind::ClusterProvider => state.cluster_providers.contains_key(&r.name),
+            StoreKind::ClusterSecretStore => state.cluster_secret_stores.contains_key(&r.name),
+            _ => true,
+        };
+        if !known {
             out.push(format!(
-                "spec.externalSecretSpec{}: ClusterProvider {:?} does not exist yet; nothing syncs until it does",
+                "spec.externalSecretSpec{}: {kind} {:?} does not exist yet; nothing syncs until it does",
                 path.strip_prefix("spec").unwrap_or(&path),
                 r.name
             ));

@@ -149,6 +149,7 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
         };
         gauge("namespaces", s.namespaces.len());
         gauge("clusterproviders", s.cluster_providers.len());
+        gauge("clustersecretstores", s.cluster_secret_stores.len());
         gauge("providers", s.providers.values().map(|p| p.len()).sum());
         gauge("storerefs", s.refs.len());
     }

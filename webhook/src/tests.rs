@@ -95,6 +95,14 @@ fn seed(s: &mut State) {
         ]))),
     );
     s.cluster_providers.insert("open".into(), Ok(cluster_provider(json!([]))));
+    s.cluster_secret_stores.insert(
+        "vault-prod".into(),
+        Ok(serde_json::from_value(json!([
+            {"namespaceSelector": {"matchLabels": {"env": "prod"}}},
+            {"namespaces": ["special"]}
+        ]))
+        .expect("conditions")),
+    );
     s.add_provider("team-b", "local");
 }
 
@@ -205,7 +213,71 @@ fn missing_stores_are_allowed_with_a_warning() {
         &c,
     );
     assert!(d.allowed);
-    assert!(d.warnings[0].contains("kind ClusterSecretStore is not supported by Keyward"), "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["spec.secretStoreRef: ClusterSecretStore \"old\" does not exist yet; nothing syncs until it does"]
+    );
+    // A SecretStore is the namespace's own: nothing to admit, and no watch of them.
+    let d = validate(
+        ES,
+        "CREATE",
+        Some("team-b"),
+        external_secret("db", json!({"name": "mine", "kind": "SecretStore"})),
+        &c,
+    );
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+}
+
+#[test]
+fn cluster_secret_store_conditions_are_enforced_like_cluster_provider_ones() {
+    let c = caches();
+    let es = external_secret("db", json!({"name": "vault-prod", "kind": "ClusterSecretStore"}));
+    let d = validate(ES, "CREATE", Some("team-b"), es.clone(), &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "ExternalSecret \"db\" is not allowed",
+            "spec.secretStoreRef: ClusterSecretStore \"vault-prod\" does not allow namespace \"team-b\"",
+            "Use a ClusterSecretStore whose spec.conditions admit namespace \"team-b\", ask its owner to admit it, \
+             or use a SecretStore in this namespace",
+        ],
+    );
+    let msg = d.message.as_deref().unwrap_or_default();
+    for secret in ["special", "env=prod", "conditions["] {
+        assert!(!msg.contains(secret), "{secret:?} revealed in {msg:?}");
+    }
+    for ns in ["team-a", "special"] {
+        let d = validate(ES, "CREATE", Some(ns), es.clone(), &c);
+        assert!(d.allowed && d.warnings.is_empty(), "{ns}: {d:?}");
+    }
+    // Per-entry references and PushSecrets too.
+    let mut per_entry = external_secret("db", json!({"name": "open", "kind": "ClusterProvider"}));
+    per_entry["spec"]["data"][0]["sourceRef"] =
+        json!({"storeRef": {"name": "vault-prod", "kind": "ClusterSecretStore"}});
+    denied_with(
+        &validate(ES, "CREATE", Some("team-b"), per_entry, &c),
+        403,
+        &["spec.data[0].sourceRef.storeRef: ClusterSecretStore \"vault-prod\" does not allow namespace \"team-b\""],
+    );
+    let ps = push_secret(json!([{"name": "vault-prod", "kind": "ClusterSecretStore"}]));
+    denied_with(
+        &validate(PS, "CREATE", Some("team-b"), ps.clone(), &c),
+        403,
+        &["spec.secretStoreRefs[0]: ClusterSecretStore \"vault-prod\" does not allow namespace \"team-b\""],
+    );
+    assert!(validate(PS, "CREATE", Some("team-a"), ps, &c).allowed);
+    // Unknown labels with a namespaceSelector: retry, not a verdict.
+    let d = validate(ES, "CREATE", Some("brand-new"), es.clone(), &c);
+    denied_with(&d, 403, &["namespaceSelector of ClusterSecretStore \"vault-prod\" cannot be checked; retry"]);
+    // Conditions that could not be read: allowed with a warning (the reconciler decides again).
+    c.write().cluster_secret_stores.insert("vault-prod".into(), Err("spec.conditions: invalid type".into()));
+    let d = validate(ES, "CREATE", Some("team-b"), es, &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["spec.secretStoreRef: ClusterSecretStore \"vault-prod\" cannot be read: spec.conditions: invalid type"]
+    );
 }
 
 #[test]
@@ -613,6 +685,40 @@ fn cluster_external_secret_warns_about_selected_namespaces_the_store_refuses() {
         d.warnings,
         ["ClusterExternalSecret \"shared-db\": Provider \"local\" does not exist yet in namespaces \"special\", \
           \"team-a\"; their ExternalSecrets do not sync until it does"]
+    );
+}
+
+#[test]
+fn cluster_external_secret_warns_about_namespaces_a_cluster_secret_store_refuses() {
+    let c = caches();
+    let selection = json!({"namespaceSelectors": [{"matchExpressions": [{"key": "env", "operator": "Exists"}]}]});
+    let d = validate(
+        CES,
+        "CREATE",
+        None,
+        cluster_external_secret(selection.clone(), json!({"name": "vault-prod", "kind": "ClusterSecretStore"})),
+        &c,
+    );
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        [
+            "ClusterExternalSecret \"shared-db\": ClusterSecretStore \"vault-prod\" does not allow namespace \"team-b\"; \
+          no ExternalSecret is written there (they are listed in status.failedNamespaces). Use a ClusterSecretStore \
+          whose spec.conditions admit them, or narrow the namespace selection"
+        ]
+    );
+    let d = validate(
+        CES,
+        "CREATE",
+        None,
+        cluster_external_secret(selection, json!({"name": "later", "kind": "ClusterSecretStore"})),
+        &c,
+    );
+    assert_eq!(
+        d.warnings,
+        ["spec.externalSecretSpec.secretStoreRef: ClusterSecretStore \"later\" does not exist yet; nothing syncs \
+          until it does"]
     );
 }
 

@@ -233,7 +233,9 @@ impl Check {
     /// A reference to a store by name; `kind` None is a PushSecret reference without a kind.
     fn store_ref(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: Option<StoreKind>) {
         match kind {
-            Some(StoreKind::ClusterProvider) => self.cluster_provider_use(state, ns, path, name),
+            Some(k @ (StoreKind::ClusterProvider | StoreKind::ClusterSecretStore)) => {
+                self.cluster_store_use(state, ns, path, k, name)
+            }
             Some(StoreKind::Provider) => {
                 if !state.provider_exists(ns, name) {
                     self.warnings.push(format!(
@@ -241,11 +243,13 @@ impl Check {
                     ));
                 }
             }
-            Some(other) => self
-                .warnings
-                .push(format!("{path}: kind {other} is not supported by Keyward; use Provider or ClusterProvider")),
+            // A SecretStore is in the manifest's own namespace: nothing to admit; the reconciler
+            // reports one that is missing or cannot be served.
+            Some(StoreKind::SecretStore) => {}
             None if state.provider_exists(ns, name) => {}
-            None if state.cluster_providers.contains_key(name) => self.cluster_provider_use(state, ns, path, name),
+            None if state.cluster_providers.contains_key(name) => {
+                self.cluster_store_use(state, ns, path, StoreKind::ClusterProvider, name)
+            }
             None => self.warnings.push(format!(
                 "{path}: neither a Provider {name:?} in namespace {ns:?} nor a ClusterProvider {name:?} exists yet; \
                  nothing is pushed until one does"
@@ -253,46 +257,52 @@ impl Check {
         }
     }
 
-    fn cluster_provider_use(&mut self, state: &State, ns: &str, path: &str, name: &str) {
-        let spec = match state.cluster_providers.get(name) {
+    /// A reference to a cluster-scoped store (ClusterProvider or ClusterSecretStore): its
+    /// namespace conditions decide, with one rule for both kinds (`check_namespace_admitted`).
+    fn cluster_store_use(&mut self, state: &State, ns: &str, path: &str, kind: StoreKind, name: &str) {
+        let cached = match kind {
+            StoreKind::ClusterProvider => {
+                state.cluster_providers.get(name).map(|c| c.as_ref().map(|spec| spec.conditions.as_slice()))
+            }
+            _ => state.cluster_secret_stores.get(name).map(|c| c.as_ref().map(Vec::as_slice)),
+        };
+        let conditions = match cached {
             None => {
-                self.warnings
-                    .push(format!("{path}: ClusterProvider {name:?} does not exist yet; nothing syncs until it does"));
+                self.warnings.push(format!("{path}: {kind} {name:?} does not exist yet; nothing syncs until it does"));
                 return;
             }
             Some(Err(why)) => {
-                self.warnings.push(format!("{path}: ClusterProvider {name:?} cannot be read: {why}"));
+                self.warnings.push(format!("{path}: {kind} {name:?} cannot be read: {why}"));
                 return;
             }
-            Some(Ok(spec)) => spec,
+            Some(Ok(conditions)) => conditions,
         };
         let empty = Labels::new();
         let (labels, known) = match state.namespaces.get(ns) {
             Some(l) => (l, true),
             None => (&empty, false),
         };
-        if let Err(denied) = check_namespace_admitted(
-            StoreKind::ClusterProvider,
-            name,
-            &spec.conditions,
-            NamespaceView { name: ns, labels },
-        ) {
+        if let Err(denied) = check_namespace_admitted(kind, name, conditions, NamespaceView { name: ns, labels }) {
             // The requester sees that it is refused; why (the conditions) is for the operator.
-            tracing::info!(cluster_provider = name, namespace = ns, detail = %denied.detail(), "namespace refused");
-            if !known && spec.conditions.iter().any(|c| c.namespace_selector.is_some()) {
+            tracing::info!(store_kind = %kind, store = name, namespace = ns, detail = %denied.detail(), "namespace refused");
+            if !known && conditions.iter().any(|c| c.namespace_selector.is_some()) {
                 self.denied.push(format!(
                     "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
-                     namespaceSelector of ClusterProvider {name:?} cannot be checked; retry in a moment"
+                     namespaceSelector of {kind} {name:?} cannot be checked; retry in a moment"
                 ));
             } else {
+                let local = if kind == StoreKind::ClusterProvider { "Provider" } else { "SecretStore" };
                 self.denied.push(format!(
-                    "{path}: {denied}. Use a ClusterProvider whose spec.conditions admit namespace {ns:?}, \
-                     ask its owner to admit it, or use a Provider in this namespace"
+                    "{path}: {denied}. Use a {kind} whose spec.conditions admit namespace {ns:?}, \
+                     ask its owner to admit it, or use a {local} in this namespace"
                 ));
             }
             return;
         }
-        if let Err(e) = auth_namespace(StoreSpec::ClusterProvider { name, spec }, ns) {
+        if kind == StoreKind::ClusterProvider
+            && let Some(Ok(spec)) = state.cluster_providers.get(name)
+            && let Err(e) = auth_namespace(StoreSpec::ClusterProvider { name, spec }, ns)
+        {
             self.warnings.push(format!("{path}: {e}"));
         }
     }

@@ -1,5 +1,5 @@
 //! Watches that feed the caches. Namespaces and Providers are watched metadata-only;
-//! ClusterProviders keep their spec; ExternalSecrets and PushSecrets only leave their
+//! ClusterProviders keep their spec, ClusterSecretStores their namespace conditions; ExternalSecrets and PushSecrets only leave their
 //! ClusterProvider references in a small index (ExternalSecrets also their injection target).
 //! No Secret is ever watched: the webhook has no access to Secrets at all.
 
@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use keyward_crds::{ClusterProvider, ClusterProviderSpec, ExternalSecret, Provider, PushSecret};
+use keyward_crds::{
+    ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret,
+};
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
@@ -60,6 +63,30 @@ impl Feed<DynamicObject> for ClusterProviders {
     }
     fn delete(&self, state: &mut State, o: DynamicObject) {
         state.cluster_providers.remove(&o.name_any());
+    }
+}
+
+/// Reads a ClusterSecretStore's namespace conditions (none: every namespace is admitted),
+/// keeping why they could not be read. Only the conditions are read, so a provider section
+/// this version does not know never hides them.
+pub fn cluster_secret_store_conditions(obj: &DynamicObject) -> Result<Vec<ClusterProviderCondition>, String> {
+    match obj.data.pointer("/spec/conditions") {
+        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+        Some(c) => Vec::<ClusterProviderCondition>::deserialize(c).map_err(|e| format!("spec.conditions: {e}")),
+    }
+}
+
+struct ClusterSecretStores;
+impl Feed<DynamicObject> for ClusterSecretStores {
+    fn replace(&self, state: &mut State, items: Vec<DynamicObject>) {
+        state.cluster_secret_stores =
+            items.iter().map(|o| (o.name_any(), cluster_secret_store_conditions(o))).collect();
+    }
+    fn apply(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_secret_stores.insert(o.name_any(), cluster_secret_store_conditions(&o));
+    }
+    fn delete(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_secret_stores.remove(&o.name_any());
     }
 }
 
@@ -203,8 +230,14 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         tokio::spawn(run(
             Source::PushSecrets,
             watcher(dynamic(ApiResource::erase::<PushSecret>(&())), cfg()).backoff(retry()).modify(strip),
-            caches,
+            caches.clone(),
             Users(UserKind::PushSecret),
+        )),
+        tokio::spawn(run(
+            Source::ClusterSecretStores,
+            watcher(dynamic(ApiResource::erase::<ClusterSecretStore>(&())), cfg()).backoff(retry()).modify(strip),
+            caches,
+            ClusterSecretStores,
         )),
     ]
 }
@@ -302,5 +335,31 @@ mod tests {
         assert!(cluster_provider_spec(&bad).is_err());
         let none = DynamicObject::new("none", &ar);
         assert_eq!(cluster_provider_spec(&none), Err("it has no spec".to_string()));
+    }
+
+    #[tokio::test]
+    async fn cluster_secret_stores_keep_their_conditions_or_why_not() {
+        let ar = ApiResource::erase::<ClusterSecretStore>(&());
+        let store = |name: &str, spec: serde_json::Value| DynamicObject::new(name, &ar).data(json!({"spec": spec}));
+        let events = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(store("open", json!({"provider": {"vault": {"server": "x"}}})))),
+            Ok(Event::InitApply(store("narrow", json!({"provider": {}, "conditions": [{"namespaces": ["a"]}]})))),
+            Ok(Event::InitApply(store("odd", json!({"conditions": "all"})))),
+            Ok(Event::InitDone),
+            Ok(Event::Delete(store("open", json!({})))),
+        ];
+        let caches = Arc::new(Caches::new());
+        run(Source::ClusterSecretStores, futures::stream::iter(events), caches.clone(), ClusterSecretStores).await;
+        let s = caches.read();
+        assert!(!s.cluster_secret_stores.contains_key("open"), "deleted");
+        let narrow = s.cluster_secret_stores["narrow"].as_ref().expect("conditions read");
+        assert_eq!(narrow[0].namespaces, ["a"]);
+        let odd = s.cluster_secret_stores["odd"].as_ref().expect_err("not a list");
+        assert!(odd.starts_with("spec.conditions: "), "{odd}");
+        assert!(caches.unsynced().iter().all(|u| *u != "clustersecretstores"));
+        drop(s);
+        let none = DynamicObject::new("none", &ar);
+        assert_eq!(cluster_secret_store_conditions(&none), Ok(Vec::new()), "no conditions admit every namespace");
     }
 }

@@ -94,7 +94,9 @@ impl Drop for Cleanup {
             let _ = kubectl().args(["delete", kind, &name, "--ignore-not-found", "--wait=false"]).output();
         }
         let selector = format!("{RUN_LABEL}={}", self.run_id);
-        let _ = kubectl().args(["delete", "clusterproviders", "-l", &selector, "--ignore-not-found"]).output();
+        for kind in ["clusterproviders", "clustersecretstores"] {
+            let _ = kubectl().args(["delete", kind, "-l", &selector, "--ignore-not-found"]).output();
+        }
     }
 }
 
@@ -196,6 +198,14 @@ fn cluster_provider(run_id: &str, name: &str, spec: &str) -> String {
     )
 }
 
+/// A ClusterSecretStore of the fake provider that admits the namespaces `namespaces`.
+fn cluster_secret_store(run_id: &str, name: &str, namespaces: &[&str]) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: ClusterSecretStore\nmetadata:\n  name: {name}\n  labels:\n    {RUN_LABEL}: \"{run_id}\"\nspec:\n  provider:\n    fake:\n      data:\n        - key: db\n          value: s3cret\n  conditions:\n    - namespaces: [{}]\n",
+        namespaces.join(", ")
+    )
+}
+
 fn external_secret(name: &str, store: &str, store_kind: &str) -> String {
     format!(
         r#"apiVersion: external-secrets.io/v1
@@ -285,6 +295,32 @@ async fn admission_through_the_api_server() {
             "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata:\n  name: push\nspec:\n  secretStoreRefs:\n    - name: {shared}\n      kind: ClusterProvider\n  selector:\n    secret:\n      name: source\n  data:\n    - match:\n        secretKey: k\n        remoteRef:\n          remoteKey: r\n"
         );
         rejects_in(&ns, &push, &format!("spec.secretStoreRefs[0]: ClusterProvider \"{shared}\" does not allow"));
+
+        // 2b. A ClusterSecretStore's conditions are enforced the same way, from the webhook's
+        //     cache of ClusterSecretStores: refused while it does not admit the namespace, with
+        //     the same fix-it message; admitted once it does.
+        let css = format!("kw-css-{run_id}");
+        accepts_in(&ns, &cluster_secret_store(&run_id, &css, &["somewhere-else"]));
+        let via_css = external_secret("via-css", &css, "ClusterSecretStore");
+        let out = eventually(&ns, &via_css, "denial through the ClusterSecretStore", |ok, out| {
+            !ok && out.contains("denied the request")
+        })
+        .await;
+        for needle in [
+            format!("spec.secretStoreRef: ClusterSecretStore \"{css}\" does not allow namespace \"{ns}\""),
+            format!("Use a ClusterSecretStore whose spec.conditions admit namespace \"{ns}\""),
+            "or use a SecretStore in this namespace".to_string(),
+        ] {
+            assert!(out.contains(&needle), "{needle:?} not in:\n{out}");
+        }
+        assert!(!out.contains("somewhere-else"), "the conditions are the operator's:\n{out}");
+        let (ok, out) = kubectl_with_stdin(&["create", "-n", &ns, "-f", "-"], &via_css);
+        assert!(!ok && out.contains(&format!("ClusterSecretStore \"{css}\" does not allow namespace")), "{out}");
+        accepts_in(&ns, &cluster_secret_store(&run_id, &css, &["somewhere-else", &ns]));
+        let out = eventually(&ns, &via_css, "acceptance once the ClusterSecretStore admits the namespace", |ok, _| ok)
+            .await;
+        assert!(!out.contains("Warning"), "{out}");
+        run(kubectl().args(["delete", "externalsecret", "via-css", "-n", &ns]));
 
         // 3. Field rules: ProviderNamespace without a namespace, a bad regex, two auth methods.
         let no_ns = "  config:\n    address: p.keyward.svc:8443\n    providerRef:\n      apiVersion: provider.external-secrets.io/v2alpha1\n      kind: Fake\n      name: data\n";

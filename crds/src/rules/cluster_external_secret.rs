@@ -1,6 +1,6 @@
 //! ClusterExternalSecret rules: which namespaces one selects, which of them may not use the
-//! store its ExternalSecret names (the ClusterProvider namespace conditions of
-//! [`check_namespace_admitted`]), and validation of its spec.
+//! store its ExternalSecret names (the ClusterProvider and ClusterSecretStore namespace
+//! conditions of [`check_namespace_admitted`]), and validation of its spec.
 
 use std::borrow::Cow;
 
@@ -37,14 +37,16 @@ pub fn refused_store<'a, F>(spec: &ExternalSecretSpec, ns: NamespaceView<'_>, co
 where
     F: Fn(StoreKind, &str) -> Option<Cow<'a, [ClusterProviderCondition]>>,
 {
-    let mut checked: Vec<&str> = Vec::new();
+    let mut checked: Vec<(StoreKind, &str)> = Vec::new();
     for (_, r) in spec.store_refs() {
-        if r.effective_kind() != StoreKind::ClusterProvider || r.name.is_empty() || checked.contains(&r.name.as_str()) {
+        let kind = r.effective_kind();
+        let cluster_scoped = matches!(kind, StoreKind::ClusterProvider | StoreKind::ClusterSecretStore);
+        if !cluster_scoped || r.name.is_empty() || checked.contains(&(kind, r.name.as_str())) {
             continue;
         }
-        checked.push(&r.name);
-        let Some(conds) = conditions(StoreKind::ClusterProvider, &r.name) else { continue };
-        if let Err(denied) = check_namespace_admitted(StoreKind::ClusterProvider, &r.name, &conds, ns) {
+        checked.push((kind, &r.name));
+        let Some(conds) = conditions(kind, &r.name) else { continue };
+        if let Err(denied) = check_namespace_admitted(kind, &r.name, &conds, ns) {
             return Some(denied);
         }
     }
@@ -170,7 +172,9 @@ mod tests {
              data: [{secretKey: a, remoteRef: {key: a}}, \
                     {secretKey: b, remoteRef: {key: b}, sourceRef: {storeRef: {name: prod-only, kind: ClusterProvider}}}, \
                     {secretKey: c, remoteRef: {key: c}, sourceRef: {storeRef: {name: local}}}, \
-                    {secretKey: d, remoteRef: {key: d}, sourceRef: {storeRef: {name: unknown, kind: ClusterProvider}}}]",
+                    {secretKey: d, remoteRef: {key: d}, sourceRef: {storeRef: {name: unknown, kind: ClusterProvider}}}, \
+                    {secretKey: e, remoteRef: {key: e}, sourceRef: {storeRef: {name: team-p, kind: ClusterSecretStore}}}, \
+                    {secretKey: f, remoteRef: {key: f}, sourceRef: {storeRef: {name: own, kind: SecretStore}}}]",
         )
         .expect("parses");
         let prod_only = vec![ClusterProviderCondition {
@@ -183,16 +187,32 @@ mod tests {
             match name {
                 "open" => Some(Cow::Owned(Vec::new())),
                 "prod-only" => Some(Cow::Borrowed(prod_only.as_slice())),
+                "team-p" if kind == StoreKind::ClusterSecretStore => Some(Cow::Owned(vec![ClusterProviderCondition {
+                    namespaces: vec!["p".into()],
+                    ..Default::default()
+                }])),
                 _ => None,
             }
         };
         let prod = labels(&[("env", "prod")]);
         let dev = labels(&[("env", "dev")]);
         assert_eq!(refused_store(&es, NamespaceView { name: "p", labels: &prod }, conditions), None);
-        // The namespaced Provider "local" is never looked up; each ClusterProvider once.
-        assert_eq!(*asked.borrow(), ["ClusterProvider/open", "ClusterProvider/prod-only", "ClusterProvider/unknown"]);
+        // The namespaced Provider "local" and SecretStore "own" are never looked up; each
+        // cluster-scoped store once.
+        assert_eq!(
+            *asked.borrow(),
+            [
+                "ClusterProvider/open",
+                "ClusterProvider/prod-only",
+                "ClusterProvider/unknown",
+                "ClusterSecretStore/team-p"
+            ]
+        );
         let denied = refused_store(&es, NamespaceView { name: "d", labels: &dev }, conditions).expect("refused");
         assert_eq!((denied.cluster_provider.as_str(), denied.namespace.as_str()), ("prod-only", "d"));
+        // A namespace every ClusterProvider admits is still refused by the ClusterSecretStore.
+        let denied = refused_store(&es, NamespaceView { name: "q", labels: &prod }, conditions).expect("refused");
+        assert_eq!((denied.kind, denied.cluster_provider.as_str()), (StoreKind::ClusterSecretStore, "team-p"));
     }
 
     #[test]
