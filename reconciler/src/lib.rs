@@ -18,3 +18,4 @@ pub mod pushsecret;
 pub mod reload;
 pub mod run;
 pub mod selector;
+pub mod tracked;

@@ -2,7 +2,8 @@
 //! ExternalSecrets fail while the Fake provider process is down and wait out a long error
 //! backoff (minutes); when the provider is back, every one of them is requeued because it
 //! answered again (the reconciler's recovery metrics say so) and converges long before any
-//! backoff would have run out. No Secret is emptied, no process exits.
+//! backoff would have run out. No Secret is emptied, no process exits. PushSecrets that fail
+//! during the outage are requeued the same way.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,9 +11,11 @@ mod support;
 
 use std::time::Duration;
 
-use keyward_crds::{Fake, Provider};
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{Fake, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
+use serde_json::json;
 use support::*;
 
 const N: usize = 300;
@@ -68,6 +71,95 @@ async fn external_secrets_waiting_on_a_provider_are_requeued_when_it_answers_aga
         );
         assert_eq!(metric_value(&metrics, "clientmanager_recovery_waiting"), 0.0, "nothing left waiting");
         assert!(reconciler.process.is_running(), "the reconciler stayed up");
+    })
+    .await;
+}
+
+/// PushSecrets `ps-0` … whose Ready condition is `want`.
+async fn push_secrets_ready(pss: &Api<PushSecret>, want: &str) -> usize {
+    let Ok(list) = pss.list(&Default::default()).await else { return 0 };
+    list.items
+        .iter()
+        .filter(|ps| ps.metadata.name.as_deref().is_some_and(|n| n.starts_with("ps-")))
+        .filter(|ps| ps.status.as_ref().and_then(|s| ready_of(&s.conditions)).is_some_and(|(s, _, _)| s == want))
+        .count()
+}
+
+/// A PushSecret `name` pushing `password` of the Secret `source` to `remote_key` on the
+/// Provider `fake`.
+fn push_secret(ns: &str, name: &str, remote_key: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {
+            "refreshInterval": "1h",
+            "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
+            "selector": {"secret": {"name": "source"}},
+            "data": [{"match": {"secretKey": "password", "remoteRef": {"remoteKey": remote_key}}}],
+        },
+    })
+}
+
+const PUSHES: usize = 5;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn push_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let mut fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("seed", "x")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "cfg")).await;
+        // A failed push waits 2.5 to 5 minutes before its own retry.
+        let reconciler = Reconciler::start(&ns, &["--error-backoff", "5m", "--breaker-cooldown", "1s"]).await;
+        apply(
+            &Api::<Secret>::namespaced(client.clone(), &ns),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "source"},
+                   "stringData": {"password": "pushed-value"}}),
+        )
+        .await;
+        let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+        apply(&pss, push_secret(&ns, "first", "remote-first")).await;
+        eventually("the first PushSecret pushed", Duration::from_secs(60), || async {
+            let ps = pss.get("first").await.ok()?;
+            (ready_of(&ps.status?.conditions)?.0 == "True").then_some(())
+        })
+        .await;
+
+        // Outage: PushSecrets created now fail because the provider does not answer.
+        fake.stop();
+        for i in 0..PUSHES {
+            apply(&pss, push_secret(&ns, &format!("ps-{i}"), &format!("remote-{i}"))).await;
+        }
+        eventually("every new PushSecret Ready=False", Duration::from_secs(120), || async {
+            (push_secrets_ready(&pss, "False").await == PUSHES).then_some(())
+        })
+        .await;
+        let metrics = reconciler.metrics().await;
+        let statuses: Vec<_> =
+            pss.list(&Default::default()).await.unwrap().items.into_iter().map(|ps| ps.status).collect();
+        // Each failed PushSecret waits on the provider (the first one too, should it have
+        // been pushed again meanwhile).
+        assert!(metric_value(&metrics, "clientmanager_recovery_waiting") >= PUSHES as f64, "{statuses:?}\n{metrics}");
+        assert_eq!(metric_value(&metrics, "clientmanager_recovery_requeues_total"), 0.0, "{statuses:?}\n{metrics}");
+
+        // The provider is back: every PushSecret pushes, because it answered.
+        fake.restart().await;
+        eventually("every PushSecret Ready=True", Duration::from_secs(100), || async {
+            (push_secrets_ready(&pss, "True").await == PUSHES).then_some(())
+        })
+        .await;
+        for i in 0..PUSHES {
+            let status = pss.get(&format!("ps-{i}")).await.unwrap().status.unwrap();
+            assert!(status.synced_push_secrets["Provider/fake"].contains_key(&format!("remote-{i}")), "{status:?}");
+        }
+        let metrics = reconciler.metrics().await;
+        assert!(metric_value(&metrics, "clientmanager_provider_recoveries_total") >= 1.0, "{metrics}");
+        assert!(
+            metric_value(&metrics, "clientmanager_recovery_requeues_total") >= PUSHES as f64,
+            "each waiting PushSecret was requeued by the provider's return: {metrics}"
+        );
+        assert_eq!(metric_value(&metrics, "clientmanager_recovery_waiting"), 0.0, "nothing left waiting");
     })
     .await;
 }

@@ -1,13 +1,14 @@
 //! Recovery that follows the provider, not the clock.
 //!
-//! An ExternalSecret whose sync failed because its provider was unreachable waits out its own
-//! exponential backoff; after a long outage those backoffs reach minutes. Instead, such objects
+//! An ExternalSecret or PushSecret whose sync failed because its provider was unreachable waits
+//! out its own exponential backoff; after a long outage those backoffs reach minutes. Instead, such objects
 //! are registered here as waiting on that provider (its breaker identity), and when the
 //! provider answers again — a call through its breaker closes it, the manager's own probe
 //! included — every object waiting on it is requeued at once, at a bounded rate so the API
 //! server sees a paced stream, not a herd. While objects wait and the breaker's cooldown is
 //! over, [`Recovery::run`] makes the probe call itself, so a return is noticed within one
-//! cooldown whatever the objects' backoff is.
+//! cooldown whatever the objects' backoff is. Each controller subscribes to the objects of its
+//! own kind; one index and one pace serve them all.
 //!
 //! State is bounded by the objects that exist: an object waits on one provider at a time, is
 //! dropped on its next success or non-provider failure, and when the caches say it is gone.
@@ -17,6 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
 
 use super::client::ProviderClient;
 use crate::context::ObjectKey;
@@ -51,7 +54,8 @@ struct Inner {
     by_object: HashMap<ObjectKey, ProviderId>,
     /// Released objects not yet sent, in release order.
     released: VecDeque<ObjectKey>,
-    sink: Option<mpsc::UnboundedSender<ObjectKey>>,
+    /// One subscriber per kind (`ObjectKey::kind`).
+    sinks: HashMap<String, mpsc::UnboundedSender<ObjectKey>>,
 }
 
 /// The index of objects waiting on a provider, and the paced requeue.
@@ -73,11 +77,21 @@ impl Recovery {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The stream of objects to requeue. One subscriber: a second call replaces the first.
-    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<ObjectKey> {
+    /// The stream of released objects of kind `kind`. One subscriber per kind: a second call
+    /// for the same kind replaces the first.
+    pub fn subscribe(&self, kind: &str) -> mpsc::UnboundedReceiver<ObjectKey> {
         let (tx, rx) = mpsc::unbounded();
-        self.lock().sink = Some(tx);
+        self.lock().sinks.insert(kind.to_string(), tx);
         rx
+    }
+
+    /// The released objects of the namespaced kind `K`, for its controller's `reconcile_on`.
+    pub fn requeues<K>(&self) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
+    where
+        K: Resource<DynamicType = ()> + 'static,
+    {
+        let released = self.subscribe(&K::kind(&()));
+        futures::StreamExt::map(released, |key| ObjectRef::new(&key.name).within(&key.namespace))
     }
 
     /// `object` failed because the provider of `on` did not answer: it waits for the provider.
@@ -137,16 +151,17 @@ impl Recovery {
             .collect()
     }
 
-    /// Sends up to `n` released objects to the subscriber.
+    /// Sends up to `n` released objects, each to the subscriber of its kind.
     pub(super) fn send_released(&self, n: usize) {
         let mut inner = self.lock();
         let n = n.min(inner.released.len());
         let batch: Vec<ObjectKey> = inner.released.drain(..n).collect();
-        if let Some(sink) = &inner.sink {
-            for object in batch {
+        for object in batch {
+            // A kind nobody subscribed to (or a stopped controller) has no one to requeue.
+            if let Some(sink) = inner.sinks.get(object.kind)
+                && sink.unbounded_send(object).is_ok()
+            {
                 self.metrics.recovery_requeues.inc();
-                // A stopped controller no longer listens; nothing to do then.
-                let _ = sink.unbounded_send(object);
             }
         }
     }

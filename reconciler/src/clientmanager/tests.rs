@@ -289,7 +289,7 @@ async fn recovery_fixture(
     lookup.tls.lock().unwrap().insert("a".into(), tls("t"));
     let count = CountingConnector::default();
     let (m, metrics) = manager(lookup, &count);
-    let requeued = m.recovery().subscribe();
+    let requeued = m.recovery().subscribe("ExternalSecret");
     let mut clients = Vec::new();
     for name in names {
         clients.push(m.client_for(StoreKind::Provider, name, "a", Need::Read).await.unwrap().0);
@@ -376,4 +376,30 @@ async fn released_objects_go_out_at_the_bounded_rate() {
         n += 1;
     }
     assert_eq!(n, 50);
+}
+
+#[tokio::test]
+async fn each_controller_is_sent_the_released_objects_of_its_own_kind() {
+    use futures::StreamExt;
+    use keyward_crds::{ExternalSecret, PushSecret};
+    let (m, metrics, _, clients) = recovery_fixture(&["p"]).await;
+    let p = &clients[0];
+    let now = std::time::Instant::now();
+    fail_until_open(p, now);
+    let mut ess = Box::pin(m.recovery().requeues::<ExternalSecret>());
+    let mut pss = Box::pin(m.recovery().requeues::<PushSecret>());
+    m.recovery().wait(es("es"), p.waitable());
+    m.recovery().wait(crate::context::ObjectKey::push_secret("a", "ps"), p.waitable());
+    // A kind with no controller subscribed is released and dropped, not counted as a requeue.
+    m.recovery().wait(crate::context::ObjectKey::cluster_external_secret("ces"), p.waitable());
+    answer(p, now);
+    m.recovery().send_released(100);
+    let es_ref = ess.next().await.unwrap();
+    assert_eq!((es_ref.name.as_str(), es_ref.namespace.as_deref()), ("es", Some("a")));
+    let ps_ref = pss.next().await.unwrap();
+    assert_eq!((ps_ref.name.as_str(), ps_ref.namespace.as_deref()), ("ps", Some("a")));
+    assert!(futures::poll!(ess.next()).is_pending(), "the PushSecret did not go to the ExternalSecret controller");
+    assert!(futures::poll!(pss.next()).is_pending());
+    assert_eq!(metrics.recovery_requeues.get(), 2);
+    assert_eq!(m.recovery().waiting(), 0);
 }

@@ -12,32 +12,16 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use keyward_crds::ExternalSecret;
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::caches::{self, Caches, Change};
 use crate::context::{Context, ObjectKey};
+use crate::tracked;
 
 /// The controller's name in controller-runtime style metrics.
 const CONTROLLER: &str = "externalsecret";
-
-fn error_policy(es: Arc<ExternalSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
-    tracing::warn!(object = %key, %error, "reconcile failed");
-    let delay = ctx.failure_delay(&key);
-    ctx.forget_if_gone(&key, &ctx.caches.external_secrets);
-    Action::requeue(delay)
-}
-
-/// One reconcile; then, if the ExternalSecret was deleted meanwhile, what the reconcile recorded for
-/// it (metric series, per-object state) is dropped again.
-async fn reconcile_tracked(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Action, reconcile::Error> {
-    let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
-    let result = reconcile::reconcile(es, ctx.clone()).await;
-    ctx.forget_if_gone(&key, &ctx.caches.external_secrets);
-    result
-}
 
 /// Whether `obj` belongs to this instance's controller class (every object when none is set).
 pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
@@ -86,9 +70,7 @@ pub fn controller(
     });
     // ExternalSecrets that waited on a provider are requeued when it answers again (paced by
     // the client manager's recovery), instead of when their own backoff runs out.
-    let recovered = ctx.manager.recovery().subscribe().filter_map(|key| async move {
-        (key.kind == "ExternalSecret").then(|| ObjectRef::new(&key.name).within(&key.namespace))
-    });
+    let recovered = ctx.manager.recovery().requeues::<ExternalSecret>();
     ctx.metrics
         .max_concurrent
         .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
@@ -97,14 +79,7 @@ pub fn controller(
         .reconcile_on(futures::stream::select(triggers, recovered))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(
-            |obj, ctx| async move {
-                let metrics = ctx.metrics.clone();
-                crate::metrics::observe(&metrics, CONTROLLER, reconcile_tracked(obj, ctx)).await
-            },
-            error_policy,
-            ctx,
-        )
+        .run(|obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile), tracked::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "ExternalSecret controller event");

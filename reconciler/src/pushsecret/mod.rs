@@ -10,34 +10,19 @@ use std::sync::Arc;
 use futures::StreamExt;
 use keyward_crds::PushSecret;
 use kube::ResourceExt;
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use crate::caches::{self, Caches, Change};
 use crate::context::{Context, ObjectKey};
+use crate::tracked;
 
 /// The controller's name in controller-runtime style metrics.
 const CONTROLLER: &str = "pushsecret";
 
-fn error_policy(ps: Arc<PushSecret>, error: &reconcile::Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
-    tracing::warn!(object = %key, %error, "reconcile failed");
-    let delay = ctx.failure_delay(&key);
-    ctx.forget_if_gone(&key, &ctx.caches.push_secrets);
-    Action::requeue(delay)
-}
-
-/// One reconcile; then, if the PushSecret was deleted meanwhile, what the reconcile recorded for
-/// it (metric series, per-object state) is dropped again.
-async fn reconcile_tracked(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, reconcile::Error> {
-    let key = ObjectKey::push_secret(&ps.namespace().unwrap_or_default(), &ps.name_any());
-    let result = reconcile::reconcile(ps, ctx.clone()).await;
-    ctx.forget_if_gone(&key, &ctx.caches.push_secrets);
-    result
-}
-
 /// Registers the controller on the shared caches and returns it; it runs until `shutdown`
-/// resolves.
+/// resolves. It is triggered when a PushSecret's spec changes and when the provider it failed
+/// on answers again; everything else is a timer.
 pub fn controller(
     caches: &mut Caches,
     ctx: Arc<Context>,
@@ -61,22 +46,17 @@ pub fn controller(
             }
         });
     }
+    // PushSecrets that waited on a provider are requeued when it answers again.
+    let recovered = ctx.manager.recovery().requeues::<PushSecret>();
     ctx.metrics
         .max_concurrent
         .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
         .set(i64::from(concurrency));
     Controller::for_shared_stream(futures::stream::pending(), caches.push_secrets.store())
-        .reconcile_on(triggers)
+        .reconcile_on(futures::stream::select(triggers, recovered))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(
-            |obj, ctx| async move {
-                let metrics = ctx.metrics.clone();
-                crate::metrics::observe(&metrics, CONTROLLER, reconcile_tracked(obj, ctx)).await
-            },
-            error_policy,
-            ctx,
-        )
+        .run(|obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile), tracked::error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "PushSecret controller event");

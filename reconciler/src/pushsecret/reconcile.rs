@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use keyward_crds::push_secret::{PushSecretData, PushSecretDeletionPolicy, PushSecretUpdatePolicy};
 use keyward_crds::rules::{check_push_override, parse_go_duration, push_metadata_remote_namespace};
 use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
+use keyward_proto::ProviderError;
 use keyward_proto::v1 as pb;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -21,7 +22,7 @@ use serde_json::json;
 
 use super::plan::{Push, Store, plan};
 use super::stores::{Target, resolve_targets};
-use crate::clientmanager::Need;
+use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render};
@@ -53,6 +54,31 @@ pub fn remote_id(remote_key: &str, property: Option<&str>) -> String {
 }
 
 type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
+
+/// Why a push (or a remote deletion) failed, and the provider to wait on when it did not
+/// answer: the PushSecret is then requeued as soon as that provider answers again.
+struct Failure {
+    message: String,
+    waiting_on: Option<Waitable>,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure { message, waiting_on: None }
+    }
+}
+
+impl Failure {
+    /// A failed call through `client`; `what` says which call. Call right when it failed, so
+    /// the provider's state is the one it failed against.
+    fn call(client: &ProviderClient, what: String, error: &ProviderError) -> Self {
+        Failure { message: format!("{what}: {error}"), waiting_on: error.is_transient().then(|| client.waitable()) }
+    }
+
+    fn context(self, prefix: &str) -> Self {
+        Failure { message: format!("{prefix}: {}", self.message), ..self }
+    }
+}
 
 /// The reconcile entry point.
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -88,8 +114,9 @@ async fn cleanup(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
         && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &BTreeMap::new()).await
     {
         let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ns);
-        let message = format!("deleting remote copies: {e}");
-        fail(&ps, ctx, &api, status, message.clone()).await?;
+        let failure = e.context("deleting remote copies");
+        let message = failure.message.clone();
+        fail(&ps, ctx, &api, status, failure).await?;
         return Err(Error::Cleanup(message));
     }
     Ok(Action::await_change())
@@ -112,7 +139,7 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
                 && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &synced).await
             {
                 ctx.metrics.push_errors.get_or_create(&labels).inc();
-                return fail(&ps, ctx, &api, status, format!("deleting remote copies no longer pushed: {e}")).await;
+                return fail(&ps, ctx, &api, status, e.context("deleting remote copies no longer pushed")).await;
             }
             ctx.clear_failures(&key(&ns, &name));
             ctx.metrics.set_ps_condition(&name, &ns, true);
@@ -139,9 +166,9 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
             let interval = parse_go_duration(&ps.spec.refresh_interval).unwrap_or(Duration::from_secs(3600));
             Ok(if interval.is_zero() { Action::await_change() } else { Action::requeue(interval) })
         }
-        Err(message) => {
+        Err(failure) => {
             ctx.metrics.push_errors.get_or_create(&labels).inc();
-            fail(&ps, ctx, &api, status, message).await
+            fail(&ps, ctx, &api, status, failure).await
         }
     }
 }
@@ -155,9 +182,13 @@ async fn fail(
     ctx: &Context,
     api: &Api<PushSecret>,
     status: PushSecretStatus,
-    message: String,
+    Failure { message, waiting_on }: Failure,
 ) -> Result<Action, Error> {
     let ns = ps.namespace().unwrap_or_default();
+    match waiting_on {
+        Some(provider) => ctx.manager.recovery().wait(key(&ns, &ps.name_any()), provider),
+        None => ctx.manager.recovery().forget(&key(&ns, &ps.name_any())),
+    }
     ctx.metrics.set_ps_condition(&ps.name_any(), &ns, false);
     let conditions =
         vec![conditions::ready(&status.conditions, false, "Errored", message.clone(), ps.metadata.generation)];
@@ -170,11 +201,13 @@ async fn fail(
     Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))))
 }
 
-async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, String> {
+async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failure> {
     let source = match (&ps.spec.selector.secret, &ps.spec.selector.generator_ref) {
         (Some(s), _) => s.name.clone(),
-        (None, Some(_)) => return Err("selector.generatorRef: generators are not supported by this controller".into()),
-        (None, None) => return Err("selector.secret.name is required".into()),
+        (None, Some(_)) => {
+            return Err(String::from("selector.generatorRef: generators are not supported by this controller").into());
+        }
+        (None, None) => return Err(String::from("selector.secret.name is required").into()),
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let secret = secrets
@@ -193,7 +226,7 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, String
     }
     let targets = resolve_targets(&ctx.client, &ctx.manager, ns, &ps.spec.secret_store_refs).await?;
     if targets.is_empty() {
-        return Err("no store matches secretStoreRefs".into());
+        return Err(String::from("no store matches secretStoreRefs").into());
     }
     let mut synced = Synced::new();
     for t in &targets {
@@ -208,7 +241,7 @@ async fn push_to(
     ns: &str,
     t: &Target,
     secret_data: &HashMap<String, Vec<u8>>,
-) -> Result<BTreeMap<String, PushSecretData>, String> {
+) -> Result<BTreeMap<String, PushSecretData>, Failure> {
     let client =
         ctx.manager.client_for_store(&t.store, ns, Need::Write).await.map_err(|e| format!("{}: {e}", t.key))?;
     if t.requested_kind.is_none() {
@@ -230,7 +263,7 @@ async fn push_to(
             && client
                 .secret_exists(remote_ref.clone())
                 .await
-                .map_err(|e| format!("{}: {origin} SecretExists: {e}", t.key))?;
+                .map_err(|e| Failure::call(&client, format!("{}: {origin} SecretExists", t.key), &e))?;
         if !skip {
             let data = pb::PushSecretData {
                 metadata,
@@ -238,7 +271,10 @@ async fn push_to(
                 remote_key: remote.remote_key.clone(),
                 property: remote.property.clone().unwrap_or_default(),
             };
-            client.push_secret(secret_data, data).await.map_err(|e| format!("{}: {origin} PushSecret: {e}", t.key))?;
+            client
+                .push_secret(secret_data, data)
+                .await
+                .map_err(|e| Failure::call(&client, format!("{}: {origin} PushSecret", t.key), &e))?;
         }
         entries.insert(remote_id(&remote.remote_key, remote.property.as_deref()), d);
     }
@@ -262,7 +298,7 @@ fn remote_ref(d: &PushSecretData, metadata: &[u8]) -> pb::PushSecretRemoteRef {
 }
 
 /// Deletes remote values recorded in `previous` and absent from `current`.
-async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Synced) -> Result<(), String> {
+async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Synced) -> Result<(), Failure> {
     for (store_key, entries) in previous {
         let gone: Vec<&PushSecretData> = entries
             .iter()
@@ -276,7 +312,7 @@ async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Syn
         let kind = match kind {
             "Provider" => StoreKind::Provider,
             "ClusterProvider" => StoreKind::ClusterProvider,
-            other => return Err(format!("unknown store kind {other:?} in status")),
+            other => return Err(format!("unknown store kind {other:?} in status").into()),
         };
         let (client, _) =
             ctx.manager.client_for(kind, name, ns, Need::Write).await.map_err(|e| format!("{store_key}: {e}"))?;
@@ -287,7 +323,7 @@ async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Syn
             client
                 .delete_secret(remote_ref(d, &metadata))
                 .await
-                .map_err(|e| format!("{store_key}: DeleteSecret {}: {e}", r.remote_key))?;
+                .map_err(|e| Failure::call(&client, format!("{store_key}: DeleteSecret {}", r.remote_key), &e))?;
         }
     }
     Ok(())
