@@ -146,12 +146,14 @@ async fn lead(
 
     // One set of caches for every controller: built here, one watch per kind (caches/).
     let mut caches = Caches::default();
-    let lookup = KubeLookup::new(client.clone()).with_stores(
-        caches.providers.store(),
-        caches.cluster_providers.store(),
-        caches.tls_secrets.store(),
-        caches.namespaces.store(),
-    );
+    let lookup = KubeLookup::new(client.clone())
+        .with_stores(
+            caches.providers.store(),
+            caches.cluster_providers.store(),
+            caches.tls_secrets.store(),
+            caches.namespaces.store(),
+        )
+        .with_secret_stores(caches.secret_stores.store(), caches.cluster_secret_stores.store());
     let manager = Arc::new(
         ClientManager::new(
             Arc::new(lookup),

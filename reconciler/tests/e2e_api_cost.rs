@@ -52,11 +52,13 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
 
         // One watch per kind; Secrets twice: managed Secrets (metadata) and provider TLS Secrets.
         let opened = delta(&watches_before, &api_watches(&client).await);
-        let want: [(&str, f64); 13] = [
+        let want: [(&str, f64); 15] = [
             ("externalsecrets", 1.0),
             ("pushsecrets", 1.0),
             ("providers", 1.0),
             ("clusterproviders", 1.0),
+            ("secretstores", 1.0),
+            ("clustersecretstores", 1.0),
             ("secrets", 2.0),
             ("namespaces", 1.0),
             ("kubernetes", 1.0),

@@ -2,7 +2,8 @@
 //! Kubernetes and Fake provider processes over mTLS (the reference names the store; the
 //! provider reads and translates it), ExternalSecrets referencing them synced; a store naming a
 //! provider Keyward lacks and a ClusterSecretStore that does not admit the namespace reported
-//! Ready=False with the reason.
+//! Ready=False with the reason. The stores themselves report Ready and capabilities, as
+//! upstream's do, from the reconciler's own check of the provider process.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{ClusterSecretStore, ExternalSecret, SecretStore};
+use keyward_crds::{Capabilities, ClusterSecretStore, ExternalSecret, ProviderStatus, SecretStore};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
@@ -33,6 +34,26 @@ async fn wait_condition(api: &Api<ExternalSecret>, name: &str) -> (String, Strin
     eventually(&format!("ExternalSecret {name} has a Ready condition"), WAIT, || async {
         let es = api.get(name).await.ok()?;
         ready_of(&es.status.as_ref()?.conditions)
+    })
+    .await
+}
+
+/// Waits until a store's status has a Ready condition with `want` status (and, when Ready,
+/// its capabilities); returns (reason, message, capabilities).
+async fn wait_store_status<K>(api: &Api<K>, name: &str, want: &str) -> (String, String, Option<Capabilities>)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::core::object::HasStatus<Status = ProviderStatus>,
+{
+    eventually(&format!("{} {name} reports Ready={want}", K::kind(&())), WAIT, || async {
+        let store = api.get(name).await.ok()?;
+        let status = store.status()?;
+        let (s, reason, message) = ready_of(&status.conditions)?;
+        (s == want && (want == "False" || status.capabilities.is_some())).then_some((
+            reason,
+            message,
+            status.capabilities,
+        ))
     })
     .await
 }
@@ -62,7 +83,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             apply(
                 &stores,
                 json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
-                       "metadata": {"name": "k8s-store"},
+                       "metadata": {"name": "k8s-store", "labels": {CLASS_LABEL: ns}},
                        "spec": {"provider": {"kubernetes": {
                            "remoteNamespace": remote,
                            "server": {"url": control_plane().await.server_url(),
@@ -73,7 +94,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             apply(
                 &stores,
                 json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
-                       "metadata": {"name": "vault-backend"},
+                       "metadata": {"name": "vault-backend", "labels": {CLASS_LABEL: ns}},
                        "spec": {"provider": {"vault": {"server": "http://my.vault.server:8200", "path": "secret",
                                                        "auth": {"tokenSecretRef": {"name": "t", "key": "token"}}}}}}),
             )
@@ -84,7 +105,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
                 apply(
                     &cluster_stores,
                     json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
-                           "metadata": {"name": name},
+                           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
                            "spec": {"conditions": [{"namespaces": [admitted]}],
                                     "provider": {"fake": {"data": [
                                         {"key": "/foo/bar", "value": "HELLO1", "version": "v1"},
@@ -151,6 +172,34 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
                 "{message}"
             );
             assert!(secrets.get_opt("from-closed").await.unwrap().is_none(), "nothing written for a refused namespace");
+
+            // The stores' own status, as upstream reports it.
+            let (reason, message, caps) = wait_store_status(&stores, "k8s-store", "True").await;
+            assert_eq!((reason.as_str(), caps), ("Valid", Some(Capabilities::ReadWrite)), "{message}");
+            let (reason, message, caps) = wait_store_status(&cluster_stores, &fake_store, "True").await;
+            assert_eq!((reason.as_str(), caps), ("Valid", Some(Capabilities::ReadWrite)), "{message}");
+            let (reason, message, caps) = wait_store_status(&stores, "vault-backend", "False").await;
+            assert_eq!(reason, "ProviderNotSupported", "{message}");
+            assert!(message.contains("spec.provider.vault is not served by this controller"), "{message}");
+            assert_eq!(caps, None, "no provider answered");
+            // kubectl shows it in upstream's printer columns.
+            let printed = keyward_e2e::kubectl()
+                .args(["get", "secretstore", "-n", &ns, "k8s-store", "--no-headers"])
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&printed.stdout).to_string();
+            assert!(printed.contains("Valid") && printed.contains("ReadWrite") && printed.contains("True"), "{printed}");
+            // A store changed to a provider Keyward serves is checked again at once (its watch
+            // triggers the check) and turns Ready.
+            apply(
+                &stores,
+                json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                       "metadata": {"name": "vault-backend", "labels": {CLASS_LABEL: ns}},
+                       "spec": {"provider": {"fake": {"data": [{"key": "x", "value": "y"}]}}}}),
+            )
+            .await;
+            let (reason, message, caps) = wait_store_status(&stores, "vault-backend", "True").await;
+            assert_eq!((reason.as_str(), caps), ("Valid", Some(Capabilities::ReadWrite)), "{message}");
 
             for name in [&fake_store, &closed_store] {
                 cluster_stores.delete(name, &DeleteParams::default()).await.unwrap();

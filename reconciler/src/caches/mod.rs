@@ -20,8 +20,8 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::workload::MANAGED_LABEL;
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ExternalSecret, Fake, Kubernetes, Provider, PushSecret, SecretsManager,
-    Vault,
+    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Fake, Kubernetes, Provider, PushSecret,
+    SecretStore, SecretsManager, Vault,
 };
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -174,6 +174,10 @@ pub struct Caches {
     pub providers: Watched<Provider>,
     /// ClusterProviders, of every class.
     pub cluster_providers: Watched<ClusterProvider>,
+    /// SecretStores in scope, of every class (an ExternalSecret may use any).
+    pub secret_stores: Watched<SecretStore>,
+    /// ClusterSecretStores, of every class.
+    pub cluster_secret_stores: Watched<ClusterSecretStore>,
     /// Secrets carrying the managed label, metadata only.
     pub managed_secrets: Watched<PartialObjectMeta<Secret>>,
     /// The provider TLS Secrets (`keyward-provider-tls`, selected by name), in every namespace.
@@ -266,6 +270,8 @@ impl Caches {
             ready("PushSecret", self.push_secrets.store()),
             ready("Provider", self.providers.store()),
             ready("ClusterProvider", self.cluster_providers.store()),
+            ready("SecretStore", self.secret_stores.store()),
+            ready("ClusterSecretStore", self.cluster_secret_stores.store()),
             ready("managed Secret", self.managed_secrets.store()),
             ready("provider TLS Secret", self.tls_secrets.store()),
             ready("Namespace", self.namespaces.store()),
@@ -278,6 +284,8 @@ impl Caches {
             self.push_secrets.start(scope.api(), scope.class.clone(), strip::object),
             self.providers.start(scope.api(), all.clone(), strip::object),
             self.cluster_providers.start(scope.all(), all.clone(), strip::object),
+            self.secret_stores.start(scope.api(), all.clone(), strip::object),
+            self.cluster_secret_stores.start(scope.all(), all.clone(), strip::object),
             self.managed_secrets.start(scope.api(), managed, strip::managed_secret),
             self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
             self.namespaces.start(scope.all(), all.clone(), strip::namespace),

@@ -2,7 +2,7 @@
 //! ClusterExternalSecret selects, and none where it no longer does.
 //!
 //! It reads the shared caches only (ClusterExternalSecrets, ExternalSecrets, Namespaces,
-//! ClusterProviders); its ExternalSecrets are found again through their
+//! ClusterProviders, ClusterSecretStores); its ExternalSecrets are found again through their
 //! `externalsecrets.external-secrets.io/cluster-external-secret-name` label, indexed here as the
 //! ExternalSecret cache changes. It is triggered when a ClusterExternalSecret's spec changes,
 //! when a namespace is created, relabelled, starts terminating or is gone, and when one of its
@@ -19,7 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use keyward_crds::cluster_external_secret::CLUSTER_EXTERNAL_SECRET_LABEL;
 use keyward_crds::rules::{NamespaceView, selects_namespace};
-use keyward_crds::{ClusterExternalSecret, ClusterProvider, ExternalSecret};
+use keyward_crds::{ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret};
 use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -39,6 +39,8 @@ pub struct CesContext {
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     /// ClusterProviders (their namespace conditions).
     pub cluster_providers: Store<ClusterProvider>,
+    /// ClusterSecretStores (their namespace conditions).
+    pub cluster_secret_stores: Store<ClusterSecretStore>,
     owned: Mutex<OwnedIndex>,
     applied: Mutex<HashMap<ObjectRef<ExternalSecret>, Applied>>,
 }
@@ -92,6 +94,7 @@ pub fn controller(
         external_secrets: caches.external_secrets.store(),
         namespaces: caches.namespaces.store(),
         cluster_providers: caches.cluster_providers.store(),
+        cluster_secret_stores: caches.cluster_secret_stores.store(),
         owned: Mutex::new(OwnedIndex::default()),
         applied: Mutex::new(HashMap::new()),
     });

@@ -137,6 +137,9 @@ async fn provision_one(
         StoreKind::ClusterProvider => {
             cx.cluster_providers.get(&ObjectRef::new(name)).map(|cp| Cow::Owned(cp.spec.conditions.clone()))
         }
+        StoreKind::ClusterSecretStore => {
+            cx.cluster_secret_stores.get(&ObjectRef::new(name)).map(|s| Cow::Owned(s.spec.store.conditions.clone()))
+        }
         _ => None,
     });
     if let Some(denied) = refusal {

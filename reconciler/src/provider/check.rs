@@ -1,5 +1,7 @@
-//! Checks one Provider or ClusterProvider: Capabilities, then Validate, over gRPC. Ready only
-//! when the provider itself answered.
+//! Checks one store (Provider, ClusterProvider, SecretStore, ClusterSecretStore):
+//! Capabilities, then Validate, over gRPC. Ready only when the provider itself answered; a store
+//! naming a provider Keyward does not serve is not Ready, with the reason the ExternalSecrets
+//! using it report too (`ProviderNotSupported`).
 
 use keyward_crds::{Capabilities, ProviderStatus};
 
@@ -34,7 +36,11 @@ pub async fn check(ctx: &Context, store: &StoreObject, previous: &ProviderStatus
 type Failure = (&'static str, String, Option<Capabilities>);
 
 async fn run(ctx: &Context, store: &StoreObject) -> Result<(Capabilities, String), Failure> {
-    let client = ctx.manager.check_client(store).await.map_err(|e| ("ConfigError", e.to_string(), None))?;
+    let client = ctx
+        .manager
+        .check_client(store)
+        .await
+        .map_err(|e| (e.reason().unwrap_or("ConfigError"), e.to_string(), None))?;
     let caps = client.capabilities().await.map_err(|e| ("ProviderUnreachable", format!("Capabilities: {e}"), None))?;
     // A ClusterProvider authenticating in each manifest's namespace has no namespace to
     // validate in here; it is validated at use, in the manifest's namespace.

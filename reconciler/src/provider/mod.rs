@@ -1,6 +1,8 @@
-//! The Provider and ClusterProvider controllers: check the provider process, report Ready and
-//! capabilities, and check again on an interval and when the configuration object or the TLS
-//! Secret changes.
+//! The store controllers (Provider, ClusterProvider, SecretStore, ClusterSecretStore): check the
+//! provider process, report Ready and capabilities, and check again on an interval and when the
+//! store, its configuration object (Provider and ClusterProvider) or the TLS Secret changes. A
+//! SecretStore or ClusterSecretStore carries its configuration inline; one whose provider
+//! Keyward does not serve is reported `Ready=False` with the reason, without a call.
 
 pub mod check;
 pub mod refs;
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ClusterProvider, Provider};
+use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -44,7 +46,20 @@ async fn reconcile_cluster(p: Arc<ClusterProvider>, ctx: Arc<Context>) -> Result
     reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, "").await
 }
 
-/// Checks one Provider or ClusterProvider, writes its status when it changed, reports it.
+async fn reconcile_secret_store(s: Arc<SecretStore>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = s.namespace().unwrap_or_default();
+    let api: Api<SecretStore> = Api::namespaced(ctx.client.clone(), &ns);
+    let store = StoreObject::SecretStore(s.clone());
+    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, &ns).await
+}
+
+async fn reconcile_cluster_secret_store(s: Arc<ClusterSecretStore>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<ClusterSecretStore> = Api::all(ctx.client.clone());
+    let store = StoreObject::ClusterSecretStore(s.clone());
+    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, "").await
+}
+
+/// Checks one store, writes its status when it changed, reports it.
 async fn reconcile_store<K>(
     ctx: &Context,
     api: Api<K>,
@@ -133,10 +148,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The kind-specific parts of the two controllers.
+/// The kind-specific parts of the store controllers.
 trait Store: Cached {
     fn store_object(self: Arc<Self>) -> StoreObject;
-    fn provider_ref(&self) -> &keyward_crds::ProviderRef;
+    /// The configuration object it names (none for a store with its configuration inline).
+    fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef>;
     fn own_namespace(&self) -> Option<String>;
 }
 
@@ -144,8 +160,8 @@ impl Store for Provider {
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::Provider(self)
     }
-    fn provider_ref(&self) -> &keyward_crds::ProviderRef {
-        &self.spec.config.provider_ref
+    fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef> {
+        Some(&self.spec.config.provider_ref)
     }
     fn own_namespace(&self) -> Option<String> {
         self.namespace()
@@ -156,11 +172,35 @@ impl Store for ClusterProvider {
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::ClusterProvider(self)
     }
-    fn provider_ref(&self) -> &keyward_crds::ProviderRef {
-        &self.spec.config.provider_ref
+    fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef> {
+        Some(&self.spec.config.provider_ref)
     }
     fn own_namespace(&self) -> Option<String> {
         // A ClusterProvider's omitted config namespace means "any manifest's namespace".
+        None
+    }
+}
+
+impl Store for SecretStore {
+    fn store_object(self: Arc<Self>) -> StoreObject {
+        StoreObject::SecretStore(self)
+    }
+    fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef> {
+        None
+    }
+    fn own_namespace(&self) -> Option<String> {
+        self.namespace()
+    }
+}
+
+impl Store for ClusterSecretStore {
+    fn store_object(self: Arc<Self>) -> StoreObject {
+        StoreObject::ClusterSecretStore(self)
+    }
+    fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef> {
+        None
+    }
+    fn own_namespace(&self) -> Option<String> {
         None
     }
 }
@@ -170,10 +210,10 @@ impl Store for ClusterProvider {
 fn follow<K: Store>(
     watched: &mut Watched<K>,
     tls: &mut Watched<Secret>,
-    configs: [&mut dyn ConfigWatch; 4],
+    configs: Vec<&mut dyn ConfigWatch>,
     ctx: Arc<Context>,
     class: Option<String>,
-) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + use<K> {
     let (trigger, triggers) = caches::triggers::<K>();
     let index: Arc<Mutex<TlsIndex<K>>> = Arc::default();
     {
@@ -225,7 +265,7 @@ fn follow<K: Store>(
         config.hook_refs(Box::new(move |obj: ConfigObject<'_>| {
             for p in stores.state() {
                 if of_class(p.as_ref(), class.as_deref())
-                    && references(p.provider_ref(), p.own_namespace().as_deref(), obj)
+                    && p.provider_ref().is_some_and(|r| references(r, p.own_namespace().as_deref(), obj))
                 {
                     trigger.send(ObjectRef::from_obj(p.as_ref()));
                 }
@@ -255,7 +295,28 @@ where
     }
 }
 
-/// Registers both controllers on the shared caches and returns them; they run until
+/// One store controller, on the shared caches.
+fn run_controller<K, F, Fut>(
+    store: kube::runtime::reflector::Store<K>,
+    triggers: impl futures::Stream<Item = ObjectRef<K>> + Send + 'static,
+    reconcile: F,
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static
+where
+    K: Store,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    Controller::for_shared_stream(futures::stream::pending(), store)
+        .reconcile_on(triggers)
+        .with_config(ControllerConfig::default().concurrency(8))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+}
+
+/// Registers the store controllers on the shared caches and returns them; they run until
 /// `shutdown` resolves.
 pub fn controllers(
     caches: &mut Caches,
@@ -263,10 +324,11 @@ pub fn controllers(
     class: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // Providers and ClusterProviders name a configuration object; stores carry theirs inline.
     let p_triggers = follow(
         &mut caches.providers,
         &mut caches.tls_secrets,
-        [
+        vec![
             &mut caches.kubernetes_configs,
             &mut caches.fake_configs,
             &mut caches.vault_configs,
@@ -278,28 +340,32 @@ pub fn controllers(
     let c_triggers = follow(
         &mut caches.cluster_providers,
         &mut caches.tls_secrets,
-        [
+        vec![
             &mut caches.kubernetes_configs,
             &mut caches.fake_configs,
             &mut caches.vault_configs,
             &mut caches.secrets_manager_configs,
         ],
         ctx.clone(),
-        class,
+        class.clone(),
     );
-    let providers = Controller::for_shared_stream(futures::stream::pending(), caches.providers.store())
-        .reconcile_on(p_triggers)
-        .with_config(ControllerConfig::default().concurrency(8))
-        .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_provider, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let clusters = Controller::for_shared_stream(futures::stream::pending(), caches.cluster_providers.store())
-        .reconcile_on(c_triggers)
-        .with_config(ControllerConfig::default().concurrency(8))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_cluster, error_policy, ctx)
-        .for_each(|_| async {});
+    let s_triggers = follow(&mut caches.secret_stores, &mut caches.tls_secrets, Vec::new(), ctx.clone(), class.clone());
+    let cs_triggers =
+        follow(&mut caches.cluster_secret_stores, &mut caches.tls_secrets, Vec::new(), ctx.clone(), class);
+    let providers =
+        run_controller(caches.providers.store(), p_triggers, reconcile_provider, ctx.clone(), shutdown.clone());
+    let clusters =
+        run_controller(caches.cluster_providers.store(), c_triggers, reconcile_cluster, ctx.clone(), shutdown.clone());
+    let secret_stores =
+        run_controller(caches.secret_stores.store(), s_triggers, reconcile_secret_store, ctx.clone(), shutdown.clone());
+    let cluster_secret_stores = run_controller(
+        caches.cluster_secret_stores.store(),
+        cs_triggers,
+        reconcile_cluster_secret_store,
+        ctx,
+        shutdown,
+    );
     async move {
-        futures::join!(providers, clusters);
+        futures::join!(providers, clusters, secret_stores, cluster_secret_stores);
     }
 }
