@@ -126,8 +126,16 @@ async fn push_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again()
         })
         .await;
 
-        // Outage: PushSecrets created now fail because the provider does not answer.
+        // Outage: PushSecrets created now fail because the provider does not answer. They are
+        // created once the reconciler's own check has seen the provider gone, so every push
+        // meets the outage rather than the closing of the connection the first push used.
         fake.stop();
+        let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
+        eventually("the Provider reported unreachable", Duration::from_secs(60), || async {
+            let status = providers.get("fake").await.ok()?.status?;
+            (ready_of(&status.conditions)?.0 == "False").then_some(())
+        })
+        .await;
         for i in 0..PUSHES {
             apply(&pss, push_secret(&ns, &format!("ps-{i}"), &format!("remote-{i}"))).await;
         }
