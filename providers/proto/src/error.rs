@@ -94,9 +94,35 @@ impl From<Status> for ProviderError {
             Code::Unauthenticated => ProviderError::Unauthenticated(m),
             Code::DeadlineExceeded | Code::Cancelled => ProviderError::DeadlineExceeded(m),
             Code::Unimplemented => ProviderError::Unsupported(m),
+            _ if is_transport_failure(&s) => ProviderError::Unavailable(m),
             _ => ProviderError::Internal(if m.is_empty() { format!("{:?}", s.code()) } else { m }),
         }
     }
+}
+
+/// Whether `status` was made on this side out of a failure of the connection itself (the
+/// provider process stopped, the pooled connection was reset or closed mid-call) rather than
+/// decoded from an answer the provider sent.
+///
+/// Why it matters: tonic turns such a failure into `UNKNOWN` (or `INTERNAL` for an h2 reset)
+/// carrying the transport, h2, hyper or io error as its source. Read by code alone it would be a
+/// permanent provider error, so the object would sit out its full backoff instead of waiting on
+/// the provider and being requeued when it answers again. A status decoded from the wire never
+/// has a source, so a provider that answers with `UNKNOWN` or `INTERNAL` is not mistaken for
+/// an outage.
+pub fn is_transport_failure(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err.is::<tonic::transport::Error>()
+            || err.is::<h2::Error>()
+            || err.is::<hyper::Error>()
+            || err.is::<std::io::Error>()
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -140,5 +166,49 @@ mod tests {
             assert!(!ProviderError::from(Status::new(code, "")).is_transient(), "{code:?}");
         }
         assert_eq!(ProviderError::from(Status::new(Code::Unknown, "")), ProviderError::Internal("Unknown".into()));
+    }
+
+    /// A wrapper like tonic's and hyper's own errors, to put the io error deeper in the chain.
+    #[derive(Debug, thiserror::Error)]
+    #[error("transport error")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn a_closing_connection_is_unavailable() {
+        use std::io::{Error, ErrorKind};
+        let reset = Status::from_error(Box::new(Error::new(ErrorKind::ConnectionReset, "connection reset by peer")));
+        assert_eq!(reset.code(), Code::Unknown, "tonic's own mapping of a bare io error");
+        let nested = Status::from_error(Box::new(Wrapped(Error::new(ErrorKind::BrokenPipe, "broken pipe"))));
+        assert_eq!(nested.code(), Code::Unknown);
+        // Tonic maps an h2 reset to INTERNAL, keeping the h2 error as the source.
+        let h2_reset = Status::from_error(Box::new(h2::Error::from(h2::Reason::PROTOCOL_ERROR)));
+        assert_eq!(h2_reset.code(), Code::Internal);
+        assert!(h2_reset.message().contains("h2 protocol error"), "{}", h2_reset.message());
+        for status in [reset, nested, h2_reset] {
+            let shown = format!("{status:?}");
+            assert!(is_transport_failure(&status), "{shown}");
+            let e = ProviderError::from(status);
+            assert!(matches!(e, ProviderError::Unavailable(_)), "{shown} became {e:?}");
+            assert!(e.is_transient(), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_provider_answering_with_an_error_is_not_an_outage() {
+        for status in [Status::unknown("provider said so"), Status::internal("provider said so")] {
+            assert!(!is_transport_failure(&status));
+            let e = ProviderError::from(status);
+            assert_eq!(e, ProviderError::Internal("provider said so".into()));
+            assert!(!e.is_transient());
+        }
+        // A source that is not a connection failure does not make it one either.
+        let other = Status::from_error(Box::new(std::fmt::Error));
+        assert_eq!(other.code(), Code::Unknown);
+        assert!(!is_transport_failure(&other));
+        assert!(!ProviderError::from(other).is_transient());
+        // An h2 error with a code of its own keeps that code's meaning.
+        let refused = Status::from_error(Box::new(h2::Error::from(h2::Reason::INADEQUATE_SECURITY)));
+        assert!(is_transport_failure(&refused));
+        assert!(matches!(ProviderError::from(refused), ProviderError::PermissionDenied(_)));
     }
 }
