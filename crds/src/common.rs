@@ -72,17 +72,12 @@ impl std::fmt::Display for StoreKind {
 pub struct SecretStoreRef {
     /// Name of the Provider or ClusterProvider.
     pub name: String,
-    /// Kind of the store: `Provider` or `ClusterProvider`. When omitted, a `Provider` in the
-    /// same namespace is used.
+    /// Kind of the store: `SecretStore`, `ClusterSecretStore`, `Provider` or `ClusterProvider`.
+    /// When omitted, the Provider of that name in the same namespace if one exists, else the
+    /// SecretStore of that name (upstream's default): `rules::store_ref_kind`, decided where the
+    /// reference is used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<StoreKind>,
-}
-
-impl SecretStoreRef {
-    /// The kind this reference resolves to: an omitted kind means a namespaced Provider.
-    pub fn effective_kind(&self) -> StoreKind {
-        self.kind.unwrap_or(StoreKind::Provider)
-    }
 }
 
 /// A status condition, in the shape External Secrets users already parse.

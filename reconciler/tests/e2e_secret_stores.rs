@@ -155,8 +155,16 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             )
             .await;
 
+            // Without the webhook, an omitted kind reaches the reconciler as written: no Provider
+            // "k8s-store" exists, so it is the SecretStore (upstream's default).
+            let mut omitted = external_secret("omitted-kind", &ns, "SecretStore", "k8s-store",
+                                              json!([{"secretKey": "user", "remoteRef": {"key": "db", "property": "user"}}]));
+            omitted["spec"]["secretStoreRef"].as_object_mut().unwrap().remove("kind");
+            apply(&ess, omitted).await;
+
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
             wait_for_value(&secrets, "from-kubernetes", "user", "app", WAIT).await;
+            wait_for_value(&secrets, "omitted-kind", "user", "app", WAIT).await;
             wait_for_value(&secrets, "from-fake", "hello", "HELLO1", WAIT).await;
             let synced = secrets.get("from-fake").await.unwrap();
             assert_eq!(value(&synced, "john").as_deref(), Some("doe"), "a property of a JSON value");

@@ -52,7 +52,8 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
             refused.entry((d.kind, d.cluster_provider)).or_default().push(ns);
         }
         for (_, r) in es.store_refs() {
-            if r.effective_kind() == StoreKind::Provider && !r.name.is_empty() && !state.provider_exists(ns, &r.name) {
+            // Only an explicit Provider: an omitted kind without one means a SecretStore.
+            if r.kind == Some(StoreKind::Provider) && !r.name.is_empty() && !state.provider_exists(ns, &r.name) {
                 let missing = without_provider.entry(r.name.as_str()).or_default();
                 if missing.last() != Some(&ns.as_str()) {
                     missing.push(ns);
@@ -76,13 +77,12 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
         ));
     }
     for (path, r) in es.store_refs() {
-        let kind = r.effective_kind();
-        let known = match kind {
-            StoreKind::ClusterProvider => state.cluster_providers.contains_key(&r.name),
-            StoreKind::ClusterSecretStore => state.cluster_secret_stores.contains_key(&r.name),
+        let known = match r.kind {
+            Some(StoreKind::ClusterProvider) => state.cluster_providers.contains_key(&r.name),
+            Some(StoreKind::ClusterSecretStore) => state.cluster_secret_stores.contains_key(&r.name),
             _ => true,
         };
-        if !known {
+        if let (false, Some(kind)) = (known, r.kind) {
             out.push(format!(
                 "spec.externalSecretSpec{}: {kind} {:?} does not exist yet; nothing syncs until it does",
                 path.strip_prefix("spec").unwrap_or(&path),

@@ -104,6 +104,7 @@ fn seed(s: &mut State) {
         .expect("conditions")),
     );
     s.add_provider("team-b", "local");
+    s.add_provider("team-a", "x");
 }
 
 fn external_secret(name: &str, store: Value) -> Value {
@@ -197,11 +198,21 @@ fn missing_stores_are_allowed_with_a_warning() {
         ["spec.secretStoreRef: ClusterProvider \"later\" does not exist yet; nothing syncs until it does"]
     );
 
-    // An omitted kind means a Provider in the same namespace.
-    let d = validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local"})), &c);
+    // An explicit Provider that does not exist warns; an omitted kind means the Provider when it
+    // exists, else a SecretStore (the namespace's own: nothing to check here).
+    let d =
+        validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local", "kind": "Provider"})), &c);
     assert!(d.allowed);
     assert_eq!(d.warnings.len(), 1);
     assert!(d.warnings[0].contains("Provider \"local\" does not exist in namespace \"team-a\" yet"), "{d:?}");
+    let d = validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local"})), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["spec.secretStoreRef: no kind given and no Provider \"local\" exists in namespace \"team-a\", so the \
+          SecretStore \"local\" is used (upstream's default) until a Provider of that name exists; write the kind to \
+          choose"]
+    );
     let d = validate(ES, "CREATE", Some("team-b"), external_secret("db", json!({"name": "local"})), &c);
     assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
 
@@ -806,10 +817,17 @@ fn external_secret_defaults_are_json_patches() {
     let (doc, _) = patched(&es, ES);
     assert_eq!(doc["spec"]["target"], json!({"name": "db"}));
     assert_eq!(doc["spec"]["refreshPolicy"], "OnChange");
-    assert_eq!(doc["spec"]["secretStoreRef"]["kind"], "Provider");
-    assert_eq!(doc["spec"]["data"][0]["sourceRef"]["storeRef"]["kind"], "Provider");
+    // Store references keep their kind as written: an omitted one is resolved where it is used.
+    assert_eq!(doc["spec"]["secretStoreRef"], json!({"name": "local"}));
+    assert_eq!(doc["spec"]["data"][0]["sourceRef"]["storeRef"], json!({"name": "x"}));
     assert_eq!(doc["spec"]["data"][1]["sourceRef"]["storeRef"]["kind"], "ClusterProvider");
-    assert_eq!(doc["spec"]["dataFrom"][0]["sourceRef"]["storeRef"]["kind"], "Provider");
+    assert_eq!(doc["spec"]["dataFrom"][0]["sourceRef"]["storeRef"], json!({"name": "z"}));
+    // Validation says which omitted kinds mean a SecretStore ("x" is a Provider in team-a).
+    let d = validate(ES, "CREATE", Some("team-a"), doc.clone(), &caches());
+    let omitted: Vec<&str> =
+        d.warnings.iter().filter_map(|w| w.split_once(": no kind given").map(|(path, _)| path)).collect();
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(omitted, ["spec.secretStoreRef", "spec.dataFrom[0].sourceRef.storeRef"], "{:?}", d.warnings);
 
     // Nothing to do: no patch at all; explicit values are never overwritten.
     let mut explicit = doc.clone();

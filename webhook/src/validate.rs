@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
     check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
-    secrets_manager_reach, validate_cluster_external_secret, validate_cluster_provider, validate_external_secret,
-    validate_fake, validate_kubernetes, validate_provider, validate_push_secret, validate_secrets_manager,
-    validate_vault, vault_reach,
+    secrets_manager_reach, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
+    validate_external_secret, validate_fake, validate_kubernetes, validate_provider, validate_push_secret,
+    validate_secrets_manager, validate_vault, vault_reach,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider,
@@ -130,7 +130,16 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             };
             check.spec(validate_external_secret(&es.spec));
             for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
-                check.store_ref(state, ns, &path, &r.name, Some(r.effective_kind()));
+                let kind = store_ref_kind(r.kind, || state.provider_exists(ns, &r.name));
+                if r.kind.is_none() && kind == StoreKind::SecretStore {
+                    check.warnings.push(format!(
+                        "{path}: no kind given and no Provider {name:?} exists in namespace {ns:?}, so the SecretStore \
+                         {name:?} is used (upstream's default) until a Provider of that name exists; write the kind \
+                         to choose",
+                        name = r.name
+                    ));
+                }
+                check.store_ref(state, ns, &path, &r.name, Some(kind));
             }
         }
         Kind::ClusterExternalSecret => {

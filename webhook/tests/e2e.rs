@@ -345,6 +345,16 @@ async fn admission_through_the_api_server() {
         assert!(out.contains("Warning: spec.secretStoreRef: ClusterProvider"), "{out}");
         assert!(out.contains("does not exist yet"), "{out}");
 
+        // 4b. An omitted kind without a Provider of that name means a SecretStore (upstream's
+        //     default): said in a warning; the object keeps the kind as written (omitted).
+        let no_kind = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: no-kind\nspec:\n  secretStoreRef:\n    name: upstream-store\n  data:\n    - secretKey: password\n      remoteRef:\n        key: db\n";
+        let out = accepts_in(&ns, no_kind);
+        assert!(out.contains("Warning: spec.secretStoreRef: no kind given and no Provider \"upstream-store\""), "{out}");
+        assert!(out.contains("so the SecretStore \"upstream-store\" is used (upstream's default)"), "{out}");
+        let stored = run(kubectl().args(["get", "externalsecret", "no-kind", "-n", &ns, "-o", "jsonpath={.spec.secretStoreRef}"]));
+        assert!(!stored.contains("kind"), "{stored}");
+        run(kubectl().args(["delete", "externalsecret", "no-kind", "-n", &ns]));
+
         // 5. A valid Provider and an ExternalSecret using it; the mutating webhook fills defaults.
         let provider = "apiVersion: external-secrets.io/v1\nkind: Provider\nmetadata:\n  name: local\nspec:\n  config:\n    address: keyward-provider-fake.keyward.svc:8443\n    providerRef:\n      kind: Fake\n      name: data\n";
         accepts_in(&ns, provider);
@@ -365,7 +375,7 @@ async fn admission_through_the_api_server() {
             "-o",
             "jsonpath={.spec.target.name}/{.spec.refreshPolicy}/{.spec.secretStoreRef.kind}",
         ]));
-        assert_eq!(stored, "local/OnChange/Provider");
+        assert_eq!(stored, "local/OnChange/", "the kind stays omitted: the Provider is found where it is used");
 
         // A PushSecret store kind is never defaulted.
         let push_local = "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata:\n  name: push-local\nspec:\n  secretStoreRefs:\n    - name: local\n  selector:\n    secret:\n      name: source\n  data:\n    - match:\n        secretKey: k\n        remoteRef:\n          remoteKey: r\n";

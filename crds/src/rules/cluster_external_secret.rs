@@ -39,7 +39,8 @@ where
 {
     let mut checked: Vec<(StoreKind, &str)> = Vec::new();
     for (_, r) in spec.store_refs() {
-        let kind = r.effective_kind();
+        // An omitted kind is a namespaced store (`store_ref_kind`): nothing to admit.
+        let Some(kind) = r.kind else { continue };
         let cluster_scoped = matches!(kind, StoreKind::ClusterProvider | StoreKind::ClusterSecretStore);
         if !cluster_scoped || r.name.is_empty() || checked.contains(&(kind, r.name.as_str())) {
             continue;

@@ -11,6 +11,7 @@ use super::boundary::{ConfigOwner, check_boundary};
 use super::reach::kubernetes_reach;
 use super::validate::{check_conditions, validate_fake, validate_kubernetes};
 use super::{FieldError, ValidationErrors};
+use crate::common::StoreKind;
 use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
 use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 
@@ -61,6 +62,23 @@ impl StoreProviderError {
             StoreProviderError::NotSupported(_) => "ProviderNotSupported",
             _ => "InvalidProviderConfig",
         }
+    }
+}
+
+/// The kind an ExternalSecret store reference (`secretStoreRef`, `sourceRef.storeRef`) means.
+///
+/// An explicit kind is kept. An omitted kind means the Provider of that name in the manifest's
+/// namespace when one exists (what an omitted kind has always meant in Keyward), else a
+/// SecretStore (upstream's default), so manifests written for either controller keep working.
+/// Both are namespaced: an omitted kind never reaches a cluster-scoped store. The kind stays
+/// omitted in the object: the webhook decides with its caches (and warns when it means a
+/// SecretStore), the reconciler on each sync, so a Provider applied together with the
+/// ExternalSecret is found whichever arrives first.
+pub fn store_ref_kind(kind: Option<StoreKind>, provider_exists: impl FnOnce() -> bool) -> StoreKind {
+    match kind {
+        Some(kind) => kind,
+        None if provider_exists() => StoreKind::Provider,
+        None => StoreKind::SecretStore,
     }
 }
 
@@ -216,6 +234,17 @@ mod tests {
                 FakeEntry { key: "/c".into(), version: None, value: String::new() },
             ]
         );
+    }
+
+    #[test]
+    fn an_omitted_kind_means_the_provider_if_there_is_one_else_a_secret_store() {
+        assert_eq!(store_ref_kind(None, || true), StoreKind::Provider);
+        assert_eq!(store_ref_kind(None, || false), StoreKind::SecretStore);
+        for kind in
+            [StoreKind::SecretStore, StoreKind::ClusterSecretStore, StoreKind::Provider, StoreKind::ClusterProvider]
+        {
+            assert_eq!(store_ref_kind(Some(kind), || panic!("an explicit kind needs no lookup")), kind);
+        }
     }
 
     #[test]

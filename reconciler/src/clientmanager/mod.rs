@@ -111,6 +111,26 @@ impl ClientManager {
         &self.stores
     }
 
+    /// The kind an ExternalSecret store reference means in `manifest_ns`: its own, or for an
+    /// omitted one the Provider of that name if it exists, else a SecretStore
+    /// (`keyward_crds::rules::store_ref_kind`, the rule the webhook applies at admission).
+    pub async fn store_ref_kind(
+        &self,
+        kind: Option<StoreKind>,
+        name: &str,
+        manifest_ns: &str,
+    ) -> Result<StoreKind, ClientError> {
+        if let Some(kind) = kind {
+            return Ok(kind);
+        }
+        let provider = match self.find_store(StoreKind::Provider, name, manifest_ns).await {
+            Ok(_) => true,
+            Err(ClientError::StoreNotFound { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        Ok(keyward_crds::rules::store_ref_kind(None, || provider))
+    }
+
     /// Finds the store a reference points at.
     pub async fn find_store(&self, kind: StoreKind, name: &str, manifest_ns: &str) -> Result<StoreObject, ClientError> {
         let api_err = |message| ClientError::Api { what: format!("{kind} {name}"), message };

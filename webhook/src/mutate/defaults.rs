@@ -4,8 +4,10 @@
 //!   visible in the manifest.
 //! - ExternalSecret `spec.refreshPolicy` ← `OnChange` when `refreshInterval` is zero (no periodic
 //!   refresh), else `Periodic`.
-//! - ExternalSecret store references without a kind ← `Provider` (what an omitted kind means for
-//!   an ExternalSecret; PushSecret references are never defaulted).
+//!
+//! Store references are never given a kind: an omitted kind is resolved where it is used, from
+//! the namespace's current state (`keyward_crds::rules::store_ref_kind`), so a Provider applied
+//! together with an ExternalSecret naming it is found however the two arrive.
 //! - Provider/ClusterProvider `spec.config.providerRef.apiVersion` ← the provider config API
 //!   version when the kind is one of Keyward's provider config kinds.
 
@@ -49,27 +51,7 @@ pub fn external_secret(object: &Value) -> Vec<PatchOperation> {
         }
     }
 
-    if let Some(r) = spec.get("secretStoreRef")
-        && needs_kind(r)
-    {
-        ops.push(add(&["spec", "secretStoreRef", "kind"], json!("Provider")));
-    }
-    for list in ["data", "dataFrom"] {
-        let Some(items) = spec.get(list).and_then(Value::as_array) else { continue };
-        for (i, item) in items.iter().enumerate() {
-            if let Some(r) = item.pointer("/sourceRef/storeRef")
-                && needs_kind(r)
-            {
-                let index = i.to_string();
-                ops.push(add(&["spec", list, &index, "sourceRef", "storeRef", "kind"], json!("Provider")));
-            }
-        }
-    }
     ops
-}
-
-fn needs_kind(store_ref: &Value) -> bool {
-    store_ref.is_object() && store_ref.get("kind").is_none_or(Value::is_null)
 }
 
 /// Defaults of a Provider or ClusterProvider (as JSON).

@@ -29,8 +29,8 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
     let ops: Vec<PatchOperation> = match kind {
         Kind::ExternalSecret => defaults::external_secret(object),
         Kind::Provider | Kind::ClusterProvider => defaults::provider_ref(object),
-        // A PushSecret store reference without a kind must stay without one: the omission has a
-        // meaning of its own (try a Provider, then a ClusterProvider).
+        // A store reference without a kind stays without one (ExternalSecret and PushSecret): the
+        // omission has a meaning of its own, resolved where the reference is used.
         // A ClusterExternalSecret's ExternalSecrets are defaulted when they are written.
         Kind::PushSecret
         | Kind::ClusterExternalSecret
