@@ -88,19 +88,16 @@ impl<K: Cached> Watched<K> {
                     }
                 };
                 // Objects of a re-list reach the store only when it completes; so do their hooks.
+                // The re-list set keys by namespace and name only: it holds every object at once.
                 let (mut applied, mut gone): (Vec<ObjectRef<K>>, Vec<Arc<K>>) = (Vec::new(), Vec::new());
                 match &event {
                     watcher::Event::Init => relisting = Some(HashSet::new()),
                     watcher::Event::InitApply(obj) => {
-                        relisting.get_or_insert_default().insert(ObjectRef::from_obj(obj));
+                        relisting.get_or_insert_default().insert(key(obj));
                     }
                     watcher::Event::InitDone => {
                         let listed = relisting.take().unwrap_or_default();
-                        gone = store
-                            .state()
-                            .into_iter()
-                            .filter(|o| !listed.contains(&ObjectRef::from_obj(o.as_ref())))
-                            .collect();
+                        gone = store.state().into_iter().filter(|o| !listed.contains(&key(o.as_ref()))).collect();
                         applied = listed.into_iter().collect();
                     }
                     watcher::Event::Delete(obj) => gone.push(Arc::new(obj.clone())),

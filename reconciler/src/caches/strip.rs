@@ -36,13 +36,15 @@ fn keep(m: &mut ObjectMeta, labels: &[&str], annotations: &[&str]) {
     }
 }
 
-/// Managed Secrets (metadata only): the ExternalSecret controller reads the name, the managed
-/// label, the data-hash annotation, and of the ExternalSecret owner references the name, uid and
-/// controller flag. Nothing else is kept (there are as many of these as ExternalSecrets).
+/// Managed Secrets (metadata only): the ExternalSecret controller reads the name, the data-hash
+/// annotation, and of the ExternalSecret owner references the name, uid and controller flag.
+/// Nothing else is kept (there are as many of these as ExternalSecrets). Not even the managed
+/// label: the watch selects on it, so every cached Secret carries it, and a one-entry label map
+/// costs a whole B-tree node per Secret; [`with_managed_label`] puts it back on a copy.
 pub fn managed_secret(s: &mut PartialObjectMeta<Secret>) {
     s.types = None;
     let m = &mut s.metadata;
-    keep(m, &[MANAGED_LABEL], &[DATA_HASH_ANNOTATION]);
+    keep(m, &[], &[DATA_HASH_ANNOTATION]);
     m.uid = None;
     m.resource_version = None;
     m.creation_timestamp = None;
@@ -58,6 +60,13 @@ pub fn managed_secret(s: &mut PartialObjectMeta<Secret>) {
             m.owner_references = None;
         }
     }
+}
+
+/// A cached managed Secret as the API server has it: with the managed label its watch selects on.
+pub fn with_managed_label(cached: &PartialObjectMeta<Secret>) -> PartialObjectMeta<Secret> {
+    let mut s = cached.clone();
+    s.metadata.labels.get_or_insert_default().insert(MANAGED_LABEL.to_string(), "true".to_string());
+    s
 }
 
 /// Provider TLS Secrets: the client manager reads the three PEM keys.
@@ -143,12 +152,18 @@ mod tests {
         assert!(m.managed_fields.is_none() && m.uid.is_none() && m.resource_version.is_none());
         assert!(m.generation.is_none() && m.finalizers.is_none() && m.creation_timestamp.is_none());
         assert_eq!((m.name.as_deref(), m.namespace.as_deref()), (Some("a"), Some("team-a")));
-        assert_eq!(m.labels.as_ref().unwrap().keys().collect::<Vec<_>>(), [MANAGED_LABEL]);
+        assert!(m.labels.is_none(), "the watch's label selector implies the managed label");
         assert_eq!(m.annotations.as_ref().unwrap().keys().collect::<Vec<_>>(), [DATA_HASH_ANNOTATION]);
         let owners = m.owner_references.as_ref().unwrap();
         assert_eq!(owners.len(), 1);
         assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("ExternalSecret", "db"));
         assert_eq!((owners[0].uid.as_str(), owners[0].controller), ("uid-db", Some(true)));
+        let read = with_managed_label(&s);
+        assert_eq!(
+            read.metadata.labels.unwrap().into_iter().collect::<Vec<_>>(),
+            [(MANAGED_LABEL.into(), "true".into())]
+        );
+        assert_eq!(read.metadata.annotations, s.metadata.annotations);
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub fn controller(
                 }
                 let hash = crate::predicate::spec_change(es).unwrap_or_default();
                 if seen.insert(caches::key(es), hash) != Some(hash) {
-                    trigger.send(ObjectRef::from_obj(es));
+                    trigger.send(caches::key(es));
                 }
             }
             Change::Gone(es) => {

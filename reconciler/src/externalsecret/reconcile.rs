@@ -60,7 +60,7 @@ pub enum Error {
 }
 
 /// The target Secret as it stands, metadata only: from the managed-Secret cache for the
-/// policies that label it (no API call), read once for `Merge` (a Secret someone else owns is
+/// policies that label it (no API call; a copy with the label the cache leaves out), read once for `Merge` (a Secret someone else owns is
 /// not labelled, so not cached), never for `None`.
 async fn existing_target(
     es: &ExternalSecret,
@@ -73,7 +73,8 @@ async fn existing_target(
         CreationPolicy::Merge => Ok(secrets.get_metadata_opt(&name).await?.map(Arc::new)),
         CreationPolicy::Owner | CreationPolicy::Orphan => {
             let ns = es.namespace().unwrap_or_default();
-            Ok(ctx.caches.managed_secrets.get(&ObjectRef::new(&name).within(&ns)))
+            let cached = ctx.caches.managed_secrets.get(&ObjectRef::new(&name).within(&ns));
+            Ok(cached.map(|s| Arc::new(crate::caches::strip::with_managed_label(&s))))
         }
     }
 }

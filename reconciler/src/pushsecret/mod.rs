@@ -37,7 +37,7 @@ pub fn controller(
             Change::Applied(ps) => {
                 let hash = crate::predicate::spec_change(ps).unwrap_or_default();
                 if seen.insert(caches::key(ps), hash) != Some(hash) {
-                    trigger.send(ObjectRef::from_obj(ps));
+                    trigger.send(caches::key(ps));
                 }
             }
             Change::Gone(ps) => {

@@ -37,8 +37,9 @@ pub struct Uses {
 pub struct Index {
     /// (namespace, ExternalSecret) → (target Secret, data hash).
     external_secrets: HashMap<Ns, (String, Option<String>)>,
-    /// (namespace, target Secret) → ExternalSecrets writing it.
-    targets: HashMap<Ns, BTreeSet<String>>,
+    /// (namespace, target Secret) → ExternalSecrets writing it, sorted by name: nearly always
+    /// one, so a vector (one small allocation) rather than a set (a B-tree node).
+    targets: HashMap<Ns, Vec<String>>,
     workloads: HashMap<WorkloadKey, Uses>,
     by_secret: HashMap<Ns, HashSet<WorkloadKey>>,
     by_injected: HashMap<Ns, HashSet<WorkloadKey>>,
@@ -74,7 +75,7 @@ impl Index {
         if let Some((target, _)) = &old {
             let t = (namespace.to_string(), target.clone());
             if let Some(set) = self.targets.get_mut(&t) {
-                set.remove(name);
+                set.retain(|w| w != name);
                 if set.is_empty() {
                     self.targets.remove(&t);
                 }
@@ -83,7 +84,10 @@ impl Index {
         }
         if let Some((target, _)) = &input {
             let t = (namespace.to_string(), target.clone());
-            self.targets.entry(t.clone()).or_default().insert(name.to_string());
+            let writers = self.targets.entry(t.clone()).or_default();
+            if let Err(at) = writers.binary_search_by(|w| w.as_str().cmp(name)) {
+                writers.insert(at, name.to_string());
+            }
             touched_secrets.push(t);
         }
         let mut out: HashSet<WorkloadKey> = HashSet::new();
