@@ -184,8 +184,8 @@ impl Context {
         self.objects().remove(key);
         self.manager.recovery().forget(key);
         match key.kind {
-            "ExternalSecret" => self.metrics.forget_es(&key.name, &key.namespace),
-            "PushSecret" => self.metrics.forget_push(&key.name, &key.namespace),
+            "ExternalSecret" => self.metrics.external_secrets.forget(&key.namespace, &key.name),
+            "PushSecret" => self.metrics.push_secrets.forget(&key.namespace, &key.name),
             _ => {}
         }
     }

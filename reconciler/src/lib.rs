@@ -12,6 +12,7 @@ pub mod externalsecret;
 pub mod http;
 pub mod keys;
 pub mod metrics;
+pub mod object_metrics;
 pub mod predicate;
 pub mod provider;
 pub mod pushsecret;

@@ -1,6 +1,7 @@
 //! Prometheus metrics. Names follow the External Secrets Operator where the meaning is the same,
 //! so existing dashboards keep working.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use kube::runtime::controller::Action;
@@ -11,27 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Labels of per-object metrics.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ObjectLabels {
-    /// Object name.
-    pub name: String,
-    /// Object namespace.
-    pub namespace: String,
-}
-
-/// Labels of condition gauges.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConditionLabels {
-    /// Object name.
-    pub name: String,
-    /// Object namespace (empty for cluster-scoped objects).
-    pub namespace: String,
-    /// Condition type.
-    pub condition: String,
-    /// `True` or `False`.
-    pub status: String,
-}
+use crate::object_metrics::{Names, ObjectSeries};
 
 /// Labels of provider condition gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -110,20 +91,11 @@ fn reconcile_time_histogram() -> Histogram {
 
 /// Every metric of the reconciler.
 pub struct Metrics {
-    /// `externalsecret_sync_calls_total`.
-    pub sync_calls: Family<ObjectLabels, Counter>,
-    /// `externalsecret_sync_calls_error`. Registered as a gauge that only goes up: the
-    /// Prometheus client appends `_total` to counters, and dashboards expect this exact name.
-    pub sync_errors: Family<ObjectLabels, Gauge<u64, AtomicU64>>,
-    /// `externalsecret_status_condition`.
-    pub es_condition: Family<ConditionLabels, Gauge>,
-    /// `externalsecret_reconcile_duration`: nanoseconds the last sync took (upstream's unit: it
-    /// records a Go `time.Duration`).
-    pub reconcile_duration: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
-    /// `pushsecret_status_condition`.
-    pub ps_condition: Family<ConditionLabels, Gauge>,
-    /// `pushsecret_reconcile_duration`: nanoseconds the last push took.
-    pub push_duration: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
+    /// `externalsecret_sync_calls_total`, `_sync_calls_error`, `_status_condition` and
+    /// `_reconcile_duration`, per ExternalSecret.
+    pub external_secrets: Arc<ObjectSeries>,
+    /// The same four, `pushsecret_*`, per PushSecret.
+    pub push_secrets: Arc<ObjectSeries>,
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ReconcileResultLabels, Counter>,
     /// `controller_runtime_reconcile_errors_total{controller}`.
@@ -150,10 +122,6 @@ pub struct Metrics {
     pub pool_evicted: Gauge<u64, AtomicU64>,
     /// `clientmanager_cached_clients`.
     pub cached_clients: Gauge,
-    /// `pushsecret_sync_calls_total`.
-    pub push_calls: Family<ObjectLabels, Counter>,
-    /// `pushsecret_sync_calls_error`.
-    pub push_errors: Family<ObjectLabels, Gauge<u64, AtomicU64>>,
     /// `clientmanager_provider_recoveries_total`: breakers that closed after being open.
     pub provider_recoveries: Counter,
     /// `clientmanager_recovery_waiting`: objects waiting for their provider to come back.
@@ -165,12 +133,20 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
-            sync_calls: Family::default(),
-            sync_errors: Family::default(),
-            es_condition: Family::default(),
-            reconcile_duration: Family::default(),
-            ps_condition: Family::default(),
-            push_duration: Family::default(),
+            external_secrets: Arc::new(ObjectSeries::new(Names {
+                prefix: "externalsecret",
+                calls: "Syncs of ExternalSecrets",
+                errors: "Failed syncs of ExternalSecrets",
+                condition: "Status conditions of ExternalSecrets",
+                duration: "The duration time to reconcile the External Secret (nanoseconds, as upstream)",
+            })),
+            push_secrets: Arc::new(ObjectSeries::new(Names {
+                prefix: "pushsecret",
+                calls: "Syncs of PushSecrets",
+                errors: "Failed syncs of PushSecrets",
+                condition: "The status condition of a specific Push Secret",
+                duration: "The duration time to reconcile the Push Secret (nanoseconds, as upstream)",
+            })),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_time_histogram),
@@ -184,8 +160,6 @@ impl Default for Metrics {
             pool_created: Gauge::default(),
             pool_evicted: Gauge::default(),
             cached_clients: Gauge::default(),
-            push_calls: Family::default(),
-            push_errors: Family::default(),
             provider_recoveries: Counter::default(),
             recovery_waiting: Gauge::default(),
             recovery_requeues: Counter::default(),
@@ -206,39 +180,10 @@ impl Metrics {
         self.reconcile_time.get_or_create(&c).observe(seconds);
     }
 
-    /// Sets a PushSecret's Ready gauge pair.
-    pub fn set_ps_condition(&self, name: &str, namespace: &str, ready: bool) {
-        set_condition(&self.ps_condition, name, namespace, ready);
-    }
-
     /// Registers every metric in `registry`.
     pub fn register(&self, registry: &mut Registry) {
-        registry.register("externalsecret_sync_calls", "Syncs of ExternalSecrets", self.sync_calls.clone());
-        registry.register(
-            "externalsecret_sync_calls_error",
-            "Failed syncs of ExternalSecrets",
-            self.sync_errors.clone(),
-        );
-        registry.register(
-            "externalsecret_status_condition",
-            "Status conditions of ExternalSecrets",
-            self.es_condition.clone(),
-        );
-        registry.register(
-            "externalsecret_reconcile_duration",
-            "The duration time to reconcile the External Secret (nanoseconds, as upstream)",
-            self.reconcile_duration.clone(),
-        );
-        registry.register(
-            "pushsecret_status_condition",
-            "The status condition of a specific Push Secret",
-            self.ps_condition.clone(),
-        );
-        registry.register(
-            "pushsecret_reconcile_duration",
-            "The duration time to reconcile the Push Secret (nanoseconds, as upstream)",
-            self.push_duration.clone(),
-        );
+        registry.register_collector(Box::new(self.external_secrets.clone()));
+        registry.register_collector(Box::new(self.push_secrets.clone()));
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -288,8 +233,6 @@ impl Metrics {
             "Provider connections evicted (idle, expired or closed)",
             self.pool_evicted.clone(),
         );
-        registry.register("pushsecret_sync_calls", "Syncs of PushSecrets", self.push_calls.clone());
-        registry.register("pushsecret_sync_calls_error", "Failed syncs of PushSecrets", self.push_errors.clone());
         registry.register(
             "clientmanager_provider_recoveries",
             "Provider circuit breakers that closed after being open (the provider answered again)",
@@ -305,29 +248,6 @@ impl Metrics {
             "Objects requeued because the provider they waited on answered again",
             self.recovery_requeues.clone(),
         );
-    }
-
-    /// Sets a 0/1 gauge pair for an ExternalSecret's Ready condition.
-    pub fn set_es_condition(&self, name: &str, namespace: &str, ready: bool) {
-        set_condition(&self.es_condition, name, namespace, ready);
-    }
-
-    /// Drops the series of a deleted ExternalSecret.
-    pub fn forget_es(&self, name: &str, namespace: &str) {
-        let obj = ObjectLabels { name: name.into(), namespace: namespace.into() };
-        self.sync_calls.remove(&obj);
-        self.sync_errors.remove(&obj);
-        self.reconcile_duration.remove(&obj);
-        forget_condition(&self.es_condition, name, namespace);
-    }
-
-    /// Drops the series of a deleted PushSecret.
-    pub fn forget_push(&self, name: &str, namespace: &str) {
-        let obj = ObjectLabels { name: name.into(), namespace: namespace.into() };
-        self.push_calls.remove(&obj);
-        self.push_errors.remove(&obj);
-        self.push_duration.remove(&obj);
-        forget_condition(&self.ps_condition, name, namespace);
     }
 
     /// Drops the series of a deleted Provider or ClusterProvider.
@@ -356,31 +276,6 @@ impl Metrics {
                 })
                 .set(i64::from(v));
         }
-    }
-}
-
-/// Sets the 0/1 gauge pair of a Ready condition, so both `True` and `False` series exist.
-fn set_condition(family: &Family<ConditionLabels, Gauge>, name: &str, namespace: &str, ready: bool) {
-    for (s, v) in [("True", ready), ("False", !ready)] {
-        family
-            .get_or_create(&ConditionLabels {
-                name: name.into(),
-                namespace: namespace.into(),
-                condition: "Ready".into(),
-                status: s.into(),
-            })
-            .set(i64::from(v));
-    }
-}
-
-fn forget_condition(family: &Family<ConditionLabels, Gauge>, name: &str, namespace: &str) {
-    for s in ["True", "False"] {
-        family.remove(&ConditionLabels {
-            name: name.into(),
-            namespace: namespace.into(),
-            condition: "Ready".into(),
-            status: s.into(),
-        });
     }
 }
 
@@ -440,15 +335,16 @@ mod tests {
         let m = Metrics::default();
         let mut r = Registry::default();
         m.register(&mut r);
-        m.sync_calls.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).inc();
-        m.sync_errors.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).inc();
-        m.set_es_condition("a", "n", true);
-        m.reconcile_duration.get_or_create(&ObjectLabels { name: "a".into(), namespace: "n".into() }).set(0.5);
+        m.external_secrets.sync_started("n", "a");
+        m.external_secrets.sync_failed("n", "a");
+        m.external_secrets.set_ready("n", "a", true);
+        m.external_secrets.set_duration("n", "a", std::time::Duration::from_nanos(500));
         m.set_provider_condition("Provider", "p", "n", false);
         m.cache_hits.get_or_create(&StoreLabels { kind: "Provider".into(), name: "p".into() }).inc();
         m.grpc_requests.get_or_create(&GrpcLabels { method: "GetSecret".into(), code: "OK".into() }).inc();
-        m.set_ps_condition("p", "n", false);
-        m.push_duration.get_or_create(&ObjectLabels { name: "p".into(), namespace: "n".into() }).set(2e6);
+        m.push_secrets.sync_started("n", "p");
+        m.push_secrets.set_ready("n", "p", false);
+        m.push_secrets.set_duration("n", "p", std::time::Duration::from_millis(2));
         m.reconciled("externalsecret", ReconcileResult::Success, 0.01);
         m.reconciled("externalsecret", ReconcileResult::Error, 0.01);
         m.reconciled("pushsecret", ReconcileResult::RequeueAfter, 0.01);
@@ -463,7 +359,7 @@ mod tests {
             "externalsecret_sync_calls_error{name=\"a\",namespace=\"n\"} 1",
             "externalsecret_status_condition{name=\"a\",namespace=\"n\",condition=\"Ready\",status=\"True\"} 1",
             "externalsecret_status_condition{name=\"a\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 0",
-            "externalsecret_reconcile_duration{name=\"a\",namespace=\"n\"} 0.5",
+            "externalsecret_reconcile_duration{name=\"a\",namespace=\"n\"} 500.0",
             "provider_status_condition{kind=\"Provider\",name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
             "clientmanager_cache_hits_total{kind=\"Provider\",name=\"p\"} 1",
             "grpc_client_requests_total{method=\"GetSecret\",code=\"OK\"} 1",
@@ -471,6 +367,7 @@ mod tests {
             "pushsecret_status_condition{name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
             "pushsecret_status_condition{name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"True\"} 0",
             "pushsecret_reconcile_duration{name=\"p\",namespace=\"n\"} 2000000.0",
+            "pushsecret_sync_calls_total{name=\"p\",namespace=\"n\"} 1",
             "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"success\"} 1",
             "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"error\"} 1",
             "controller_runtime_reconcile_total{controller=\"pushsecret\",result=\"requeue_after\"} 1",

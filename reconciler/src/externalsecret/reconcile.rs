@@ -25,7 +25,6 @@ use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, 
 use crate::clientmanager::Waitable;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
-use crate::metrics::ObjectLabels;
 
 /// A successful sync.
 struct Synced {
@@ -128,8 +127,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         Decision::Sync => {}
     }
 
-    let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
-    ctx.metrics.sync_calls.get_or_create(&labels).inc();
+    ctx.metrics.external_secrets.sync_started(&ns, &name);
     let outcome = sync(&es, &ctx, &secrets, existing.as_deref()).await;
     let action = match outcome {
         Ok(synced) => {
@@ -155,7 +153,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             } else {
                 patch_status(&es, &ctx, &new_status).await?;
             }
-            ctx.metrics.set_es_condition(&name, &ns, true);
+            ctx.metrics.external_secrets.set_ready(&ns, &name, true);
             if let Some((event_reason, note)) = synced.event {
                 ctx.event(&es.object_ref(&()), false, event_reason, "Sync", note).await;
             }
@@ -171,7 +169,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             }
         }
         Err(mut failed) => {
-            ctx.metrics.sync_errors.get_or_create(&labels).inc();
+            ctx.metrics.external_secrets.sync_failed(&ns, &name);
             match failed.waiting_on.take() {
                 Some(provider) => ctx.manager.recovery().wait(key.clone(), provider),
                 None => ctx.manager.recovery().forget(&key),
@@ -179,7 +177,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             report_failure(&es, &ctx, status, failed, true, existing.is_some()).await?
         }
     };
-    ctx.metrics.reconcile_duration.get_or_create(&labels).set(started.elapsed().as_nanos() as f64);
+    ctx.metrics.external_secrets.set_duration(&ns, &name, started.elapsed());
     Ok(action)
 }
 
@@ -222,7 +220,7 @@ async fn report_failure(
         patch_status(es, ctx, &new_status).await?;
         ctx.event(&es.object_ref(&()), true, failed.reason, "Sync", failed.message).await;
     }
-    ctx.metrics.set_es_condition(&name, &ns, false);
+    ctx.metrics.external_secrets.set_ready(&ns, &name, false);
     Ok(if retry {
         Action::requeue(ctx.failure_delay(&ObjectKey::external_secret(&ns, &name)))
     } else {

@@ -26,7 +26,6 @@ use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render};
-use crate::metrics::ObjectLabels;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
 pub const FINALIZER: &str = "pushsecret.externalsecrets.io/finalizer";
@@ -128,21 +127,20 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
     let name = ps.name_any();
     let api: Api<PushSecret> = Api::namespaced(ctx.client.clone(), &ns);
     let status = ps.status.clone().unwrap_or_default();
-    let labels = ObjectLabels { name: name.clone(), namespace: ns.clone() };
-    ctx.metrics.push_calls.get_or_create(&labels).inc();
+    ctx.metrics.push_secrets.sync_started(&ns, &name);
     let started = std::time::Instant::now();
     let outcome = push(&ps, ctx, &ns).await;
-    ctx.metrics.push_duration.get_or_create(&labels).set(started.elapsed().as_nanos() as f64);
+    ctx.metrics.push_secrets.set_duration(&ns, &name, started.elapsed());
     match outcome {
         Ok(synced) => {
             if ps.spec.deletion_policy == PushSecretDeletionPolicy::Delete
                 && let Err(e) = delete_remote(ctx, &ns, &status.synced_push_secrets, &synced).await
             {
-                ctx.metrics.push_errors.get_or_create(&labels).inc();
+                ctx.metrics.push_secrets.sync_failed(&ns, &name);
                 return fail(&ps, ctx, &api, status, e.context("deleting remote copies no longer pushed")).await;
             }
             ctx.clear_failures(&key(&ns, &name));
-            ctx.metrics.set_ps_condition(&name, &ns, true);
+            ctx.metrics.push_secrets.set_ready(&ns, &name, true);
             let stores: Vec<&String> = synced.keys().collect();
             let message = format!("pushed to {}", stores.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
             let new_status = PushSecretStatus {
@@ -167,7 +165,7 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
             Ok(if interval.is_zero() { Action::await_change() } else { Action::requeue(interval) })
         }
         Err(failure) => {
-            ctx.metrics.push_errors.get_or_create(&labels).inc();
+            ctx.metrics.push_secrets.sync_failed(&ns, &name);
             fail(&ps, ctx, &api, status, failure).await
         }
     }
@@ -189,7 +187,7 @@ async fn fail(
         Some(provider) => ctx.manager.recovery().wait(key(&ns, &ps.name_any()), provider),
         None => ctx.manager.recovery().forget(&key(&ns, &ps.name_any())),
     }
-    ctx.metrics.set_ps_condition(&ps.name_any(), &ns, false);
+    ctx.metrics.push_secrets.set_ready(&ns, &ps.name_any(), false);
     let conditions =
         vec![conditions::ready(&status.conditions, false, "Errored", message.clone(), ps.metadata.generation)];
     if !conditions::same(&status.conditions, &conditions) {
