@@ -166,7 +166,7 @@ async fn run(client: Client, ns: String, n: usize) {
     let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
     let selector = watcher::Config::default().labels("reconcile.external-secrets.io/managed=true");
     let mut seen = HashSet::new();
-    let mut events = std::pin::pin!(watcher::metadata_watcher(managed, selector).default_backoff());
+    let mut events = std::pin::pin!(watcher::watcher(managed, selector).default_backoff());
     while seen.len() < n {
         let left = Duration::from_secs(1800).saturating_sub(started.elapsed());
         match tokio::time::timeout(left, events.next()).await {
