@@ -166,19 +166,20 @@ async fn run(client: Client, ns: String, n: usize) {
     let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
     let selector = watcher::Config::default().labels("reconcile.external-secrets.io/managed=true");
     let mut seen = HashSet::new();
-    let mut events = std::pin::pin!(watcher::watcher(managed, selector).default_backoff());
-    while seen.len() < n {
-        let left = Duration::from_secs(1800).saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, events.next()).await {
-            Ok(Some(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)))) => {
-                seen.insert(s.metadata.name.unwrap_or_default());
+    {
+        let mut events = std::pin::pin!(watcher::watcher(managed, selector).default_backoff());
+        while seen.len() < n {
+            let left = Duration::from_secs(1800).saturating_sub(started.elapsed());
+            match tokio::time::timeout(left, events.next()).await {
+                Ok(Some(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)))) => {
+                    seen.insert(s.metadata.name.unwrap_or_default());
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => panic!("only {} of {n} synced after 30 minutes", seen.len()),
             }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => panic!("only {} of {n} synced after 30 minutes", seen.len()),
         }
     }
     let sync = started.elapsed();
-    drop(events);
     // Let the status writes of the last syncs land.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let first_sync = delta(&requests_before, &api_requests(&client).await);
