@@ -20,6 +20,8 @@ const KUBE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "K
 const FAKE: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Fake");
 const VAULT: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "Vault");
 const AWS_SM: (&str, &str, &str) = ("provider.external-secrets.io", "v2alpha1", "SecretsManager");
+const SS: (&str, &str, &str) = ("external-secrets.io", "v1", "SecretStore");
+const CSS: (&str, &str, &str) = ("external-secrets.io", "v1", "ClusterSecretStore");
 
 fn body(gvk: (&str, &str, &str), op: &str, ns: Option<&str>, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
     let mut request = json!({
@@ -536,6 +538,67 @@ fn a_tenant_config_naming_another_namespace_is_denied_unless_the_operator_named_
     manifest_scoped.config.provider_ref.namespace = Some("team-b".into());
     c.write().cluster_providers.insert("per-tenant".into(), Ok(manifest_scoped));
     assert!(!validate(KUBE, "CREATE", Some("team-b"), foreign_sa, &c).allowed);
+}
+
+fn store(kind: &str, spec: Value) -> Value {
+    json!({"apiVersion": "external-secrets.io/v1", "kind": kind, "metadata": {"name": "st"}, "spec": spec})
+}
+
+#[test]
+fn a_secret_store_naming_another_namespace_is_denied_and_a_cluster_secret_store_may() {
+    let c = caches();
+    let foreign = json!({"provider": {"kubernetes": {"auth": {"serviceAccount": {"name": "admin", "namespace": "kube-system"}}}}});
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", foreign.clone()), &c);
+    denied_with(
+        &d,
+        403,
+        &[
+            "SecretStore \"st\" is not allowed",
+            "spec.provider.kubernetes.auth.serviceAccount.namespace: \"kube-system\" names",
+            "through a ClusterSecretStore",
+        ],
+    );
+    let update =
+        run(Mode::Validate, &body(SS, "UPDATE", Some("team-b"), Some(store("SecretStore", foreign.clone())), None), &c);
+    assert!(!update.allowed, "an update is checked like a create");
+    // Its own namespace, named or implied, is the tenant's to use.
+    let own = json!({"provider": {"kubernetes": {"auth": {"serviceAccount": {"name": "sa", "namespace": "team-b"}}}}});
+    assert!(validate(SS, "CREATE", Some("team-b"), store("SecretStore", own), &c).allowed);
+    // A ClusterSecretStore is the operator's: it may name any namespace.
+    assert!(validate(CSS, "CREATE", None, store("ClusterSecretStore", foreign), &c).allowed);
+    // A provider Keyward does not serve applies unchanged (its status says so).
+    assert!(
+        validate(
+            SS,
+            "CREATE",
+            Some("team-b"),
+            store("SecretStore", json!({"provider": {"vault": {"server": "http://v"}}})),
+            &c
+        )
+        .allowed
+    );
+}
+
+#[test]
+fn secret_store_fields_and_cluster_secret_store_conditions_are_validated() {
+    let c = caches();
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", json!({"provider": {}})), &c);
+    denied_with(&d, 400, &["SecretStore \"st\" is invalid", "spec.provider names no provider"]);
+    let bad_regex = json!({"provider": {"fake": {"data": []}}, "conditions": [{"namespaceRegexes": ["("]}]});
+    denied_with(
+        &validate(CSS, "CREATE", None, store("ClusterSecretStore", bad_regex), &c),
+        400,
+        &["ClusterSecretStore \"st\" is invalid", "spec.conditions[0].namespaceRegexes[0]"],
+    );
+    let duplicate = json!({"provider": {"fake": {"data": [{"key": "k", "value": "a"}, {"key": "k", "value": "b"}]}}});
+    denied_with(
+        &validate(CSS, "CREATE", None, store("ClusterSecretStore", duplicate), &c),
+        400,
+        &["spec.provider.fake.data[1]"],
+    );
+    // No mutation for either kind.
+    assert!(patched(&store("SecretStore", json!({"provider": {"fake": {"data": []}}})), SS).1.is_empty());
+    assert!(patched(&store("ClusterSecretStore", json!({"provider": {"fake": {"data": []}}})), CSS).1.is_empty());
 }
 
 #[test]

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
     check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
-    secrets_manager_reach, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
-    validate_external_secret, validate_fake, validate_kubernetes, validate_provider, validate_push_secret,
-    validate_secrets_manager, validate_vault, vault_reach,
+    secret_store_boundary, secrets_manager_reach, store_ref_kind, validate_cluster_external_secret,
+    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
+    validate_push_secret, validate_secret_store, validate_secrets_manager, validate_vault, vault_reach,
 };
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ExternalSecret, Fake, Kubernetes, Provider,
-    PushSecret, SecretsManager, StoreKind, Vault,
+    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Fake, Kubernetes,
+    Provider, PushSecret, SecretStore, SecretsManager, StoreKind, Vault,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -33,6 +33,10 @@ pub enum Kind {
     Provider,
     /// `external-secrets.io/v1` ClusterProvider.
     ClusterProvider,
+    /// `external-secrets.io/v1` SecretStore.
+    SecretStore,
+    /// `external-secrets.io/v1` ClusterSecretStore.
+    ClusterSecretStore,
     /// `provider.external-secrets.io/v2alpha1` Kubernetes.
     Kubernetes,
     /// `provider.external-secrets.io/v2alpha1` Fake.
@@ -52,6 +56,8 @@ impl Kind {
             ("external-secrets.io", "v1alpha1", "PushSecret") => Some(Kind::PushSecret),
             ("external-secrets.io", "v1", "Provider") => Some(Kind::Provider),
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
+            ("external-secrets.io", "v1", "SecretStore") => Some(Kind::SecretStore),
+            ("external-secrets.io", "v1", "ClusterSecretStore") => Some(Kind::ClusterSecretStore),
             ("provider.external-secrets.io", "v2alpha1", "Kubernetes") => Some(Kind::Kubernetes),
             ("provider.external-secrets.io", "v2alpha1", "Fake") => Some(Kind::Fake),
             ("provider.external-secrets.io", "v2alpha1", "Vault") => Some(Kind::Vault),
@@ -73,6 +79,8 @@ impl Kind {
             Kind::PushSecret => "PushSecret",
             Kind::Provider => "Provider",
             Kind::ClusterProvider => "ClusterProvider",
+            Kind::SecretStore => "SecretStore",
+            Kind::ClusterSecretStore => "ClusterSecretStore",
             Kind::Kubernetes => "Kubernetes",
             Kind::Fake => "Fake",
             Kind::Vault => "Vault",
@@ -185,6 +193,21 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 check.warnings.push(w);
             }
         }
+        Kind::SecretStore => {
+            let s: SecretStore = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_secret_store(Some(ns), &s.spec));
+            check.policy(secret_store_boundary(ns, &s.spec));
+        }
+        Kind::ClusterSecretStore => {
+            let s: ClusterSecretStore = match parse(kind, object) {
+                Ok(v) => v,
+                Err(d) => return d,
+            };
+            check.spec(validate_secret_store(None, &s.spec.store));
+        }
         Kind::Kubernetes => {
             let k: Kubernetes = match parse(kind, object) {
                 Ok(v) => v,
@@ -240,6 +263,13 @@ impl Check {
     }
 
     /// A reference to a store by name; `kind` None is a PushSecret reference without a kind.
+    /// Policy errors: the object is well formed but not allowed (403).
+    fn policy(&mut self, result: Result<(), ValidationErrors>) {
+        if let Err(errs) = result {
+            self.denied.extend(errs.0.iter().map(ToString::to_string));
+        }
+    }
+
     fn store_ref(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: Option<StoreKind>) {
         match kind {
             Some(k @ (StoreKind::ClusterProvider | StoreKind::ClusterSecretStore)) => {

@@ -27,7 +27,8 @@ pub use duration::{DurationError, parse_go_duration};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};
 pub use secret_store::{
-    SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, store_backend, store_ref_kind, validate_secret_store,
+    SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, secret_store_boundary, store_backend, store_ref_kind,
+    validate_secret_store,
 };
 pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
 pub use stores::{validate_secrets_manager, validate_vault};

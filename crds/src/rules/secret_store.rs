@@ -128,23 +128,18 @@ fn fake(f: &FakeStoreProvider) -> FakeSpec {
     FakeSpec { data }
 }
 
-/// Validates a SecretStore (`namespace`: its namespace) or a ClusterSecretStore (`None`).
+/// Validates a SecretStore's (`namespace`: its namespace) or a ClusterSecretStore's (`None`)
+/// fields.
 ///
 /// A provider Keyward does not serve is accepted (existing manifests must apply); the store then
 /// reports `Ready=False` with reason `ProviderNotSupported`. A served provider is validated with
-/// its configuration kind's rules, and a SecretStore's configuration with the tenant boundary:
-/// it names objects of its own namespace only, whereas a ClusterSecretStore's is the operator's
-/// (upstream honours `namespace` in its references for ClusterSecretStores only).
+/// its configuration kind's rules. What a SecretStore may reach is [`secret_store_boundary`]'s
+/// question, answered apart so admission can deny it as a policy (403), not a malformed field.
 pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
     match store_backend(&spec.provider) {
         Ok(StoreBackend::Kubernetes(k)) => {
             prefixed(&mut errs, "spec.provider.kubernetes", validate_kubernetes(&k));
-            if let Some(ns) = namespace {
-                let boundary = check_boundary(ConfigOwner::Tenant, ns, &kubernetes_reach(&k))
-                    .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
-                prefixed(&mut errs, "spec.provider.kubernetes", boundary);
-            }
         }
         Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
         Err(StoreProviderError::NotSupported(_)) => {}
@@ -163,6 +158,20 @@ pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) ->
         && i < 0
     {
         errs.push("spec.refreshInterval", format!("{i} is negative: give seconds, or 0 for the default"));
+    }
+    errs.into_result()
+}
+
+/// The tenant boundary of a SecretStore in `namespace`: its configuration names objects of its
+/// own namespace only, whereas a ClusterSecretStore's is the operator's (upstream honours
+/// `namespace` in a store's references for ClusterSecretStores only). The providers check the
+/// same again on every request.
+pub fn secret_store_boundary(namespace: &str, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    if let Ok(StoreBackend::Kubernetes(k)) = store_backend(&spec.provider) {
+        let boundary = check_boundary(ConfigOwner::Tenant, namespace, &kubernetes_reach(&k))
+            .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
+        prefixed(&mut errs, "spec.provider.kubernetes", boundary);
     }
     errs.into_result()
 }
@@ -193,11 +202,16 @@ mod tests {
         serde_yaml::from_str(yaml).expect("test manifest parses")
     }
 
+    /// Field errors, then (for a SecretStore) boundary errors, as admission reports them.
     fn errors(ns: Option<&str>, yaml: &str) -> Vec<String> {
-        validate_secret_store(ns, &spec(yaml))
-            .err()
-            .map(|e| e.0.iter().map(ToString::to_string).collect())
-            .unwrap_or_default()
+        let s = spec(yaml);
+        let boundary = ns.map(|ns| secret_store_boundary(ns, &s));
+        [validate_secret_store(ns, &s)]
+            .into_iter()
+            .chain(boundary)
+            .filter_map(Result::err)
+            .flat_map(|e| e.0.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .collect()
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
         // A ClusterExternalSecret's ExternalSecrets are defaulted when they are written.
         Kind::PushSecret
         | Kind::ClusterExternalSecret
+        | Kind::SecretStore
+        | Kind::ClusterSecretStore
         | Kind::Kubernetes
         | Kind::Fake
         | Kind::Vault
