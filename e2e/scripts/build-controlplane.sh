@@ -5,6 +5,8 @@
 # own module in e2e/tools/coredns, so its client libraries do not meet Kubernetes' pins).
 # Prints the directory holding the binaries.
 set -euo pipefail
+# Absolute, so the script can run itself again after it changes directory.
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../controlplane" && pwd)"
 k8s_version="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$here/go.mod")"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$here/go.mod")"
@@ -54,4 +56,4 @@ go build -trimpath -ldflags "$ldflags" -o "$bin_dir.tmp/kube-controller-manager"
 go build -trimpath -ldflags "-s -w" -o "$bin_dir.tmp/etcd" go.etcd.io/etcd/server/v3 >&2
 rm -rf "$bin_dir"
 mv "$bin_dir.tmp" "$bin_dir"
-exec bash "${BASH_SOURCE[0]}" "$@"
+exec bash "$self" "$@"
