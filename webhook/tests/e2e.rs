@@ -120,13 +120,13 @@ fn webhooks() -> [(&'static str, Vec<RuleWithOperations>, bool); 2] {
         (
             "namespaced",
             vec![
-                rule("external-secrets.io", "v1", &["externalsecrets", "providers"]),
+                rule("external-secrets.io", "v1", &["externalsecrets", "providers", "secretstores"]),
                 rule("external-secrets.io", "v1alpha1", &["pushsecrets"]),
                 rule("provider.external-secrets.io", "v2alpha1", &["kubernetes", "fakes", "vaults", "secretsmanagers"]),
             ],
             true,
         ),
-        ("cluster", vec![rule("external-secrets.io", "v1", &["clusterproviders"])], false),
+        ("cluster", vec![rule("external-secrets.io", "v1", &["clusterproviders", "clustersecretstores"])], false),
     ]
 }
 
@@ -321,6 +321,19 @@ async fn admission_through_the_api_server() {
             .await;
         assert!(!out.contains("Warning"), "{out}");
         run(kubectl().args(["delete", "externalsecret", "via-css", "-n", &ns]));
+
+        // 2c. The stores themselves: a SecretStore is its namespace owner's, so naming a
+        //     ServiceAccount of another namespace is a policy denial pointing to a
+        //     ClusterSecretStore; a ClusterSecretStore is the operator's and may, but its fields
+        //     are checked (a condition's regex must compile).
+        let foreign_sa = "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata:\n  name: reach\nspec:\n  provider:\n    kubernetes:\n      remoteNamespace: default\n      auth:\n        serviceAccount:\n          name: admin\n          namespace: kube-system\n";
+        let out = rejects_in(&ns, foreign_sa, "spec.provider.kubernetes.auth.serviceAccount.namespace: \"kube-system\" names");
+        assert!(out.contains("SecretStore \"reach\" is not allowed"), "{out}");
+        assert!(out.contains("through a ClusterSecretStore"), "{out}");
+        accepts_in(&ns, &foreign_sa.replace("kube-system", &ns));
+        let css_regex = cluster_secret_store(&run_id, &format!("kw-css-regex-{run_id}"), &["a"])
+            .replace("- namespaces: [a]", "- namespaceRegexes: [\"(\"]");
+        rejects_in(&ns, &css_regex, "spec.conditions[0].namespaceRegexes[0]");
 
         // 3. Field rules: ProviderNamespace without a namespace, a bad regex, two auth methods.
         let no_ns = "  config:\n    address: p.keyward.svc:8443\n    providerRef:\n      apiVersion: provider.external-secrets.io/v2alpha1\n      kind: Fake\n      name: data\n";
