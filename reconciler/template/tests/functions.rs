@@ -91,3 +91,28 @@ fn binary_values_pass_through_unchanged() {
     assert_eq!(out["t"], bin);
     assert_eq!(run("{{ .bin | b64enc }}", &data).expect("b64"), "AJ+Slv8=");
 }
+
+#[test]
+fn rsa_decrypt_reads_openssl_oaep_ciphertexts() {
+    for (hash, file) in [("SHA1", "sha1"), ("SHA256", "sha256"), ("SHA512", "sha512")] {
+        let want = format!("oaep secret {file}");
+        for key in ["rsa.key.pem", "rsa.pkcs1.pem"] {
+            let data = [("ct", fixture(&format!("rsa-oaep-{file}.bin"))), ("key", fixture(key))];
+            let src = format!("{{{{ rsaDecrypt \"RSA-OAEP\" \"{hash}\" .ct .key }}}}");
+            assert_eq!(run(&src, &data).expect("decrypts"), want, "{hash} with {key}");
+        }
+    }
+    let data = [("ct", fixture("rsa-oaep-sha256.bin")), ("key", fixture("rsa.key.pem"))];
+    // The hash must match the one the ciphertext was made with; an unknown name means SHA-256.
+    let err = run("{{ rsaDecrypt \"RSA-OAEP\" \"SHA512\" .ct .key }}", &data).expect_err("wrong hash");
+    assert!(err.contains("error decrypting data with RSA"), "{err}");
+    assert_eq!(run("{{ rsaDecrypt \"RSA-OAEP\" \"MD5\" .ct .key }}", &data).expect("default"), "oaep secret sha256");
+    assert_eq!(run("{{ rsaDecrypt \"None\" \"SHA256\" \"as is\" .key }}", &data).expect("none"), "as is");
+    let err = run("{{ rsaDecrypt \"RSA-PKCS1\" \"SHA256\" .ct .key }}", &data).expect_err("scheme");
+    assert!(err.contains("decryption scheme RSA-PKCS1 is not supported"), "{err}");
+    let err = run("{{ rsaDecrypt \"RSA-OAEP\" \"SHA256\" .ct \"not a pem\" }}", &data).expect_err("pem");
+    assert!(err.contains("failed to decode PEM block"), "{err}");
+    let cert = [("ct", fixture("rsa-oaep-sha256.bin")), ("key", fixture("leaf.crt.pem"))];
+    let err = run("{{ rsaDecrypt \"RSA-OAEP\" \"SHA256\" .ct .key }}", &cert).expect_err("not a key");
+    assert!(err.contains("could not parse RSA private key"), "{err}");
+}

@@ -18,6 +18,7 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("filterPEM", filter_pem),
     ("jwkPublicKeyPem", jwk_public_key_pem),
     ("jwkPrivateKeyPem", jwk_private_key_pem),
+    ("rsaDecrypt", rsa_decrypt),
 ];
 
 fn sha1sum(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
@@ -168,4 +169,38 @@ fn jwk_private_key_pem(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
         other => return Err(FnError::Msg(format!("unsupported JWK key type {other:?}"))),
     };
     Ok(Value::Str(pem_encode("PRIVATE KEY", &der)))
+}
+
+/// `rsaDecrypt scheme hash ciphertext privateKey`: the plaintext of binary `ciphertext`, as
+/// upstream defines it. `scheme` is `RSA-OAEP` (or `None`, which returns the input unchanged);
+/// `hash` (`SHA1`, `SHA256`, `SHA512`; anything else means SHA-256, as upstream) is used for the
+/// label and for MGF1. The key is a PEM RSA key, PKCS#1 or PKCS#8, not itself encrypted.
+fn rsa_decrypt(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    use rsa::sha2::{Sha256, Sha512};
+    want(&a, 4)?;
+    let scheme = s(&a[0]);
+    match scheme.as_str() {
+        "None" => return Ok(a[2].clone()),
+        "RSA-OAEP" => {}
+        other => return Err(FnError::Msg(format!("decryption scheme {other} is not supported"))),
+    }
+    let key = rsa_private_key(&bytes(&a[3]))?;
+    let ciphertext = bytes(&a[2]);
+    let plain = match s(&a[1]).as_str() {
+        "SHA1" => key.decrypt(rsa::Oaep::<oaep_sha1::Sha1>::new(), &ciphertext),
+        "SHA512" => key.decrypt(rsa::Oaep::<Sha512>::new(), &ciphertext),
+        _ => key.decrypt(rsa::Oaep::<Sha256>::new(), &ciphertext),
+    }
+    // The padding error says nothing about the key or the plaintext.
+    .map_err(|e| FnError::Msg(format!("error decrypting data with RSA: {e}")))?;
+    Ok(Value::from_bytes(plain))
+}
+
+fn rsa_private_key(pem_text: &[u8]) -> Result<rsa::PrivateKey, FnError> {
+    use rsa::pkcs1::DecodeRsaPrivateKey;
+    use rsa::pkcs8::DecodePrivateKey;
+    let block = pem::parse(pem_text).map_err(|_| FnError::Msg("failed to decode PEM block".into()))?;
+    rsa::PrivateKey::from_pkcs1_der(block.contents())
+        .or_else(|_| rsa::PrivateKey::from_pkcs8_der(block.contents()))
+        .map_err(|_| FnError::Msg(format!("could not parse RSA private key (PEM block {:?})", block.tag())))
 }
