@@ -186,6 +186,7 @@ impl Context {
         match key.kind {
             "ExternalSecret" => self.metrics.external_secrets.forget(&key.namespace, &key.name),
             "PushSecret" => self.metrics.push_secrets.forget(&key.namespace, &key.name),
+            "ClusterExternalSecret" => self.metrics.cluster_external_secrets.forget("", &key.name),
             _ => {}
         }
     }

@@ -96,6 +96,13 @@ pub struct Metrics {
     pub external_secrets: Arc<ObjectSeries>,
     /// The same four, `pushsecret_*`, per PushSecret.
     pub push_secrets: Arc<ObjectSeries>,
+    /// `clusterexternalsecret_status_condition` and `_reconcile_duration`, per
+    /// ClusterExternalSecret (`namespace=""`, as upstream labels cluster-scoped objects).
+    pub cluster_external_secrets: Arc<ObjectSeries>,
+    /// `secretstore_status_condition` and `_reconcile_duration` (the status check), per SecretStore.
+    pub secret_stores: Arc<ObjectSeries>,
+    /// The same two, `clustersecretstore_*`, per ClusterSecretStore (`namespace=""`).
+    pub cluster_secret_stores: Arc<ObjectSeries>,
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: Family<ReconcileResultLabels, Counter>,
     /// `controller_runtime_reconcile_errors_total{controller}`.
@@ -135,17 +142,39 @@ impl Default for Metrics {
         Metrics {
             external_secrets: Arc::new(ObjectSeries::new(Names {
                 prefix: "externalsecret",
-                calls: "Syncs of ExternalSecrets",
-                errors: "Failed syncs of ExternalSecrets",
+                calls: Some("Syncs of ExternalSecrets"),
+                errors: Some("Failed syncs of ExternalSecrets"),
                 condition: "Status conditions of ExternalSecrets",
                 duration: "The duration time to reconcile the External Secret (nanoseconds, as upstream)",
             })),
             push_secrets: Arc::new(ObjectSeries::new(Names {
                 prefix: "pushsecret",
-                calls: "Syncs of PushSecrets",
-                errors: "Failed syncs of PushSecrets",
+                calls: Some("Syncs of PushSecrets"),
+                errors: Some("Failed syncs of PushSecrets"),
                 condition: "The status condition of a specific Push Secret",
                 duration: "The duration time to reconcile the Push Secret (nanoseconds, as upstream)",
+            })),
+            // Upstream has only the condition and the duration for these kinds.
+            cluster_external_secrets: Arc::new(ObjectSeries::new(Names {
+                prefix: "clusterexternalsecret",
+                calls: None,
+                errors: None,
+                condition: "The status condition of a specific Cluster External Secret",
+                duration: "The duration time to reconcile the Cluster External Secret (nanoseconds, as upstream)",
+            })),
+            secret_stores: Arc::new(ObjectSeries::new(Names {
+                prefix: "secretstore",
+                calls: None,
+                errors: None,
+                condition: "The status condition of a specific Secret Store",
+                duration: "The duration time to reconcile the Secret Store (nanoseconds, as upstream)",
+            })),
+            cluster_secret_stores: Arc::new(ObjectSeries::new(Names {
+                prefix: "clustersecretstore",
+                calls: None,
+                errors: None,
+                condition: "The status condition of a specific Cluster Secret Store",
+                duration: "The duration time to reconcile the Cluster Secret Store (nanoseconds, as upstream)",
             })),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
@@ -184,6 +213,9 @@ impl Metrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register_collector(Box::new(self.external_secrets.clone()));
         registry.register_collector(Box::new(self.push_secrets.clone()));
+        registry.register_collector(Box::new(self.cluster_external_secrets.clone()));
+        registry.register_collector(Box::new(self.secret_stores.clone()));
+        registry.register_collector(Box::new(self.cluster_secret_stores.clone()));
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -250,8 +282,21 @@ impl Metrics {
         );
     }
 
-    /// Drops the series of a deleted Provider or ClusterProvider.
+    /// The upstream per-object series of a store kind (SecretStore, ClusterSecretStore), if it
+    /// has them.
+    pub fn store_series(&self, kind: &str) -> Option<&ObjectSeries> {
+        match kind {
+            "SecretStore" => Some(&self.secret_stores),
+            "ClusterSecretStore" => Some(&self.cluster_secret_stores),
+            _ => None,
+        }
+    }
+
+    /// Drops the series of a deleted store of any kind.
     pub fn forget_provider(&self, kind: &str, name: &str, namespace: &str) {
+        if let Some(series) = self.store_series(kind) {
+            series.forget(namespace, name);
+        }
         for s in ["True", "False"] {
             self.provider_condition.remove(&ProviderConditionLabels {
                 kind: kind.into(),
@@ -345,6 +390,13 @@ mod tests {
         m.push_secrets.sync_started("n", "p");
         m.push_secrets.set_ready("n", "p", false);
         m.push_secrets.set_duration("n", "p", std::time::Duration::from_millis(2));
+        m.cluster_external_secrets.set_ready("", "c", true);
+        m.cluster_external_secrets.set_duration("", "c", std::time::Duration::from_nanos(7));
+        let store = m.store_series("SecretStore").expect("SecretStore series");
+        store.set_ready("n", "s", false);
+        store.set_duration("n", "s", std::time::Duration::from_nanos(9));
+        m.store_series("ClusterSecretStore").expect("ClusterSecretStore series").set_ready("", "cs", true);
+        assert!(m.store_series("Provider").is_none(), "Keyward's own kinds use provider_status_condition");
         m.reconciled("externalsecret", ReconcileResult::Success, 0.01);
         m.reconciled("externalsecret", ReconcileResult::Error, 0.01);
         m.reconciled("pushsecret", ReconcileResult::RequeueAfter, 0.01);
@@ -375,8 +427,17 @@ mod tests {
             "controller_runtime_reconcile_time_seconds_count{controller=\"externalsecret\"} 2",
             "controller_runtime_max_concurrent_reconciles{controller=\"externalsecret\"} 4",
             "controller_runtime_active_workers{controller=\"externalsecret\"} 0",
+            "clusterexternalsecret_status_condition{name=\"c\",namespace=\"\",condition=\"Ready\",status=\"True\"} 1",
+            "clusterexternalsecret_reconcile_duration{name=\"c\",namespace=\"\"} 7.0",
+            "secretstore_status_condition{name=\"s\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
+            "secretstore_reconcile_duration{name=\"s\",namespace=\"n\"} 9.0",
+            "clustersecretstore_status_condition{name=\"cs\",namespace=\"\",condition=\"Ready\",status=\"True\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+        // Kinds without syncs write no sync counters, not even empty families' samples.
+        assert!(!text.contains("clusterexternalsecret_sync_calls"), "{text}");
+        m.forget_provider("SecretStore", "s", "n");
+        assert!(!encode(&r).unwrap().contains("secretstore_status_condition{name=\"s\""));
     }
 }

@@ -31,10 +31,10 @@ struct Series {
 pub struct Names {
     /// `externalsecret` or `pushsecret`.
     pub prefix: &'static str,
-    /// Help of `<prefix>_sync_calls_total`.
-    pub calls: &'static str,
-    /// Help of `<prefix>_sync_calls_error`.
-    pub errors: &'static str,
+    /// Help of `<prefix>_sync_calls_total`; `None` for a kind that has no syncs to count.
+    pub calls: Option<&'static str>,
+    /// Help of `<prefix>_sync_calls_error`; `None` as for `calls`.
+    pub errors: Option<&'static str>,
     /// Help of `<prefix>_status_condition`.
     pub condition: &'static str,
     /// Help of `<prefix>_reconcile_duration`.
@@ -135,14 +135,18 @@ impl Collector for ObjectSeries {
         use prometheus_client::metrics::MetricType::{Counter, Gauge};
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         let (p, n) = (self.names.prefix, &self.names);
-        family(&mut encoder, &table, &format!("{p}_sync_calls"), n.calls, Counter, |s| {
-            if s.calls > 0 { vec![(None, ConstCounter::new(s.calls))] } else { vec![] }
-        })?;
+        if let Some(help) = n.calls {
+            family(&mut encoder, &table, &format!("{p}_sync_calls"), help, Counter, |s| {
+                if s.calls > 0 { vec![(None, ConstCounter::new(s.calls))] } else { vec![] }
+            })?;
+        }
         // A gauge that only goes up: the client appends `_total` to counters, and dashboards
         // expect upstream's exact name.
-        family(&mut encoder, &table, &format!("{p}_sync_calls_error"), n.errors, Gauge, |s| {
-            if s.errors > 0 { vec![(None, ConstGauge::new(s.errors))] } else { vec![] }
-        })?;
+        if let Some(help) = n.errors {
+            family(&mut encoder, &table, &format!("{p}_sync_calls_error"), help, Gauge, |s| {
+                if s.errors > 0 { vec![(None, ConstGauge::new(s.errors))] } else { vec![] }
+            })?;
+        }
         family(&mut encoder, &table, &format!("{p}_status_condition"), n.condition, Gauge, |s| match s.ready {
             Some(ready) => {
                 vec![
@@ -166,8 +170,8 @@ mod tests {
     fn series() -> std::sync::Arc<ObjectSeries> {
         std::sync::Arc::new(ObjectSeries::new(Names {
             prefix: "thing",
-            calls: "calls",
-            errors: "errors",
+            calls: Some("calls"),
+            errors: Some("errors"),
             condition: "condition",
             duration: "duration",
         }))

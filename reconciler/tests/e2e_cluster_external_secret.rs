@@ -195,7 +195,7 @@ async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_a
         }),
     )
     .await;
-    let _reconciler = Reconciler::start_cluster_wide(&run, &operator, &[]).await;
+    let reconciler = Reconciler::start_cluster_wide(&run, &operator, &[]).await;
 
     // Someone else's ExternalSecret of the same name, in a selected namespace.
     let foreign_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns_foreign);
@@ -253,6 +253,20 @@ async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_a
         ("ClusterExternalSecret", ces_name.as_str(), Some(true))
     );
     assert!(Api::<ExternalSecret>::namespaced(client.clone(), &ns_refused).get_opt(ES_NAME).await.unwrap().is_none());
+    // Upstream's metrics: the Ready pair (False now) and the reconcile duration, namespace "".
+    let series = |status: &str, value: u8| {
+        format!(
+            "clusterexternalsecret_status_condition{{name=\"{ces_name}\",namespace=\"\",condition=\"Ready\",status=\"{status}\"}} {value}"
+        )
+    };
+    let text = reconciler.metrics().await;
+    for needle in [
+        series("False", 1),
+        series("True", 0),
+        format!("clusterexternalsecret_reconcile_duration{{name=\"{ces_name}\",namespace=\"\"}} "),
+    ] {
+        assert!(text.contains(&needle), "metrics miss {needle}:\n{text}");
+    }
     let foreign_now = foreign_api.get(ES_NAME).await.unwrap();
     assert_eq!(foreign_now.metadata.generation, foreign_before.metadata.generation, "the foreign spec is untouched");
     assert!(
@@ -307,5 +321,9 @@ async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_a
         assert!(api.get_opt(ES_NAME).await.unwrap().is_none(), "the ExternalSecret in {ns} is deleted with its owner");
     }
     assert!(bystander.get_opt("bystander").await.unwrap().is_some(), "other ExternalSecrets stay");
+    eventually("the deleted ClusterExternalSecret's series are dropped", WAIT, || async {
+        (!reconciler.metrics().await.contains(&format!("name=\"{ces_name}\""))).then_some(())
+    })
+    .await;
     drop(webhook);
 }

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{Capabilities, ClusterSecretStore, ExternalSecret, ProviderStatus, SecretStore};
+use keyward_crds::{Capabilities, ClusterSecretStore, ExternalSecret, ProviderStatus, PushSecret, SecretStore};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
@@ -69,7 +69,8 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
             let sa = ServiceAccount { metadata: ObjectMeta { name: Some("reader".into()), ..Default::default() }, ..Default::default() };
             sas.create(&PostParams::default(), &sa).await.unwrap();
-            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch"]).await;
+            // Reads for the ExternalSecrets, writes for the PushSecret that selects the store.
+            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch", "create", "update", "patch"]).await;
             let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
             apply(
                 &remote_secrets,
@@ -83,7 +84,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             apply(
                 &stores,
                 json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
-                       "metadata": {"name": "k8s-store", "labels": {CLASS_LABEL: ns}},
+                       "metadata": {"name": "k8s-store", "labels": {CLASS_LABEL: ns, "push": "here"}},
                        "spec": {"provider": {"kubernetes": {
                            "remoteNamespace": remote,
                            "server": {"url": control_plane().await.server_url(),
@@ -124,7 +125,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
                 ns.clone(),
             ];
             let flags: Vec<&str> = store_flags.iter().map(String::as_str).collect();
-            let _reconciler = Reconciler::start(&ns, &flags).await;
+            let reconciler = Reconciler::start(&ns, &flags).await;
 
             let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
             apply(
@@ -190,6 +191,16 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             assert_eq!(reason, "ProviderNotSupported", "{message}");
             assert!(message.contains("spec.provider.vault is not served by this controller"), "{message}");
             assert_eq!(caps, None, "no provider answered");
+            // And in upstream's metrics, with upstream's names and labels.
+            let text = reconciler.metrics().await;
+            for needle in [
+                format!("secretstore_status_condition{{name=\"k8s-store\",namespace=\"{ns}\",condition=\"Ready\",status=\"True\"}} 1"),
+                format!("secretstore_status_condition{{name=\"vault-backend\",namespace=\"{ns}\",condition=\"Ready\",status=\"False\"}} 1"),
+                format!("secretstore_reconcile_duration{{name=\"k8s-store\",namespace=\"{ns}\"}} "),
+                format!("clustersecretstore_status_condition{{name=\"{fake_store}\",namespace=\"\",condition=\"Ready\",status=\"True\"}} 1"),
+            ] {
+                assert!(text.contains(&needle), "metrics miss {needle}:\n{text}");
+            }
             // kubectl shows it in upstream's printer columns.
             let printed = keyward_e2e::kubectl()
                 .args(["get", "secretstore", "-n", &ns, "k8s-store", "--no-headers"])
@@ -197,6 +208,33 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
                 .unwrap();
             let printed = String::from_utf8_lossy(&printed.stdout).to_string();
             assert!(printed.contains("Valid") && printed.contains("ReadWrite") && printed.contains("True"), "{printed}");
+            // A PushSecret selects SecretStores by label, as upstream: the labelled Kubernetes
+            // store gets the value, written into its remote namespace; the other stores do not.
+            apply(
+                &Api::<Secret>::namespaced(client.clone(), &ns),
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "to-push"},
+                       "stringData": {"token": "pushed-by-label"}}),
+            )
+            .await;
+            let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+            apply(
+                &pss,
+                json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                       "metadata": {"name": "by-label", "labels": {CLASS_LABEL: ns}},
+                       "spec": {"refreshInterval": "1h",
+                                "secretStoreRefs": [{"kind": "SecretStore", "labelSelector": {"matchLabels": {"push": "here"}}}],
+                                "selector": {"secret": {"name": "to-push"}},
+                                "data": [{"match": {"secretKey": "token", "remoteRef": {"remoteKey": "pushed", "property": "token"}}}]}}),
+            )
+            .await;
+            wait_for_value(&remote_secrets, "pushed", "token", "pushed-by-label", WAIT).await;
+            let pushed = eventually("the PushSecret records the selected store", WAIT, || async {
+                let st = pss.get("by-label").await.ok()?.status?;
+                (ready_of(&st.conditions)?.0 == "True").then_some(st.synced_push_secrets)
+            })
+            .await;
+            assert_eq!(pushed.keys().collect::<Vec<_>>(), ["SecretStore/k8s-store"], "only the labelled store");
+
             // A store changed to a provider Keyward serves is checked again at once (its watch
             // triggers the check) and turns Ready.
             apply(

@@ -41,6 +41,8 @@ pub struct CesContext {
     pub cluster_providers: Store<ClusterProvider>,
     /// ClusterSecretStores (their namespace conditions).
     pub cluster_secret_stores: Store<ClusterSecretStore>,
+    /// The ClusterExternalSecrets themselves (whether one is gone).
+    pub cluster_external_secrets: Store<ClusterExternalSecret>,
     owned: Mutex<OwnedIndex>,
     applied: Mutex<HashMap<ObjectRef<ExternalSecret>, Applied>>,
 }
@@ -51,6 +53,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl CesContext {
+    /// Forgets `name`'s state and series again when it has left the cache: a deletion seen
+    /// while its reconcile ran dropped them already, and what the reconcile recorded after that
+    /// would otherwise stay for the life of the process.
+    pub fn forget_if_gone(&self, name: &str) {
+        if self.cluster_external_secrets.get(&ObjectRef::new(name)).is_none() {
+            self.ctx.forget(&ObjectKey::cluster_external_secret(name));
+        }
+    }
+
     /// The ExternalSecrets labelled as belonging to ClusterExternalSecret `name`.
     pub fn labelled(&self, name: &str) -> Vec<ObjectRef<ExternalSecret>> {
         lock(&self.owned).of(name)
@@ -70,7 +81,9 @@ impl CesContext {
 fn error_policy(ces: Arc<ClusterExternalSecret>, error: &reconcile::Error, cx: Arc<CesContext>) -> Action {
     let key = ObjectKey::cluster_external_secret(&ces.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
-    Action::requeue(cx.ctx.failure_delay(&key))
+    let delay = cx.ctx.failure_delay(&key);
+    cx.forget_if_gone(&ces.name_any());
+    Action::requeue(delay)
 }
 
 /// Whether the state of a namespace that selection depends on changed: its labels, whether it
@@ -89,16 +102,17 @@ pub fn controller(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let ces_store = caches.cluster_external_secrets.store();
     let cx = Arc::new(CesContext {
         ctx: ctx.clone(),
         external_secrets: caches.external_secrets.store(),
         namespaces: caches.namespaces.store(),
         cluster_providers: caches.cluster_providers.store(),
         cluster_secret_stores: caches.cluster_secret_stores.store(),
+        cluster_external_secrets: ces_store.clone(),
         owned: Mutex::new(OwnedIndex::default()),
         applied: Mutex::new(HashMap::new()),
     });
-    let ces_store = caches.cluster_external_secrets.store();
     let (trigger, triggers) = caches::triggers::<ClusterExternalSecret>();
 
     {

@@ -53,15 +53,19 @@ pub enum Error {
 /// The reconcile entry point.
 pub async fn reconcile(ces: Arc<ClusterExternalSecret>, cx: Arc<CesContext>) -> Result<Action, Error> {
     let api: Api<ClusterExternalSecret> = Api::all(cx.ctx.client.clone());
+    let (name, started) = (ces.name_any(), std::time::Instant::now());
     let cx = &cx;
-    finalizer(&api, CLUSTER_EXTERNAL_SECRET_FINALIZER, ces, |event| async move {
+    let result = finalizer(&api, CLUSTER_EXTERNAL_SECRET_FINALIZER, ces, |event| async move {
         match event {
             FinalizerEvent::Apply(ces) => provision(ces, cx).await,
             FinalizerEvent::Cleanup(ces) => cleanup(ces, cx).await,
         }
     })
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    cx.ctx.metrics.cluster_external_secrets.set_duration("", &name, started.elapsed());
+    cx.forget_if_gone(&name);
+    result
 }
 
 /// Whether `es` is controlled by the ClusterExternalSecret `owner` (a label alone does not
@@ -332,6 +336,9 @@ async fn write_status(
     previous: &ClusterExternalSecretStatus,
     status: ClusterExternalSecretStatus,
 ) -> Result<(), kube::Error> {
+    if let Some(ready) = status.conditions.first() {
+        cx.ctx.metrics.cluster_external_secrets.set_ready("", &ces.name_any(), ready.status == "True");
+    }
     let same = previous.external_secret_name == status.external_secret_name
         && previous.failed_namespaces == status.failed_namespaces
         && previous.provisioned_namespaces == status.provisioned_namespaces

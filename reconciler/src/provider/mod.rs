@@ -71,8 +71,13 @@ async fn reconcile_store<K>(
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let started = std::time::Instant::now();
     let checked = check::check(ctx, &store, &previous, object.meta().generation).await;
     ctx.metrics.set_provider_condition(&K::kind(&()), &object.name_any(), ns, checked.ready);
+    if let Some(series) = ctx.metrics.store_series(&K::kind(&())) {
+        series.set_ready(ns, &object.name_any(), checked.ready);
+        series.set_duration(ns, &object.name_any(), started.elapsed());
+    }
     if checked.status != previous {
         api.patch_status(
             &object.name_any(),

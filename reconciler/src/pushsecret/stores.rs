@@ -1,10 +1,11 @@
 //! Which stores a PushSecret pushes to: by name (an omitted kind tries a Provider first, then a
-//! ClusterProvider, and the omission is remembered) or by label selector.
+//! ClusterProvider, and the omission is remembered) or by label selector (of one kind, or with
+//! the kind omitted, the Providers, ClusterProviders and SecretStores the selector matches).
 
 use std::sync::Arc;
 
 use keyward_crds::push_secret::PushSecretStoreRef;
-use keyward_crds::{ClusterProvider, Provider, StoreKind};
+use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore, StoreKind};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
@@ -90,6 +91,19 @@ async fn by_labels(
         let api: Api<ClusterProvider> = Api::all(client.clone());
         for p in api.list(&params).await? {
             out.push(target(StoreObject::ClusterProvider(Arc::new(p)), kind));
+        }
+    }
+    // An omitted kind means SecretStore upstream, so its SecretStores are selected too.
+    if matches!(kind, None | Some(StoreKind::SecretStore)) {
+        let api: Api<SecretStore> = Api::namespaced(client.clone(), namespace);
+        for s in api.list(&params).await? {
+            out.push(target(StoreObject::SecretStore(Arc::new(s)), kind));
+        }
+    }
+    if kind == Some(StoreKind::ClusterSecretStore) {
+        let api: Api<ClusterSecretStore> = Api::all(client.clone());
+        for s in api.list(&params).await? {
+            out.push(target(StoreObject::ClusterSecretStore(Arc::new(s)), kind));
         }
     }
     Ok(out)
