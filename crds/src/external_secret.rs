@@ -179,6 +179,11 @@ pub struct TemplateMetadata {
     /// Labels of the Secret.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Finalizers of the Secret, as written (not templated). They are applied with the Secret,
+    /// so removing one here removes it from the Secret; removing them from a Secret being
+    /// deleted is whoever added them for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalizers: Vec<String>,
 }
 
 /// A template source.

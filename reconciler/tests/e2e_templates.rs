@@ -115,6 +115,24 @@ async fn templates_render_connection_strings_docker_configs_and_config_files() {
         .await;
         assert!(es.contains("template") && es.contains("nope"), "{es}");
         assert!(secrets.get_opt("broken").await.unwrap().is_none(), "no partial Secret");
+
+        // metadata.finalizers reach the Secret, and leave it again when the template drops them
+        // (they are applied with the Secret, so the field is the reconciler's).
+        let finalized = |finalizers: serde_json::Value| {
+            external_secret("finalized", &ns, json!({"metadata": {"finalizers": finalizers}, "data": {"u": "{{ .user }}"}}))
+        };
+        apply(&ess, finalized(json!(["example.com/backup"]))).await;
+        eventually("the finalizer is on the Secret", WAIT, || async {
+            let s = secrets.get_opt("finalized").await.ok()??;
+            (s.metadata.finalizers? == ["example.com/backup"]).then_some(())
+        })
+        .await;
+        apply(&ess, finalized(json!([]))).await;
+        eventually("the finalizer is gone from the Secret", WAIT, || async {
+            let s = secrets.get_opt("finalized").await.ok()??;
+            s.metadata.finalizers.unwrap_or_default().is_empty().then_some(())
+        })
+        .await;
     })
     .await;
 }

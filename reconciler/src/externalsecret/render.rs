@@ -23,6 +23,8 @@ pub struct Rendered {
     pub labels: BTreeMap<String, String>,
     /// Annotations to add.
     pub annotations: BTreeMap<String, String>,
+    /// Finalizers to add (`metadata.finalizers`, as written).
+    pub finalizers: Vec<String>,
 }
 
 /// Object name → key → template.
@@ -130,6 +132,7 @@ pub fn render(
             let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             target.extend(keyward_template::render_strings(Scope::Values, &refs, data, &limits).map_err(e)?);
         }
+        out.finalizers.clone_from(&meta.finalizers);
     }
 
     let renders_data = !template.data.is_empty()
@@ -181,13 +184,14 @@ mod tests {
     #[test]
     fn merge_policy_keeps_fetched_keys_and_metadata_is_rendered() {
         let t = template(
-            "mergePolicy: Merge\nmetadata:\n  labels: {team: '{{ .team }}'}\n  annotations: {owner: fixed}\ndata:\n  greeting: 'hi {{ .team }}'\n",
+            "mergePolicy: Merge\nmetadata:\n  labels: {team: '{{ .team }}'}\n  annotations: {owner: fixed}\n  finalizers: ['example.com/{{ .team }}']\ndata:\n  greeting: 'hi {{ .team }}'\n",
         );
         let r = render(&t, &Sources::default(), &data(&[("team", "payments")])).unwrap();
         assert_eq!(text_of(&r, "team"), "payments");
         assert_eq!(text_of(&r, "greeting"), "hi payments");
         assert_eq!(r.labels["team"], "payments");
         assert_eq!(r.annotations["owner"], "fixed");
+        assert_eq!(r.finalizers, ["example.com/{{ .team }}"], "finalizers are copied as written, as upstream");
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub fn data_hash(data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immut
 /// The apply body. `Owner` adds a controller owner reference so the Secret is garbage
 /// collected with the ExternalSecret; `Merge` writes only the data keys (and the hash) into a
 /// Secret someone else owns.
-/// A rendered template adds the Secret type, labels and annotations.
+/// A rendered template adds the Secret type, labels, annotations and finalizers.
 pub fn desired(
     es: &ExternalSecret,
     data: &BTreeMap<String, Vec<u8>>,
@@ -74,16 +74,24 @@ pub fn desired(
         for (k, v) in &r.annotations {
             body["metadata"]["annotations"][k] = json!(v);
         }
+        if !r.finalizers.is_empty() {
+            body["metadata"]["finalizers"] = json!(r.finalizers);
+        }
     }
     body
 }
 
-/// Extends a data hash with a template's type, labels and annotations, so a change in
-/// rendered metadata is written too.
+/// Extends a data hash with a template's type, labels, annotations and finalizers, so a change
+/// in rendered metadata is written too.
 pub fn with_rendered_metadata(hash: &str, rendered: &Rendered) -> String {
     let mut h = Sha256::new();
     h.update(hash.as_bytes());
-    h.update(serde_json::to_vec(&(&rendered.type_, &rendered.labels, &rendered.annotations)).unwrap_or_default());
+    let metadata = (&rendered.type_, &rendered.labels, &rendered.annotations);
+    h.update(serde_json::to_vec(&metadata).unwrap_or_default());
+    // Only a template with finalizers changes the hash, so existing Secrets are not rewritten.
+    if !rendered.finalizers.is_empty() {
+        h.update(serde_json::to_vec(&rendered.finalizers).unwrap_or_default());
+    }
     hex::encode(&h.finalize()[..16])
 }
 
@@ -167,5 +175,19 @@ mod tests {
         assert_ne!(a, data_hash(&data(), CreationPolicy::Orphan, false));
         assert_ne!(a, data_hash(&data(), CreationPolicy::Owner, true));
         assert_ne!(a, data_hash(&BTreeMap::new(), CreationPolicy::Owner, false));
+    }
+
+    #[test]
+    fn template_finalizers_are_applied_and_change_the_hash() {
+        let plain = Rendered { labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() };
+        let finalized = Rendered { finalizers: vec!["example.com/keep".into()], ..plain.clone() };
+        let body = desired(&es(CreationPolicy::Owner, false), &data(), "h", Some(&finalized));
+        assert_eq!(body["metadata"]["finalizers"], json!(["example.com/keep"]));
+        assert!(
+            desired(&es(CreationPolicy::Owner, false), &data(), "h", Some(&plain))["metadata"]
+                .get("finalizers")
+                .is_none()
+        );
+        assert_ne!(with_rendered_metadata("h", &plain), with_rendered_metadata("h", &finalized));
     }
 }
