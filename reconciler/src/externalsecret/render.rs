@@ -91,9 +91,6 @@ pub fn render(
     let limits = Limits::default();
     let e = |e: keyward_template::TemplateError| e.to_string();
     let mut out = Rendered { type_: template.type_.clone(), ..Default::default() };
-    let inline: Vec<(&str, &str)> = template.data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    out.data.extend(keyward_template::render(&inline, data, &limits).map_err(e)?);
-
     for (i, from) in template.template_from.iter().enumerate() {
         let target = from.target.unwrap_or(TemplateTarget::Data);
         let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -122,6 +119,10 @@ pub fn render(
             TemplateTarget::Annotations => out.annotations.extend(text(rendered, i)?),
         }
     }
+
+    // template.data after templateFrom: an explicit template wins a key both write, as upstream.
+    let inline: Vec<(&str, &str)> = template.data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    out.data.extend(keyward_template::render(&inline, data, &limits).map_err(e)?);
 
     if let Some(meta) = &template.metadata {
         let as_pairs = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
@@ -216,6 +217,13 @@ mod tests {
         assert_eq!(text_of(&r, "extra"), "x");
         assert_eq!(r.annotations["note"], "from x");
         assert!(!r.data.contains_key("a"), "Replace drops fetched keys");
+    }
+
+    #[test]
+    fn template_data_wins_a_key_template_from_writes_too() {
+        let t = template("data:\n  extra: 'inline {{ .a }}'\ntemplateFrom:\n- literal: 'extra: from {{ .a }}'\n");
+        let r = render(&t, &Sources::default(), &data(&[("a", "x")])).unwrap();
+        assert_eq!(text_of(&r, "extra"), "inline x", "template.data takes precedence, as upstream");
     }
 
     #[test]
