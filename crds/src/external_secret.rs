@@ -106,13 +106,17 @@ pub enum CreationPolicy {
     Merge,
     /// Do not write any Secret.
     None,
+    /// Create the Secret when it is missing (again after a deletion), else merge the values into
+    /// it; no owner reference, so it stays when the ExternalSecret is deleted. Keys others wrote
+    /// stay (the Secret is written with server-side apply, as for `Orphan`).
+    CreateOrMerge,
 }
 
 impl CreationPolicy {
     /// Whether the ExternalSecret creates its Secret and so labels it as Keyward-managed. Only
     /// those Secrets count for rollouts on rotation: a merged-into Secret belongs to someone else.
     pub fn manages_target(self) -> bool {
-        matches!(self, CreationPolicy::Owner | CreationPolicy::Orphan)
+        matches!(self, CreationPolicy::Owner | CreationPolicy::Orphan | CreationPolicy::CreateOrMerge)
     }
 }
 

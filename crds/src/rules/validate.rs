@@ -106,13 +106,14 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
 
     let (creation, deletion) = (spec.target.creation_policy, spec.target.deletion_policy);
     match (deletion, creation) {
-        (DeletionPolicy::Delete, CreationPolicy::Merge | CreationPolicy::None) => errs.push(
-            "spec.target.deletionPolicy",
-            format!(
-                "deletionPolicy Delete cannot be used with creationPolicy {creation:?}: Keyward would delete a \
+        (DeletionPolicy::Delete, CreationPolicy::Merge | CreationPolicy::None | CreationPolicy::CreateOrMerge) => errs
+            .push(
+                "spec.target.deletionPolicy",
+                format!(
+                    "deletionPolicy Delete cannot be used with creationPolicy {creation:?}: Keyward would delete a \
                  Secret it does not own; use creationPolicy Owner or Orphan, or deletionPolicy Retain"
+                ),
             ),
-        ),
         (DeletionPolicy::Merge, CreationPolicy::None) => errs.push(
             "spec.target.deletionPolicy",
             "deletionPolicy Merge cannot be used with creationPolicy None: there is no Secret to merge into; \

@@ -151,6 +151,16 @@ fn external_secret_table() {
             Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy Merge")),
         ),
         (
+            "Delete with CreateOrMerge",
+            format!("{ES_BASE}target: {{creationPolicy: CreateOrMerge, deletionPolicy: Delete}}\n"),
+            Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy CreateOrMerge")),
+        ),
+        (
+            "CreateOrMerge with Merge",
+            format!("{ES_BASE}target: {{creationPolicy: CreateOrMerge, deletionPolicy: Merge}}\n"),
+            None,
+        ),
+        (
             "Delete with None",
             format!("{ES_BASE}target: {{creationPolicy: None, deletionPolicy: Delete}}\n"),
             Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy None")),

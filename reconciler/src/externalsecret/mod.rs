@@ -59,11 +59,23 @@ pub fn controller(
             }
         });
     }
-    // A managed Secret that disappears (deleted, or no longer labelled) is written again.
+    // A managed Secret that disappears (deleted, or no longer labelled) is written again: an
+    // owned one (Owner) by its owner, an unowned one (Orphan, CreateOrMerge) by the
+    // ExternalSecrets of its namespace that target it.
+    let external_secrets = caches.external_secrets.store();
     caches.managed_secrets.hook(move |change| {
         if let Change::Gone(secret) = change {
             let ns = secret.namespace().unwrap_or_default();
-            for owner in secret.owner_references().iter().filter(|o| o.kind == "ExternalSecret") {
+            let mut owners = secret.owner_references().iter().filter(|o| o.kind == "ExternalSecret").peekable();
+            if owners.peek().is_none() {
+                let name = secret.name_any();
+                for es in external_secrets.state().iter().filter(|es| {
+                    es.metadata.namespace.as_deref() == Some(ns.as_str()) && es.target_secret_name() == name
+                }) {
+                    trigger.send(ObjectRef::from_obj(es.as_ref()));
+                }
+            }
+            for owner in owners {
                 trigger.send(ObjectRef::new(&owner.name).within(&ns));
             }
         }

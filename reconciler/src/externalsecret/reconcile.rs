@@ -70,7 +70,7 @@ async fn existing_target(
     match es.spec.target.creation_policy {
         CreationPolicy::None => Ok(None),
         CreationPolicy::Merge => Ok(secrets.get_metadata_opt(&name).await?.map(Arc::new)),
-        CreationPolicy::Owner | CreationPolicy::Orphan => {
+        CreationPolicy::Owner | CreationPolicy::Orphan | CreationPolicy::CreateOrMerge => {
             let ns = es.namespace().unwrap_or_default();
             let cached = ctx.caches.managed_secrets.get(&ObjectRef::new(&name).within(&ns));
             Ok(cached.map(|s| Arc::new(crate::caches::strip::with_managed_label(&s))))
@@ -118,7 +118,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         since_last_refresh,
         synced_hash: status.synced_resource_version.as_deref(),
         current_hash: &hash,
-        target_missing: matches!(policy, CreationPolicy::Owner | CreationPolicy::Orphan) && existing.is_none(),
+        target_missing: policy.manages_target() && existing.is_none(),
         jitter,
     };
     match decide(state) {

@@ -106,7 +106,9 @@ pub fn up_to_date(existing: &impl Resource, es: &ExternalSecret, hash: &str) -> 
             existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true")
                 && existing.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
         }
-        CreationPolicy::Orphan => existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true"),
+        CreationPolicy::Orphan | CreationPolicy::CreateOrMerge => {
+            existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true")
+        }
         CreationPolicy::Merge | CreationPolicy::None => true,
     }
 }
