@@ -206,6 +206,10 @@ pub struct TemplateFrom {
     /// An inline template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub literal: Option<String>,
+    /// How this entry's rendered values are decoded before they are written (keys never are);
+    /// unset means `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_decoding_strategy: Option<DecodingStrategy>,
 }
 
 /// Part of the Secret a template renders into.

@@ -102,6 +102,21 @@ async fn templates_render_connection_strings_docker_configs_and_config_files() {
         let docker: serde_json::Value = serde_json::from_str(&value(&registry, ".dockerconfigjson").unwrap()).unwrap();
         assert_eq!(docker["auths"]["reg.example"]["auth"], "YXBwOnB3", "base64 of app:pw");
 
+        // valuesDecodingStrategy decodes what one templateFrom entry rendered.
+        apply(
+            &ess,
+            external_secret(
+                "decoded",
+                &ns,
+                json!({"templateFrom": [{"literal": "user: {{ .user | b64enc }}", "valuesDecodingStrategy": "Base64"},
+                                        {"literal": "encoded: {{ .user | b64enc }}"}]}),
+            ),
+        )
+        .await;
+        let decoded = get("decoded").await;
+        assert_eq!(value(&decoded, "user").as_deref(), Some("app"));
+        assert_eq!(value(&decoded, "encoded").as_deref(), Some("YXBw"), "an entry without the strategy stays");
+
         let config = get("config-file").await;
         assert_eq!(value(&config, "app.yaml").as_deref(), Some("database:\n  user: app\n  password: \"pw\"\n"));
         assert_eq!(value(&config, "user").as_deref(), Some("app"), "Merge keeps fetched keys");

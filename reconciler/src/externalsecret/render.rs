@@ -12,6 +12,8 @@ use keyward_crds::external_secret::{
 use keyward_template::{Limits, Scope};
 use kube::{Api, Client};
 
+use super::decode::decode;
+
 /// What a template produces for the target Secret.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rendered {
@@ -112,6 +114,15 @@ pub fn render(
         if let Some(literal) = &from.literal {
             let name = format!("templateFrom[{i}].literal");
             rendered.extend(keyward_template::render_keys_and_values(&name, literal, data, &limits).map_err(e)?);
+        }
+        if from.values_decoding_strategy.is_some() {
+            rendered = rendered
+                .into_iter()
+                .map(|(k, v)| {
+                    let decoded = decode(from.values_decoding_strategy, &k, v);
+                    decoded.map(|v| (k, v)).map_err(|e| format!("templateFrom[{i}]: {e}"))
+                })
+                .collect::<Result<_, _>>()?;
         }
         match target {
             TemplateTarget::Data => out.data.extend(rendered),
@@ -224,6 +235,24 @@ mod tests {
         let t = template("data:\n  extra: 'inline {{ .a }}'\ntemplateFrom:\n- literal: 'extra: from {{ .a }}'\n");
         let r = render(&t, &Sources::default(), &data(&[("a", "x")])).unwrap();
         assert_eq!(text_of(&r, "extra"), "inline x", "template.data takes precedence, as upstream");
+    }
+
+    #[test]
+    fn values_decoding_strategy_decodes_the_values_of_its_entry_only() {
+        let t = template(
+            "data:\n  plain: '{{ .b64 }}'\ntemplateFrom:\n- literal: 'decoded: {{ .b64 }}'\n  valuesDecodingStrategy: Base64\n\
+             - literal: 'kept: {{ .b64 }}'\n- literal: 'auto: {{ .b64 }}'\n  valuesDecodingStrategy: Auto\n\
+             - literal: '{{ .b64 }}: x'\n  target: Annotations\n  valuesDecodingStrategy: None\n",
+        );
+        let r = render(&t, &Sources::default(), &data(&[("b64", "c2VjcmV0")])).unwrap();
+        assert_eq!(text_of(&r, "decoded"), "secret");
+        assert_eq!(text_of(&r, "auto"), "secret");
+        assert_eq!(text_of(&r, "kept"), "c2VjcmV0", "another entry is not decoded");
+        assert_eq!(text_of(&r, "plain"), "c2VjcmV0", "template.data is never decoded");
+        assert_eq!(r.annotations["c2VjcmV0"], "x", "keys are never decoded");
+        let bad = template("templateFrom:\n- literal: 'x: not base64!'\n  valuesDecodingStrategy: Base64\n");
+        let err = render(&bad, &Sources::default(), &data(&[])).unwrap_err();
+        assert!(err.starts_with("templateFrom[0]: value of \"x\" is not Base64"), "{err}");
     }
 
     #[test]
