@@ -52,6 +52,10 @@ pub struct ExternalSecretSpec {
     /// `CreatedOnce` (once per ExternalSecret, and again only when its target Secret is gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_policy: Option<RefreshPolicy>,
+    /// Times when periodic refreshes may (`allow`) or may not (`deny`) run, in UTC. Spec changes,
+    /// `force-sync` and a missing target are synced whatever the windows say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_windows: Option<SyncWindows>,
     /// Values fetched one by one, each written under its own `secretKey`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data: Vec<ExternalSecretData>,
@@ -92,6 +96,40 @@ pub struct ExternalSecretTarget {
     /// Make the Secret immutable once written.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+}
+
+/// `spec.syncWindows`: when periodic refreshes run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindows {
+    /// `allow`: periodic refreshes run only inside a window; `deny`: never inside one.
+    pub kind: SyncWindowKind,
+    /// The windows (at least one).
+    #[schemars(length(min = 1))]
+    pub windows: Vec<SyncWindow>,
+}
+
+/// Whether sync windows allow or deny periodic refreshes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncWindowKind {
+    /// Refresh only inside a window.
+    Allow,
+    /// Refresh only outside every window.
+    Deny,
+}
+
+/// One window: open for `duration` from each time `schedule` fires.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindow {
+    /// A five-field cron schedule (minute hour day-of-month month day-of-week, UTC), a
+    /// descriptor (`@daily`, `@hourly`, `@weekly`, `@monthly`, `@yearly`, `@annually`,
+    /// `@midnight`) or `@every <duration>`.
+    #[schemars(length(min = 1))]
+    pub schedule: String,
+    /// How long the window stays open after each firing, as a Go duration (`8h`, `30m`).
+    pub duration: String,
 }
 
 /// Who owns the target Secret.

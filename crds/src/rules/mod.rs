@@ -13,6 +13,7 @@ mod reach;
 mod secret_store;
 mod selector;
 mod stores;
+mod sync_window;
 mod validate;
 
 pub use address::{Address, parse_address, tls_secret_namespace};
@@ -32,6 +33,7 @@ pub use secret_store::{
 };
 pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
 pub use stores::{validate_secrets_manager, validate_vault};
+pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
     validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
     validate_push_secret,

@@ -25,6 +25,9 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
         errs.push("spec", "set at least one entry in spec.data or spec.dataFrom");
     }
     check_duration(&mut errs, "spec.refreshInterval", &spec.refresh_interval);
+    if let Some(windows) = &spec.sync_windows {
+        super::validate_sync_windows(&mut errs, "spec.syncWindows", windows);
+    }
     if let Some(r) = &spec.secret_store_ref {
         check_store_ref(&mut errs, "spec.secretStoreRef", r);
     }

@@ -151,6 +151,16 @@ fn external_secret_table() {
             Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy Merge")),
         ),
         (
+            "sync window with four cron fields",
+            format!("{ES_BASE}syncWindows: {{kind: deny, windows: [{{schedule: '0 22 * *', duration: 8h}}]}}\n"),
+            Some(("spec.syncWindows.windows[0].schedule", "is not a schedule")),
+        ),
+        (
+            "sync windows as upstream documents them",
+            format!("{ES_BASE}syncWindows: {{kind: allow, windows: [{{schedule: '0 22 * * 1-5', duration: 8h}}, {{schedule: '@daily', duration: 1h}}]}}\n"),
+            None,
+        ),
+        (
             "Delete with CreateOrMerge",
             format!("{ES_BASE}target: {{creationPolicy: CreateOrMerge, deletionPolicy: Delete}}\n"),
             Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy CreateOrMerge")),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::external_secret::{CreationPolicy, DeletionPolicy, reason};
-use keyward_crds::rules::parse_go_duration;
+use keyward_crds::rules::{WindowGate, parse_go_duration, window_gate};
 use keyward_crds::{ExternalSecret, ExternalSecretStatus, LocalObjectReference};
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -120,6 +120,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         current_hash: &hash,
         target_missing: policy.manages_target() && existing.is_none(),
         jitter,
+        window: es.spec.sync_windows.as_ref().map_or(WindowGate::Open, |w| window_gate(w, Timestamp::now())),
     };
     match decide(state) {
         Decision::Wait(d) => return Ok(Action::requeue(d)),

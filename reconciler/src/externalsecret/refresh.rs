@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use keyward_crds::ExternalSecret;
 use keyward_crds::external_secret::RefreshPolicy;
+use keyward_crds::rules::WindowGate;
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
@@ -37,6 +38,8 @@ pub struct RefreshState<'a> {
     pub target_missing: bool,
     /// This object's share of the jitter window.
     pub jitter: Duration,
+    /// What `spec.syncWindows` say of a periodic refresh now (`Open` without windows).
+    pub window: WindowGate,
 }
 
 /// The refresh decision.
@@ -61,7 +64,11 @@ pub fn decide(s: RefreshState<'_>) -> Decision {
         RefreshPolicy::Periodic if s.interval.is_zero() => Decision::Never,
         RefreshPolicy::Periodic => {
             let due = s.interval + s.jitter;
-            if elapsed >= due { Decision::Sync } else { Decision::Wait(due - elapsed) }
+            match s.window {
+                _ if elapsed < due => Decision::Wait(due - elapsed),
+                WindowGate::Open => Decision::Sync,
+                WindowGate::Closed(reopens) => Decision::Wait(reopens),
+            }
         }
     }
 }
@@ -108,6 +115,7 @@ mod tests {
             current_hash: "h",
             target_missing: false,
             jitter: Duration::from_secs(3),
+            window: WindowGate::Open,
         }
     }
 
@@ -137,6 +145,16 @@ mod tests {
             Decision::Never,
             "CreatedOnce ignores spec and force-sync changes once synced"
         );
+    }
+
+    #[test]
+    fn a_closed_sync_window_holds_only_the_periodic_refresh() {
+        let closed = RefreshState { window: WindowGate::Closed(Duration::from_secs(90)), ..state(None) };
+        assert_eq!(decide(closed), Decision::Wait(Duration::from_secs(53)), "not due yet: the interval decides");
+        let due = RefreshState { since_last_refresh: Some(Duration::from_secs(63)), ..closed };
+        assert_eq!(decide(due), Decision::Wait(Duration::from_secs(90)), "due, held until the window changes");
+        assert_eq!(decide(RefreshState { current_hash: "new", ..due }), Decision::Sync, "a spec change goes through");
+        assert_eq!(decide(RefreshState { target_missing: true, ..due }), Decision::Sync, "a missing target too");
     }
 
     #[test]
