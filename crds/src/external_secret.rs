@@ -96,6 +96,30 @@ pub struct ExternalSecretTarget {
     /// Make the Secret immutable once written.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+    /// Upstream's non-Secret target (a ConfigMap or any namespaced kind). Accepted so existing
+    /// manifests apply; Keyward writes Secrets only, so such an ExternalSecret reports
+    /// `Ready=False` and writes nothing (upstream's default, where generic targets are off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ManifestReference>,
+}
+
+/// `spec.target.manifest`: the kind of a non-Secret target.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestReference {
+    /// API version of the target kind, e.g. `v1`.
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// The target kind, e.g. `ConfigMap`.
+    #[schemars(length(min = 1))]
+    pub kind: String,
+}
+
+impl ManifestReference {
+    /// Whether this names a Secret after all (upstream treats `v1` `Secret` as the default target).
+    pub fn is_secret(&self) -> bool {
+        self.api_version == "v1" && self.kind == "Secret"
+    }
 }
 
 /// `spec.syncWindows`: when periodic refreshes run.
@@ -238,9 +262,11 @@ pub struct TemplateFrom {
     /// Templates from keys of a Secret in the same namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<TemplateRef>,
-    /// Where the rendered output goes: `Data` (default), `Annotations` or `Labels`.
+    /// Where the rendered output goes: `Data` (default), `Annotations` or `Labels` (any case).
+    /// Upstream also takes a path into a `spec.target.manifest` object here; Keyward keeps such
+    /// a path as written and serves Secret targets only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<TemplateTarget>,
+    pub target: Option<String>,
     /// An inline template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub literal: Option<String>,
@@ -248,6 +274,20 @@ pub struct TemplateFrom {
     /// unset means `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values_decoding_strategy: Option<DecodingStrategy>,
+}
+
+impl TemplateFrom {
+    /// The part of the Secret this entry renders into (`Data` when unset); `None` for a path
+    /// that names no part of a Secret.
+    pub fn secret_target(&self) -> Option<TemplateTarget> {
+        match self.target.as_deref() {
+            None | Some("") => Some(TemplateTarget::Data),
+            Some(t) if t.eq_ignore_ascii_case("Data") => Some(TemplateTarget::Data),
+            Some(t) if t.eq_ignore_ascii_case("Annotations") => Some(TemplateTarget::Annotations),
+            Some(t) if t.eq_ignore_ascii_case("Labels") => Some(TemplateTarget::Labels),
+            Some(_) => None,
+        }
+    }
 }
 
 /// Part of the Secret a template renders into.

@@ -1,5 +1,6 @@
 //! End to end: what each `target.creationPolicy` does to the target Secret — who owns it, whether
-//! it is created, re-created after a deletion, merged into, and kept when the ExternalSecret goes.
+//! it is created, re-created after a deletion, merged into, and kept when the ExternalSecret goes;
+//! and upstream's non-Secret target, accepted and reported.
 
 #![allow(clippy::unwrap_used)]
 
@@ -101,6 +102,21 @@ async fn creation_policies_own_create_merge_and_keep_the_target_as_upstream_docu
         .await;
         assert!(message.contains("creationPolicy Merge never creates it"), "{message}");
         assert!(secrets.get_opt("merge-missing").await.unwrap().is_none());
+
+        // Upstream's non-Secret target applies, and is reported, not written.
+        let mut to_config_map = external_secret("to-config-map", &ns, "Owner");
+        to_config_map["spec"]["target"]["manifest"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        apply(&ess, to_config_map).await;
+        let message = eventually("the manifest target is reported", WAIT, || async {
+            let es = ess.get("to-config-map").await.ok()?;
+            let (status, _, message) = ready_of(&es.status?.conditions)?;
+            (status == "False").then_some(message)
+        })
+        .await;
+        assert!(message.contains("non-Secret targets are not supported by this controller"), "{message}");
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+        assert!(config_maps.get_opt("to-config-map").await.unwrap().is_none());
+        assert!(secrets.get_opt("to-config-map").await.unwrap().is_none());
 
         // A deleted target is created again by CreateOrMerge, as by Owner.
         secrets.delete("create-or-merge", &DeleteParams::default()).await.unwrap();

@@ -545,6 +545,23 @@ fn store(kind: &str, spec: Value) -> Value {
 }
 
 #[test]
+fn a_manifest_target_is_accepted_with_a_warning() {
+    let c = caches();
+    let mut es = external_secret("cm", json!({"name": "missing", "kind": "Provider"}));
+    es["spec"]["target"] = json!({"manifest": {"apiVersion": "v1", "kind": "ConfigMap"},
+                                  "template": {"templateFrom": [{"literal": "a: b", "target": "data.config"}]}});
+    let d = validate(ES, "CREATE", Some("team-a"), es.clone(), &c);
+    assert!(d.allowed, "{d:?}");
+    assert!(
+        d.warnings.iter().any(|w| w.starts_with("spec.target.manifest (v1 ConfigMap): non-Secret targets")),
+        "{d:?}"
+    );
+    // Without a manifest, a path is refused: it could reach the Secret's privileged fields.
+    es["spec"]["target"].as_object_mut().unwrap().remove("manifest");
+    denied_with(&validate(ES, "CREATE", Some("team-a"), es, &c), 400, &["templateFrom[0].target"]);
+}
+
+#[test]
 fn a_secret_store_naming_another_namespace_is_denied_and_a_cluster_secret_store_may() {
     let c = caches();
     let foreign = json!({"provider": {"kubernetes": {"auth": {"serviceAccount": {"name": "admin", "namespace": "kube-system"}}}}});

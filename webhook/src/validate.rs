@@ -137,6 +137,13 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_external_secret(&es.spec));
+            if let Some(m) = es.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
+                check.warnings.push(format!(
+                    "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; the \
+                     ExternalSecret is accepted, reports Ready=False and writes nothing",
+                    m.api_version, m.kind
+                ));
+            }
             for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
                 let kind = store_ref_kind(r.kind, || state.provider_exists(ns, &r.name));
                 if r.kind.is_none() && kind == StoreKind::SecretStore {

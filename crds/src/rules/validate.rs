@@ -127,6 +127,22 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
     if spec.target.creation_policy == CreationPolicy::None && spec.target.immutable {
         errs.push("spec.target.immutable", "has no effect with creationPolicy None: no Secret is written");
     }
+    // Into a Secret only its data, labels and annotations: a path could reach its type,
+    // immutability or owner references. Paths are for non-Secret targets (upstream's manifests).
+    let into_secret = spec.target.manifest.as_ref().is_none_or(|m| m.is_secret());
+    if let Some(template) = spec.target.template.as_ref().filter(|_| into_secret) {
+        for (i, from) in template.template_from.iter().enumerate() {
+            if from.secret_target().is_none() {
+                errs.push(
+                    format!("spec.target.template.templateFrom[{i}].target"),
+                    format!(
+                        "{:?} is not allowed when the target is a Secret: use Data, Annotations or Labels",
+                        from.target.as_deref().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+    }
     errs.into_result()
 }
 

@@ -161,6 +161,21 @@ fn external_secret_table() {
             None,
         ),
         (
+            "a templateFrom path into a Secret",
+            format!("{ES_BASE}target: {{template: {{templateFrom: [{{literal: 'a: b', target: metadata.ownerReferences}}]}}}}\n"),
+            Some(("spec.target.template.templateFrom[0].target", "is not allowed when the target is a Secret")),
+        ),
+        (
+            "templateFrom targets in any case",
+            format!("{ES_BASE}target: {{template: {{templateFrom: [{{literal: 'a: b', target: labels}}, {{literal: 'c: d', target: Data}}]}}}}\n"),
+            None,
+        ),
+        (
+            "a manifest target with a path, as upstream documents it",
+            format!("{ES_BASE}target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}, template: {{templateFrom: [{{literal: 'a: b', target: spec.config}}]}}}}\n"),
+            None,
+        ),
+        (
             "Delete with CreateOrMerge",
             format!("{ES_BASE}target: {{creationPolicy: CreateOrMerge, deletionPolicy: Delete}}\n"),
             Some(("spec.target.deletionPolicy", "cannot be used with creationPolicy CreateOrMerge")),

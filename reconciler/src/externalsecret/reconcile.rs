@@ -93,6 +93,16 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     let existing = existing_target(&es, &ctx, &secrets).await?;
     let status = es.status.clone().unwrap_or_default();
     let hash = object_hash(&es);
+    if let Some(m) = es.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
+        // Upstream's default too (generic targets off): said once, not retried until it changes.
+        let message = format!(
+            "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; nothing was \
+             written. Remove spec.target.manifest to write a Secret",
+            m.api_version, m.kind
+        );
+        let failed = Failed::new(reason::SECRET_SYNCED_ERROR, message);
+        return report_failure(&es, &ctx, status, failed, false, existing.is_some()).await;
+    }
     let interval = match parse_go_duration(&es.spec.refresh_interval) {
         Ok(d) => d,
         Err(e) => {

@@ -94,7 +94,10 @@ pub fn render(
     let e = |e: keyward_template::TemplateError| e.to_string();
     let mut out = Rendered { type_: template.type_.clone(), ..Default::default() };
     for (i, from) in template.template_from.iter().enumerate() {
-        let target = from.target.unwrap_or(TemplateTarget::Data);
+        // Admission refuses other targets for a Secret; one that got past it is refused here.
+        let target = from.secret_target().ok_or_else(|| {
+            format!("templateFrom[{i}].target {:?} names no part of a Secret (Data, Annotations, Labels)", from.target)
+        })?;
         let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let sourced: [(&Option<TemplateRef>, &Loaded, &str); 2] =
             [(&from.config_map, &sources.config_maps, "ConfigMap"), (&from.secret, &sources.secrets, "Secret")];
@@ -148,7 +151,7 @@ pub fn render(
     }
 
     let renders_data = !template.data.is_empty()
-        || template.template_from.iter().any(|f| f.target.unwrap_or(TemplateTarget::Data) == TemplateTarget::Data);
+        || template.template_from.iter().any(|f| f.secret_target() == Some(TemplateTarget::Data));
     if !renders_data || template.merge_policy == Some(TemplateMergePolicy::Merge) {
         let mut merged = data.clone();
         merged.extend(out.data);
