@@ -7,7 +7,7 @@ export KEYWARD_CACHE_DIR="${KEYWARD_CACHE_DIR:-$HOME/.cache/keyward}"
 # A fresh clone gains nothing from incremental artifacts; they only fill the disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "rustfmt"
 cargo fmt --all -- --check
