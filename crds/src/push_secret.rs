@@ -165,12 +165,18 @@ pub struct PushSecretSelector {
     pub generator_ref: Option<GeneratorRef>,
 }
 
-/// A Secret selected by name.
+/// The source Secrets: one by name, or every Secret of the namespace a label selector matches
+/// (`name` wins when both are set, as upstream).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PushSecretSecret {
     /// Name of the Secret.
-    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Labels of the Secrets to push, each to the same remote keys (two Secrets producing one
+    /// remote key is an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
 }
 
 /// One pushed entry.

@@ -195,3 +195,65 @@ async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_one_remote_key() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("seed", "x")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "cfg")).await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let labelled = |name: &str, key: &str, value: &str, push: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": name, "labels": {"push": push}}, "stringData": {key: value}})
+        };
+        apply(&secrets, labelled("first", "alpha", "one", "yes")).await;
+        apply(&secrets, labelled("second", "beta", "two", "yes")).await;
+        apply(&secrets, labelled("left-out", "gamma", "three", "no")).await;
+        // Each key of each selected Secret goes to the remote key of its own name.
+        let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+        let push_secret = json!({
+            "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+            "metadata": {"name": "by-label", "labels": {CLASS_LABEL: ns}},
+            "spec": {"refreshInterval": "1s", "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
+                     "selector": {"secret": {"selector": {"matchLabels": {"push": "yes"}}}},
+                     "dataTo": [{"storeRef": {"name": "fake"}}]},
+        });
+        apply(&pss, push_secret).await;
+        let synced = eventually("both selected Secrets pushed", WAIT, || async {
+            let st = pss.get("by-label").await.ok()?.status?;
+            (ready_of(&st.conditions)?.0 == "True").then_some(st.synced_push_secrets)
+        })
+        .await;
+        assert_eq!(synced["Provider/fake"].keys().collect::<Vec<_>>(), ["alpha", "beta"], "not the unlabelled one");
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &ess,
+            json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                   "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
+                   "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+                            "data": [{"secretKey": "a", "remoteRef": {"key": "alpha"}},
+                                     {"secretKey": "b", "remoteRef": {"key": "beta"}}]}}),
+        )
+        .await;
+        wait_for_value(&secrets, "readback", "a", "one", WAIT).await;
+        wait_for_value(&secrets, "readback", "b", "two", WAIT).await;
+
+        // A third selected Secret with a key another one pushes: refused before any push.
+        apply(&secrets, labelled("clash", "alpha", "other", "yes")).await;
+        let message = eventually("the clash is reported", WAIT, || async {
+            let st = pss.get("by-label").await.ok()?.status?;
+            let (status, _, message) = ready_of(&st.conditions)?;
+            (status == "False").then_some(message)
+        })
+        .await;
+        assert!(message.contains("both push remote key \"alpha\"; nothing was pushed"), "{message}");
+        assert!(message.contains("\"clash\"") && message.contains("\"first\""), "{message}");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(value(&secrets.get("readback").await.unwrap(), "a").as_deref(), Some("one"), "not overwritten");
+    })
+    .await;
+}

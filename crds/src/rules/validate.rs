@@ -217,10 +217,17 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
         }
     }
     match (&spec.selector.secret, &spec.selector.generator_ref) {
-        (Some(s), None) if s.name.is_empty() => {
-            errs.push("spec.selector.secret.name", "must not be empty: name the Secret to push");
-        }
-        (Some(_), None) | (None, Some(_)) => {}
+        (Some(s), None) => match (s.name.as_deref(), &s.selector) {
+            (Some(""), _) => errs.push("spec.selector.secret.name", "must not be empty: name the Secret to push"),
+            (None, None) => errs.push("spec.selector.secret", "set name, or selector to push every Secret it matches"),
+            (None, Some(sel)) => {
+                if let Err(e) = validate_label_selector(sel) {
+                    errs.push("spec.selector.secret.selector", e.to_string());
+                }
+            }
+            (Some(_), _) => {}
+        },
+        (None, Some(_)) => {}
         _ => errs.push("spec.selector", "set exactly one of secret or generatorRef"),
     }
     let mut targets = BTreeSet::new();

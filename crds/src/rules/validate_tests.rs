@@ -229,6 +229,22 @@ fn push_secret_table() {
             Some(("spec.secretStoreRefs[0].labelSelector", "operator \"Is\" is not valid")),
         ),
         (
+            "source Secrets by label",
+            "selector: {secret: {selector: {matchLabels: {push: 'yes'}}}}\nsecretStoreRefs: [{name: s}]\n".into(),
+            None,
+        ),
+        (
+            "a source Secret selector with a bad operator",
+            "selector: {secret: {selector: {matchExpressions: [{key: a, operator: Is}]}}}\nsecretStoreRefs: [{name: s}]\n"
+                .into(),
+            Some(("spec.selector.secret.selector", "operator \"Is\" is not valid")),
+        ),
+        (
+            "a source Secret without name or selector",
+            "selector: {secret: {}}\nsecretStoreRefs: [{name: s}]\n".into(),
+            Some(("spec.selector.secret", "set name, or selector")),
+        ),
+        (
             "no source",
             "selector: {}\nsecretStoreRefs: [{name: s}]\n".into(),
             Some(("spec.selector", "set exactly one of secret or generatorRef")),

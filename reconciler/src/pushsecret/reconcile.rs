@@ -14,7 +14,7 @@ use keyward_crds::rules::{check_push_override, parse_go_duration, push_metadata_
 use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
 use keyward_proto::ProviderError;
 use keyward_proto::v1 as pb;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, Resource, ResourceExt};
@@ -26,6 +26,7 @@ use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render};
+use crate::selector::to_query;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
 pub const FINALIZER: &str = "pushsecret.externalsecrets.io/finalizer";
@@ -199,38 +200,91 @@ async fn fail(
     Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))))
 }
 
-async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failure> {
+/// The source Secrets' data by name: the named Secret, or every Secret of the namespace the
+/// label selector matches (none is not an error: there is nothing to push).
+async fn source_secrets(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<SourceData, Failure> {
     let source = match (&ps.spec.selector.secret, &ps.spec.selector.generator_ref) {
-        (Some(s), _) => s.name.clone(),
+        (Some(s), _) => s,
         (None, Some(_)) => {
             return Err(String::from("selector.generatorRef: generators are not supported by this controller").into());
         }
-        (None, None) => return Err(String::from("selector.secret.name is required").into()),
+        (None, None) => return Err(String::from("selector.secret is required").into()),
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let secret = secrets
-        .get_opt(&source)
-        .await
-        .map_err(|e| format!("reading Secret {source:?}: {e}"))?
-        .ok_or_else(|| format!("source Secret {source:?} not found"))?;
-    let mut secret_data: HashMap<String, Vec<u8>> =
-        secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+    let data = |s: Secret| -> HashMap<String, Vec<u8>> {
+        s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect()
+    };
+    match (&source.name, &source.selector) {
+        (Some(name), _) => {
+            let secret = secrets
+                .get_opt(name)
+                .await
+                .map_err(|e| format!("reading Secret {name:?}: {e}"))?
+                .ok_or_else(|| format!("source Secret {name:?} not found"))?;
+            Ok(vec![(name.clone(), data(secret))])
+        }
+        (None, Some(selector)) => {
+            let params = ListParams::default().labels(&to_query(selector));
+            let list =
+                secrets.list(&params).await.map_err(|e| format!("listing Secrets by selector.secret.selector: {e}"))?;
+            Ok(list.items.into_iter().map(|s| (s.name_any(), data(s))).collect())
+        }
+        (None, None) => Err(String::from("selector.secret needs a name or a selector").into()),
+    }
+}
+
+/// Source Secret name → its data.
+type SourceData = Vec<(String, HashMap<String, Vec<u8>>)>;
+
+async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failure> {
+    let mut sources = source_secrets(ps, ctx, ns).await?;
     if let Some(template) = &ps.spec.template {
-        // As upstream: the rendered keys are added to the source's, in memory only.
-        let sources = load_sources(&ctx.client, ns, template).await.map_err(|e| format!("template: {e}"))?;
-        let source: BTreeMap<String, Vec<u8>> = secret_data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let rendered = render(template, &sources, &source).map_err(|e| format!("template failed: {e}"))?;
-        secret_data.extend(rendered.data);
+        // As upstream: the rendered keys are added to each source's, in memory only.
+        let loaded = load_sources(&ctx.client, ns, template).await.map_err(|e| format!("template: {e}"))?;
+        for (name, data) in &mut sources {
+            let source: BTreeMap<String, Vec<u8>> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let rendered =
+                render(template, &loaded, &source).map_err(|e| format!("template failed for Secret {name:?}: {e}"))?;
+            data.extend(rendered.data);
+        }
     }
     let targets = resolve_targets(&ctx.client, &ctx.manager, ns, &ps.spec.secret_store_refs).await?;
     if targets.is_empty() {
         return Err(String::from("no store matches secretStoreRefs").into());
     }
-    let mut synced = Synced::new();
-    for t in &targets {
-        synced.insert(t.key.clone(), push_to(ps, ctx, ns, t, &secret_data).await?);
+    check_one_source_per_remote_key(ps, &targets, &sources)?;
+    let mut synced: Synced = targets.iter().map(|t| (t.key.clone(), BTreeMap::new())).collect();
+    for (_, data) in &sources {
+        for t in &targets {
+            let entries = push_to(ps, ctx, ns, t, data).await?;
+            synced.entry(t.key.clone()).or_default().extend(entries);
+        }
     }
     Ok(synced)
+}
+
+/// Refuses, before anything is pushed, two source Secrets that would write one remote value of
+/// one store (the later would silently overwrite the earlier).
+fn check_one_source_per_remote_key(ps: &PushSecret, targets: &[Target], sources: &SourceData) -> Result<(), Failure> {
+    for t in targets {
+        let store = Store { name: &t.store.name(), kind: t.store.kind(), labels: t.store.labels() };
+        let mut pushed_from: HashMap<String, &str> = HashMap::new();
+        for (name, data) in sources {
+            for p in plan(&ps.spec, store, data).map_err(|e| format!("{}: Secret {name:?}: {e}", t.key))? {
+                let remote = &p.entry.match_.remote_ref;
+                let id = remote_id(&remote.remote_key, remote.property.as_deref());
+                if let Some(other) = pushed_from.insert(id.clone(), name).filter(|other| other != name) {
+                    return Err(format!(
+                        "{}: Secrets {other:?} and {name:?} both push remote key {id:?}; nothing was pushed. Select \
+                         Secrets that push to different remote keys",
+                        t.key
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn push_to(
