@@ -128,8 +128,8 @@ impl ManifestReference {
 pub struct SyncWindows {
     /// `allow`: periodic refreshes run only inside a window; `deny`: never inside one.
     pub kind: SyncWindowKind,
-    /// The windows (at least one).
-    #[schemars(length(min = 1))]
+    /// The windows (one to sixteen).
+    #[schemars(length(min = 1, max = 16))]
     pub windows: Vec<SyncWindow>,
 }
 

@@ -25,6 +25,11 @@ pub enum WindowGate {
     Closed(Duration),
 }
 
+/// Windows per ExternalSecret (the schema says so too): a schedule that fires rarely or never
+/// costs the reconciler a search of up to tens of milliseconds at each look, so a tenant may not
+/// make that unbounded.
+pub const MAX_WINDOWS: usize = 16;
+
 /// When a blocked refresh looks again if no window says when it changes.
 const RECHECK: Duration = Duration::from_secs(3600);
 
@@ -55,6 +60,9 @@ fn parse_schedule(text: &str) -> Result<Schedule, String> {
 pub fn validate_sync_windows(errs: &mut ValidationErrors, path: &str, windows: &SyncWindows) {
     if windows.windows.is_empty() {
         errs.push(format!("{path}.windows"), "needs at least one window");
+    }
+    if windows.windows.len() > MAX_WINDOWS {
+        errs.push(format!("{path}.windows"), format!("at most {MAX_WINDOWS} windows"));
     }
     for (i, w) in windows.windows.iter().enumerate() {
         if let Err(e) = parse_schedule(&w.schedule) {
@@ -192,5 +200,9 @@ mod tests {
         let mut errs = ValidationErrors::default();
         validate_sync_windows(&mut errs, "s", &windows(SyncWindowKind::Deny, &[("@weekly", "0s")]));
         assert_eq!(errs.0.len(), 1, "a zero duration");
+        let many = windows(SyncWindowKind::Deny, &[("@daily", "1h"); MAX_WINDOWS + 1]);
+        let mut errs = ValidationErrors::default();
+        validate_sync_windows(&mut errs, "s", &many);
+        assert_eq!(errs.0.iter().map(ToString::to_string).collect::<Vec<_>>(), ["s.windows: at most 16 windows"]);
     }
 }
