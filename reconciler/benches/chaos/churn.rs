@@ -130,9 +130,24 @@ pub async fn churn(client: Client, home: String, duration: Duration) -> Row {
         .await;
     }
     let took = stopped.elapsed();
+    // A namespace deleted in the last steps may still be terminating (its objects not yet
+    // removed); only series that outlive the namespace itself are leaks.
+    for ns in &deleted {
+        eventually(&format!("namespace {ns} is gone"), Duration::from_secs(600), || async {
+            namespaces.get_opt(ns).await.ok().and_then(|n| n.is_none().then_some(()))
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let metrics = scrape(metrics_port);
-    let leaked = metrics.lines().filter(|l| deleted.iter().any(|ns| l.contains(&format!("\"{ns}\"")))).count();
-    report(&samples, step, deleted.len(), leaked);
+    let leaked: Vec<&str> = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && deleted.iter().any(|ns| l.contains(&format!("\"{ns}\""))))
+        .collect();
+    for line in leaked.iter().take(40) {
+        println!("leaked series: {line}");
+    }
+    report(&samples, step, deleted.len(), leaked.len());
     let exited = [reconciler.is_running(), webhook.process.is_running(), fake.process.is_running()]
         .iter()
         .filter(|running| !**running)
