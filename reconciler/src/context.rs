@@ -6,17 +6,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::{ExternalSecret, PushSecret};
 use kube::api::{ObjectMeta, PostParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use rand::Rng;
 
+use crate::caches::{ManagedSecret, Packed};
 use crate::clientmanager::ClientManager;
 use crate::metrics::Metrics;
 
@@ -53,37 +53,50 @@ pub struct Reporter {
     pub instance: String,
 }
 
-/// Which object per-object state belongs to.
+/// Which object per-object state belongs to. Namespace and name are kept as one string,
+/// `namespace/name` (neither may hold a `/`): there is one key per ExternalSecret in several maps.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     /// `ExternalSecret`, `PushSecret` or `ClusterExternalSecret`.
     pub kind: &'static str,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
+    path: Box<str>,
 }
 
 impl ObjectKey {
+    /// The key of an object of `kind` (an empty namespace for a cluster-scoped one).
+    pub fn new(kind: &'static str, namespace: &str, name: &str) -> Self {
+        ObjectKey { kind, path: format!("{namespace}/{name}").into_boxed_str() }
+    }
+
     /// The key of an ExternalSecret.
     pub fn external_secret(namespace: &str, name: &str) -> Self {
-        ObjectKey { kind: "ExternalSecret", namespace: namespace.into(), name: name.into() }
+        ObjectKey::new("ExternalSecret", namespace, name)
     }
 
     /// The key of a (cluster-scoped) ClusterExternalSecret.
     pub fn cluster_external_secret(name: &str) -> Self {
-        ObjectKey { kind: "ClusterExternalSecret", namespace: String::new(), name: name.into() }
+        ObjectKey::new("ClusterExternalSecret", "", name)
     }
 
     /// The key of a PushSecret.
     pub fn push_secret(namespace: &str, name: &str) -> Self {
-        ObjectKey { kind: "PushSecret", namespace: namespace.into(), name: name.into() }
+        ObjectKey::new("PushSecret", namespace, name)
+    }
+
+    /// Its namespace (empty for a cluster-scoped object).
+    pub fn namespace(&self) -> &str {
+        self.path.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.path.split_once('/').map_or(&self.path, |(_, name)| name)
     }
 }
 
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        write!(f, "{}/{}", self.kind, self.path)
     }
 }
 
@@ -97,12 +110,12 @@ struct PerObject {
 /// The caches reconciles read.
 #[derive(Clone)]
 pub struct Caches {
-    /// ExternalSecrets (the controller's own store).
-    pub external_secrets: Store<ExternalSecret>,
+    /// ExternalSecrets (the controller's own store), packed.
+    pub external_secrets: Store<Packed<ExternalSecret>>,
     /// PushSecrets.
     pub push_secrets: Store<PushSecret>,
-    /// Managed Secrets, metadata only.
-    pub managed_secrets: Store<PartialObjectMeta<Secret>>,
+    /// Managed Secrets, what is kept of their metadata.
+    pub managed_secrets: Store<ManagedSecret>,
 }
 
 /// Shared by every reconcile.
@@ -184,9 +197,9 @@ impl Context {
         self.objects().remove(key);
         self.manager.recovery().forget(key);
         match key.kind {
-            "ExternalSecret" => self.metrics.external_secrets.forget(&key.namespace, &key.name),
-            "PushSecret" => self.metrics.push_secrets.forget(&key.namespace, &key.name),
-            "ClusterExternalSecret" => self.metrics.cluster_external_secrets.forget("", &key.name),
+            "ExternalSecret" => self.metrics.external_secrets.forget(key.namespace(), key.name()),
+            "PushSecret" => self.metrics.push_secrets.forget(key.namespace(), key.name()),
+            "ClusterExternalSecret" => self.metrics.cluster_external_secrets.forget("", key.name()),
             _ => {}
         }
     }
@@ -198,7 +211,7 @@ impl Context {
     where
         K: kube::Resource<DynamicType = ()> + Clone + 'static,
     {
-        let object = kube::runtime::reflector::ObjectRef::<K>::new(&key.name).within(&key.namespace);
+        let object = kube::runtime::reflector::ObjectRef::<K>::new(key.name()).within(key.namespace());
         if store.get(&object).is_none() {
             self.forget(key);
         }
@@ -247,4 +260,20 @@ fn truncate(mut s: String, max: usize) -> String {
         s.truncate(cut);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_give_back_their_namespace_and_name() {
+        let es = ObjectKey::external_secret("team-a", "db");
+        assert_eq!((es.kind, es.namespace(), es.name()), ("ExternalSecret", "team-a", "db"));
+        assert_eq!(es.to_string(), "ExternalSecret/team-a/db");
+        assert_ne!(es, ObjectKey::push_secret("team-a", "db"));
+        assert_ne!(es, ObjectKey::external_secret("team", "a-db"));
+        let ces = ObjectKey::cluster_external_secret("shared");
+        assert_eq!((ces.namespace(), ces.name()), ("", "shared"));
+    }
 }

@@ -11,6 +11,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
+use crate::caches::Packed;
 use crate::context::{Caches, Context, ObjectKey};
 
 /// A namespaced kind with per-object state in [`Context`].
@@ -21,7 +22,7 @@ pub trait Tracked: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     fn store(caches: &Caches) -> &Store<Self>;
 }
 
-impl Tracked for ExternalSecret {
+impl Tracked for Packed<ExternalSecret> {
     const KIND: &'static str = "ExternalSecret";
     fn store(caches: &Caches) -> &Store<Self> {
         &caches.external_secrets
@@ -37,7 +38,7 @@ impl Tracked for PushSecret {
 
 /// The key of `obj`'s per-object state.
 pub fn key<K: Tracked>(obj: &K) -> ObjectKey {
-    ObjectKey { kind: K::KIND, namespace: obj.namespace().unwrap_or_default(), name: obj.name_any() }
+    ObjectKey::new(K::KIND, &obj.namespace().unwrap_or_default(), &obj.name_any())
 }
 
 /// One reconcile of `obj` by `controller`, observed in the metrics; then, if `obj` was
@@ -75,7 +76,7 @@ mod tests {
     fn keys_name_the_kind_namespace_and_name() {
         let mut es = ExternalSecret::new("db", Default::default());
         es.metadata.namespace = Some("team".into());
-        assert_eq!(key(&es), ObjectKey::external_secret("team", "db"));
+        assert_eq!(key(&Packed::pack(&es)), ObjectKey::external_secret("team", "db"));
         let mut ps = PushSecret::new("db", Default::default());
         ps.metadata.namespace = Some("team".into());
         assert_eq!(key(&ps), ObjectKey::push_secret("team", "db"));

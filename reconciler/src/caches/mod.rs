@@ -7,8 +7,10 @@
 //! gone, whether deleted or missing from a re-list after a watch outage, so nothing keyed by
 //! object outlives the object.
 
+pub mod packed;
 pub mod strip;
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::clientmanager::TLS_SECRET_NAME;
+pub use packed::{ManagedSecret, Packed};
 
 /// What a hook is told, after the store was updated.
 pub enum Change<'a, K: Lookup> {
@@ -40,29 +43,68 @@ pub enum Change<'a, K: Lookup> {
     Gone(&'a K),
 }
 
+// By hand: a derive would ask `K: Copy`, and a change is only a reference.
+impl<K: Lookup> Clone for Change<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K: Lookup> Copy for Change<'_, K> {}
+
 type Hook<K> = Box<dyn FnMut(Change<'_, K>) + Send>;
 
 /// A kind the caches can hold.
 pub trait Cached: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
 impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Cached for K {}
 
-/// One watched kind before its watch starts: the store readers use, and the hooks.
-pub struct Watched<K: Cached> {
-    store: Store<K>,
-    writer: Writer<K>,
+/// One watched kind before its watch starts: the store readers use, and the hooks. The store
+/// holds `S`: the object itself, or a compact form of it ([`packed`]) for the kinds there are as
+/// many of as ExternalSecrets; hooks always see the whole (stripped) object.
+pub struct Watched<K: Cached, S: Lookup<DynamicType = ()> + Clone + 'static = K> {
+    store: Store<S>,
+    writer: Writer<S>,
     hooks: Vec<Hook<K>>,
+    pack: fn(&K) -> S,
+    unpack: for<'a> fn(&'a S) -> Option<Cow<'a, K>>,
 }
 
 impl<K: Cached> Default for Watched<K> {
     fn default() -> Self {
         let (store, writer) = reflector::store();
-        Watched { store, writer, hooks: Vec::new() }
+        Watched { store, writer, hooks: Vec::new(), pack: K::clone, unpack: |obj| Some(Cow::Borrowed(obj)) }
     }
 }
 
-impl<K: Cached> Watched<K> {
+impl<K: Cached + serde::Serialize> Default for Watched<K, Packed<K>> {
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        let unpack = |p: &Packed<K>| match p.unpack() {
+            Ok(obj) => Some(Cow::Owned(obj)),
+            Err(e) => {
+                tracing::error!(error = %e, "skipping a cached object");
+                None
+            }
+        };
+        Watched { store, writer, hooks: Vec::new(), pack: Packed::pack, unpack }
+    }
+}
+
+impl Default for Watched<PartialObjectMeta<Secret>, ManagedSecret> {
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Watched {
+            store,
+            writer,
+            hooks: Vec::new(),
+            pack: ManagedSecret::pack,
+            unpack: |m| Some(Cow::Owned(m.unpack())),
+        }
+    }
+}
+
+impl<K: Cached, S: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static> Watched<K, S> {
     /// The store (filled once the watch runs).
-    pub fn store(&self) -> Store<K> {
+    pub fn store(&self) -> Store<S> {
         self.store.clone()
     }
 
@@ -74,11 +116,11 @@ impl<K: Cached> Watched<K> {
     /// Starts the watch: `strip` runs on every object before it is stored.
     /// An `Api<PartialObjectMeta<_>>` makes it a metadata-only watch.
     pub fn start(self, api: Api<K>, config: watcher::Config, strip: fn(&mut K)) -> tokio::task::JoinHandle<()> {
-        let Watched { store, mut writer, mut hooks } = self;
+        let Watched { store, mut writer, mut hooks, pack, unpack } = self;
         let stream = watcher(api, config).default_backoff().modify(strip);
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
-            let mut relisting: Option<HashSet<ObjectRef<K>>> = None;
+            let mut relisting: Option<HashSet<ObjectRef<S>>> = None;
             while let Some(event) = stream.next().await {
                 let event = match event {
                     Ok(e) => e,
@@ -89,32 +131,51 @@ impl<K: Cached> Watched<K> {
                 };
                 // Objects of a re-list reach the store only when it completes; so do their hooks.
                 // The re-list set keys by namespace and name only: it holds every object at once.
-                let (mut applied, mut gone): (Vec<ObjectRef<K>>, Vec<Arc<K>>) = (Vec::new(), Vec::new());
-                match &event {
-                    watcher::Event::Init => relisting = Some(HashSet::new()),
-                    watcher::Event::InitApply(obj) => {
-                        relisting.get_or_insert_default().insert(key(obj));
+                let (mut applied, mut gone): (Vec<ObjectRef<S>>, Vec<Arc<S>>) = (Vec::new(), Vec::new());
+                let stored = match event {
+                    watcher::Event::Init => {
+                        relisting = Some(HashSet::new());
+                        watcher::Event::Init
+                    }
+                    watcher::Event::InitApply(ref obj) => {
+                        let obj = pack(obj);
+                        relisting.get_or_insert_default().insert(key(&obj));
+                        watcher::Event::InitApply(obj)
                     }
                     watcher::Event::InitDone => {
                         let listed = relisting.take().unwrap_or_default();
                         gone = store.state().into_iter().filter(|o| !listed.contains(&key(o.as_ref()))).collect();
                         applied = listed.into_iter().collect();
+                        watcher::Event::InitDone
                     }
-                    watcher::Event::Delete(obj) => gone.push(Arc::new(obj.clone())),
-                    watcher::Event::Apply(_) => {}
+                    watcher::Event::Delete(ref obj) => watcher::Event::Delete(pack(obj)),
+                    watcher::Event::Apply(ref obj) => watcher::Event::Apply(pack(obj)),
+                };
+                writer.apply_watcher_event(&stored);
+                drop(stored);
+                if hooks.is_empty() {
+                    continue;
                 }
-                writer.apply_watcher_event(&event);
-                for hook in hooks.iter_mut() {
-                    if let watcher::Event::Apply(obj) = &event {
-                        hook(Change::Applied(obj));
+                // Hooks see the whole object: the event's own, or the stored one decoded, one at
+                // a time (a re-list of 10,000 packed objects is never decoded all at once).
+                let mut run = |change: Change<'_, K>| {
+                    for hook in hooks.iter_mut() {
+                        hook(change);
                     }
-                    for r in &applied {
-                        if let Some(obj) = store.get(r) {
-                            hook(Change::Applied(obj.as_ref()));
-                        }
+                };
+                match &event {
+                    watcher::Event::Apply(obj) => run(Change::Applied(obj)),
+                    watcher::Event::Delete(obj) => run(Change::Gone(obj)),
+                    _ => {}
+                }
+                for stored in applied.iter().filter_map(|r| store.get(r)) {
+                    if let Some(obj) = unpack(&stored) {
+                        run(Change::Applied(&obj));
                     }
-                    for obj in &gone {
-                        hook(Change::Gone(obj.as_ref()));
+                }
+                for stored in &gone {
+                    if let Some(obj) = unpack(stored) {
+                        run(Change::Gone(&obj));
                     }
                 }
             }
@@ -124,10 +185,10 @@ impl<K: Cached> Watched<K> {
 
 /// A reference to `obj` by namespace and name only (without the version and uid that
 /// [`ObjectRef::from_obj`] copies), for keys kept between events.
-pub fn key<K: Cached>(obj: &K) -> ObjectRef<K> {
-    let bare = ObjectRef::new(&obj.meta().name.clone().unwrap_or_default());
-    match &obj.meta().namespace {
-        Some(ns) => bare.within(ns),
+pub fn key<K: Lookup<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+    let bare = ObjectRef::new(&obj.name().unwrap_or_default());
+    match obj.namespace() {
+        Some(ns) => bare.within(&ns),
         None => bare,
     }
 }
@@ -160,8 +221,8 @@ impl<K: Cached> Trigger<K> {
 #[derive(Default)]
 pub struct Caches {
     /// ExternalSecrets in scope, of every controller class: the reload rule hashes every
-    /// managed Secret a workload uses, as the webhook does.
-    pub external_secrets: Watched<ExternalSecret>,
+    /// managed Secret a workload uses, as the webhook does. Kept packed.
+    pub external_secrets: Watched<ExternalSecret, Packed<ExternalSecret>>,
     /// ClusterExternalSecrets of this controller class; watched only by an instance that
     /// watches every namespace.
     pub cluster_external_secrets: Watched<ClusterExternalSecret>,
@@ -175,8 +236,8 @@ pub struct Caches {
     pub secret_stores: Watched<SecretStore>,
     /// ClusterSecretStores, of every class.
     pub cluster_secret_stores: Watched<ClusterSecretStore>,
-    /// Secrets carrying the managed label, metadata only.
-    pub managed_secrets: Watched<PartialObjectMeta<Secret>>,
+    /// Secrets carrying the managed label, metadata only, kept as [`ManagedSecret`].
+    pub managed_secrets: Watched<PartialObjectMeta<Secret>, ManagedSecret>,
     /// The provider TLS Secrets (`keyward-provider-tls`, selected by name), in every namespace.
     pub tls_secrets: Watched<Secret>,
     /// Namespaces, metadata only (ClusterProvider conditions read their labels).
@@ -240,7 +301,10 @@ impl Ready {
     }
 }
 
-fn ready<K: Cached>(kind: &'static str, store: Store<K>) -> (&'static str, futures::future::BoxFuture<'static, bool>) {
+fn ready<S: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static>(
+    kind: &'static str,
+    store: Store<S>,
+) -> (&'static str, futures::future::BoxFuture<'static, bool>) {
     (kind, Box::pin(async move { store.wait_until_ready().await.is_ok() }))
 }
 
@@ -283,7 +347,7 @@ impl Caches {
             self.cluster_providers.start(scope.all(), all.clone(), strip::object),
             self.secret_stores.start(scope.api(), all.clone(), strip::object),
             self.cluster_secret_stores.start(scope.all(), all.clone(), strip::object),
-            self.managed_secrets.start(scope.api(), managed, strip::managed_secret),
+            self.managed_secrets.start(scope.api(), managed, strip::none),
             self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
             self.namespaces.start(scope.all(), all.clone(), strip::namespace),
             self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object),

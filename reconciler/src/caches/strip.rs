@@ -2,7 +2,6 @@
 //! function keeps exactly what its readers use, and says who they are.
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use keyward_crds::workload::{DATA_HASH_ANNOTATION, MANAGED_LABEL};
 use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMeta;
@@ -36,38 +35,8 @@ fn keep(m: &mut ObjectMeta, labels: &[&str], annotations: &[&str]) {
     }
 }
 
-/// Managed Secrets (metadata only): the ExternalSecret controller reads the name, the data-hash
-/// annotation, and of the ExternalSecret owner references the name, uid and controller flag.
-/// Nothing else is kept (there are as many of these as ExternalSecrets). Not even the managed
-/// label: the watch selects on it, so every cached Secret carries it, and a one-entry label map
-/// costs a whole B-tree node per Secret; [`with_managed_label`] puts it back on a copy.
-pub fn managed_secret(s: &mut PartialObjectMeta<Secret>) {
-    s.types = None;
-    let m = &mut s.metadata;
-    keep(m, &[], &[DATA_HASH_ANNOTATION]);
-    m.uid = None;
-    m.resource_version = None;
-    m.creation_timestamp = None;
-    m.generation = None;
-    m.finalizers = None;
-    if let Some(owners) = m.owner_references.as_mut() {
-        owners.retain(|o| o.kind == "ExternalSecret");
-        for o in owners.iter_mut() {
-            o.api_version = String::new();
-            o.block_owner_deletion = None;
-        }
-        if owners.is_empty() {
-            m.owner_references = None;
-        }
-    }
-}
-
-/// A cached managed Secret as the API server has it: with the managed label its watch selects on.
-pub fn with_managed_label(cached: &PartialObjectMeta<Secret>) -> PartialObjectMeta<Secret> {
-    let mut s = cached.clone();
-    s.metadata.labels.get_or_insert_default().insert(MANAGED_LABEL.to_string(), "true".to_string());
-    s
-}
+/// Kinds whose cache keeps a compact form of its own ([`super::packed::ManagedSecret`]).
+pub fn none<K>(_: &mut K) {}
 
 /// Provider TLS Secrets: the client manager reads the three PEM keys.
 pub fn tls_secret(s: &mut Secret) {
@@ -93,8 +62,9 @@ pub fn config_object<K>(c: &mut PartialObjectMeta<K>) {
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use keyward_crds::ExternalSecret;
+    use keyward_crds::workload::{DATA_HASH_ANNOTATION, MANAGED_LABEL};
 
     fn noisy_meta() -> ObjectMeta {
         ObjectMeta {
@@ -124,46 +94,6 @@ mod tests {
         assert!(!a.contains_key(LAST_APPLIED));
         assert_eq!(a["force-sync"], "1");
         assert_eq!(es.metadata.labels.as_ref().unwrap().len(), 2);
-    }
-
-    fn owner(kind: &str, name: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: "external-secrets.io/v1".into(),
-            kind: kind.into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }
-    }
-
-    #[test]
-    fn managed_secrets_keep_the_label_hash_and_external_secret_owners_only() {
-        let mut meta = noisy_meta();
-        meta.uid = Some("secret-uid".into());
-        meta.resource_version = Some("42".into());
-        meta.generation = Some(1);
-        meta.finalizers = Some(vec!["f".into()]);
-        meta.owner_references = Some(vec![owner("ExternalSecret", "db"), owner("Deployment", "app")]);
-        let mut s = PartialObjectMeta::<Secret> { metadata: meta, ..Default::default() };
-        managed_secret(&mut s);
-        let m = &s.metadata;
-        assert!(s.types.is_none());
-        assert!(m.managed_fields.is_none() && m.uid.is_none() && m.resource_version.is_none());
-        assert!(m.generation.is_none() && m.finalizers.is_none() && m.creation_timestamp.is_none());
-        assert_eq!((m.name.as_deref(), m.namespace.as_deref()), (Some("a"), Some("team-a")));
-        assert!(m.labels.is_none(), "the watch's label selector implies the managed label");
-        assert_eq!(m.annotations.as_ref().unwrap().keys().collect::<Vec<_>>(), [DATA_HASH_ANNOTATION]);
-        let owners = m.owner_references.as_ref().unwrap();
-        assert_eq!(owners.len(), 1);
-        assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("ExternalSecret", "db"));
-        assert_eq!((owners[0].uid.as_str(), owners[0].controller), ("uid-db", Some(true)));
-        let read = with_managed_label(&s);
-        assert_eq!(
-            read.metadata.labels.unwrap().into_iter().collect::<Vec<_>>(),
-            [(MANAGED_LABEL.into(), "true".into())]
-        );
-        assert_eq!(read.metadata.annotations, s.metadata.annotations);
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Recovery {
         K: Resource<DynamicType = ()> + 'static,
     {
         let released = self.subscribe(&K::kind(&()));
-        futures::StreamExt::map(released, |key| ObjectRef::new(&key.name).within(&key.namespace))
+        futures::StreamExt::map(released, |key| ObjectRef::new(key.name()).within(key.namespace()))
     }
 
     /// `object` failed because the provider of `on` did not answer: it waits for the provider.

@@ -319,7 +319,7 @@ async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_on
     m.recovery().send_released(100);
     let mut got = Vec::new();
     while let Ok(key) = requeued.try_recv() {
-        got.push(key.name);
+        got.push(key.name().to_string());
     }
     got.sort();
     assert_eq!(got, ["moved", "one", "two"], "p's waiters, not q's, not the one that is gone");
@@ -331,7 +331,7 @@ async fn objects_waiting_on_a_provider_are_requeued_when_it_answers_again_and_on
     answer(q, now);
     answer(q, now);
     m.recovery().send_released(100);
-    assert_eq!(requeued.try_recv().ok().map(|k| k.name).as_deref(), Some("on-q"));
+    assert_eq!(requeued.try_recv().ok().map(|k| k.name().to_string()).as_deref(), Some("on-q"));
     assert!(requeued.try_recv().is_err());
     // An answer from a provider whose breaker never opened is not a return.
     let (r, _) = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap();
@@ -355,7 +355,7 @@ async fn a_provider_that_came_back_while_the_call_was_failing_releases_the_objec
     m.recovery().wait(es("late"), seen_when_failing);
     assert_eq!(m.recovery().waiting(), 0);
     m.recovery().send_released(1);
-    assert_eq!(requeued.try_recv().ok().map(|k| k.name).as_deref(), Some("late"));
+    assert_eq!(requeued.try_recv().ok().map(|k| k.name().to_string()).as_deref(), Some("late"));
 }
 
 #[tokio::test]

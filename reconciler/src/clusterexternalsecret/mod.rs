@@ -25,7 +25,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::caches::{self, Caches, Change, Trigger};
+use crate::caches::{self, Caches, Change, Packed, Trigger};
 use crate::context::{Context, ObjectKey};
 use index::{Applied, OwnedIndex};
 
@@ -34,7 +34,7 @@ pub struct CesContext {
     /// Client, events and error backoff.
     pub ctx: Arc<Context>,
     /// ExternalSecrets of every namespace.
-    pub external_secrets: Store<ExternalSecret>,
+    pub external_secrets: Store<Packed<ExternalSecret>>,
     /// Namespaces, metadata only.
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     /// ClusterProviders (their namespace conditions).
@@ -60,6 +60,11 @@ impl CesContext {
         if self.cluster_external_secrets.get(&ObjectRef::new(name)).is_none() {
             self.ctx.forget(&ObjectKey::cluster_external_secret(name));
         }
+    }
+
+    /// The cached ExternalSecret `es`, decoded.
+    pub fn external_secret(&self, es: &ObjectRef<ExternalSecret>) -> Option<Arc<ExternalSecret>> {
+        crate::caches::packed::get(&self.external_secrets, es).map(Arc::new)
     }
 
     /// The ExternalSecrets labelled as belonging to ClusterExternalSecret `name`.

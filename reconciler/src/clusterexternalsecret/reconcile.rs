@@ -152,7 +152,7 @@ async fn provision_one(
     }
     let key = ObjectRef::<ExternalSecret>::new(&es_name).within(ns);
     let api: Api<ExternalSecret> = Api::namespaced(cx.ctx.client.clone(), ns);
-    let existing = match cx.external_secrets.get(&key) {
+    let existing = match cx.external_secret(&key) {
         Some(es) => Some(es),
         // Not cached (yet): ask, so a foreign ExternalSecret created a moment ago is not taken over.
         None => match api.get_opt(&es_name).await {
@@ -192,7 +192,7 @@ async fn provision_one(
 /// Deletes `es` if it is still the one controlled by `owner` (by uid, so an ExternalSecret
 /// created in its place is never deleted).
 async fn delete_owned(cx: &CesContext, es: &ObjectRef<ExternalSecret>, owner: &str) -> Result<(), String> {
-    let Some(cached) = cx.external_secrets.get(es) else { return Ok(()) };
+    let Some(cached) = cx.external_secret(es) else { return Ok(()) };
     if !controlled_by(&cached, owner) {
         return Ok(());
     }

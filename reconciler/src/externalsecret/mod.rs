@@ -16,7 +16,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use crate::caches::{self, Caches, Change};
+use crate::caches::{self, Caches, Change, Packed};
 use crate::context::{Context, ObjectKey};
 use crate::tracked;
 
@@ -26,6 +26,11 @@ const CONTROLLER: &str = "externalsecret";
 /// Whether `obj` belongs to this instance's controller class (every object when none is set).
 pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
     class.is_none_or(|c| obj.labels().get(crate::run::CONTROLLER_CLASS_LABEL).map(String::as_str) == Some(c))
+}
+
+/// The controller's key of an ExternalSecret (the store keeps them packed).
+fn packed_key(es: &ExternalSecret) -> ObjectRef<Packed<ExternalSecret>> {
+    ObjectRef::new(&es.name_any()).within(&es.namespace().unwrap_or_default())
 }
 
 /// Registers the controller on the shared caches and returns it; it runs until `shutdown`
@@ -39,23 +44,25 @@ pub fn controller(
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let (trigger, triggers) = caches::triggers::<ExternalSecret>();
+    let (trigger, triggers) = caches::triggers::<Packed<ExternalSecret>>();
     {
         let (trigger, ctx) = (trigger.clone(), ctx.clone());
-        let mut seen: HashMap<ObjectRef<ExternalSecret>, u64> = HashMap::new();
+        let mut seen: HashMap<ObjectKey, u64> = HashMap::new();
         caches.external_secrets.hook(move |change| match change {
             Change::Applied(es) => {
                 if !of_class(es, class.as_deref()) {
                     return;
                 }
                 let hash = crate::predicate::spec_change(es).unwrap_or_default();
-                if seen.insert(caches::key(es), hash) != Some(hash) {
-                    trigger.send(caches::key(es));
+                let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
+                if seen.insert(key, hash) != Some(hash) {
+                    trigger.send(packed_key(es));
                 }
             }
             Change::Gone(es) => {
-                seen.remove(&caches::key(es));
-                ctx.forget(&ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any()));
+                let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
+                seen.remove(&key);
+                ctx.forget(&key);
             }
         });
     }
@@ -69,10 +76,13 @@ pub fn controller(
             let mut owners = secret.owner_references().iter().filter(|o| o.kind == "ExternalSecret").peekable();
             if owners.peek().is_none() {
                 let name = secret.name_any();
-                for es in external_secrets.state().iter().filter(|es| {
-                    es.metadata.namespace.as_deref() == Some(ns.as_str()) && es.target_secret_name() == name
-                }) {
-                    trigger.send(ObjectRef::from_obj(es.as_ref()));
+                // Only the namespace's ExternalSecrets are decoded.
+                for cached in
+                    external_secrets.state().iter().filter(|es| es.namespace().as_deref() == Some(ns.as_str()))
+                {
+                    if cached.unpack().is_ok_and(|es| es.target_secret_name() == name) {
+                        trigger.send(caches::key(cached.as_ref()));
+                    }
                 }
             }
             for owner in owners {
@@ -82,7 +92,7 @@ pub fn controller(
     });
     // ExternalSecrets that waited on a provider are requeued when it answers again (paced by
     // the client manager's recovery), instead of when their own backoff runs out.
-    let recovered = ctx.manager.recovery().requeues::<ExternalSecret>();
+    let recovered = ctx.manager.recovery().requeues::<Packed<ExternalSecret>>();
     ctx.metrics
         .max_concurrent
         .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
@@ -91,7 +101,11 @@ pub fn controller(
         .reconcile_on(futures::stream::select(triggers, recovered))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(|obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile), tracked::error_policy, ctx)
+        .run(
+            |obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile_cached),
+            tracked::error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "ExternalSecret controller event");

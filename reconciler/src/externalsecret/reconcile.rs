@@ -22,6 +22,8 @@ use super::fetch::{FetchError, fetch};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
 use super::render::{load_sources, render};
 use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
+use crate::caches::Packed;
+use crate::caches::packed::UnpackError;
 use crate::clientmanager::Waitable;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
@@ -56,6 +58,9 @@ pub enum Error {
     /// The API server failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// The cached object could not be decoded.
+    #[error(transparent)]
+    Cache(#[from] UnpackError),
 }
 
 /// The target Secret as it stands, metadata only: from the managed-Secret cache for the
@@ -73,9 +78,14 @@ async fn existing_target(
         CreationPolicy::Owner | CreationPolicy::Orphan | CreationPolicy::CreateOrMerge => {
             let ns = es.namespace().unwrap_or_default();
             let cached = ctx.caches.managed_secrets.get(&ObjectRef::new(&name).within(&ns));
-            Ok(cached.map(|s| Arc::new(crate::caches::strip::with_managed_label(&s))))
+            Ok(cached.map(|s| Arc::new(s.unpack())))
         }
     }
+}
+
+/// The controller's entry point: the cached ExternalSecret, decoded.
+pub async fn reconcile_cached(es: Arc<Packed<ExternalSecret>>, ctx: Arc<Context>) -> Result<Action, Error> {
+    reconcile(Arc::new(es.unpack()?), ctx).await
 }
 
 /// The reconcile entry point.

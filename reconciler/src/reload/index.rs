@@ -19,7 +19,16 @@ pub struct WorkloadKey {
     pub name: String,
 }
 
-type Ns = (String, String);
+/// An object of a namespace, as `namespace/name` (neither may hold a `/`): one allocation per
+/// key, and there are two keys per ExternalSecret.
+type Path = Box<str>;
+
+fn path(namespace: &str, name: &str) -> Path {
+    format!("{namespace}/{name}").into_boxed_str()
+}
+
+/// What is kept of an ExternalSecret: its target Secret and data hash.
+type Writes = (Box<str>, Option<Box<str>>);
 
 /// What a reloadable workload's pod template refers to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,17 +44,17 @@ pub struct Uses {
 /// The index.
 #[derive(Debug, Default)]
 pub struct Index {
-    /// (namespace, ExternalSecret) → (target Secret, data hash).
-    external_secrets: HashMap<Ns, (String, Option<String>)>,
-    /// (namespace, target Secret) → ExternalSecrets writing it, sorted by name: nearly always
-    /// one, so a vector (one small allocation) rather than a set (a B-tree node).
-    targets: HashMap<Ns, Vec<String>>,
+    /// ExternalSecret → (target Secret, data hash).
+    external_secrets: HashMap<Path, Writes>,
+    /// Target Secret → ExternalSecrets writing it, sorted by name: nearly always one, so a
+    /// vector (one small allocation) rather than a set (a B-tree node).
+    targets: HashMap<Path, Vec<Box<str>>>,
     workloads: HashMap<WorkloadKey, Uses>,
-    by_secret: HashMap<Ns, HashSet<WorkloadKey>>,
-    by_injected: HashMap<Ns, HashSet<WorkloadKey>>,
+    by_secret: HashMap<Path, HashSet<WorkloadKey>>,
+    by_injected: HashMap<Path, HashSet<WorkloadKey>>,
 }
 
-fn unlink(map: &mut HashMap<Ns, HashSet<WorkloadKey>>, key: Ns, w: &WorkloadKey) {
+fn unlink(map: &mut HashMap<Path, HashSet<WorkloadKey>>, key: Path, w: &WorkloadKey) {
     if let Some(set) = map.get_mut(&key) {
         set.remove(w);
         if set.is_empty() {
@@ -63,7 +72,8 @@ impl Index {
         name: &str,
         input: Option<(String, Option<String>)>,
     ) -> Vec<WorkloadKey> {
-        let key = (namespace.to_string(), name.to_string());
+        let key = path(namespace, name);
+        let input: Option<Writes> = input.map(|(t, h)| (t.into_boxed_str(), h.map(String::into_boxed_str)));
         let old = match &input {
             Some(new) => self.external_secrets.insert(key.clone(), new.clone()),
             None => self.external_secrets.remove(&key),
@@ -73,9 +83,9 @@ impl Index {
         }
         let mut touched_secrets = Vec::new();
         if let Some((target, _)) = &old {
-            let t = (namespace.to_string(), target.clone());
+            let t = path(namespace, target);
             if let Some(set) = self.targets.get_mut(&t) {
-                set.retain(|w| w != name);
+                set.retain(|w| &**w != name);
                 if set.is_empty() {
                     self.targets.remove(&t);
                 }
@@ -83,10 +93,10 @@ impl Index {
             touched_secrets.push(t);
         }
         if let Some((target, _)) = &input {
-            let t = (namespace.to_string(), target.clone());
+            let t = path(namespace, target);
             let writers = self.targets.entry(t.clone()).or_default();
-            if let Err(at) = writers.binary_search_by(|w| w.as_str().cmp(name)) {
-                writers.insert(at, name.to_string());
+            if let Err(at) = writers.binary_search_by(|w| (**w).cmp(name)) {
+                writers.insert(at, name.into());
             }
             touched_secrets.push(t);
         }
@@ -108,21 +118,21 @@ impl Index {
         if old == uses {
             return false;
         }
-        let ns = w.namespace.clone();
+        let ns = w.namespace.as_str();
         if let Some(old) = old {
             for s in old.secrets {
-                unlink(&mut self.by_secret, (ns.clone(), s), &w);
+                unlink(&mut self.by_secret, path(ns, &s), &w);
             }
             for e in old.injected {
-                unlink(&mut self.by_injected, (ns.clone(), e), &w);
+                unlink(&mut self.by_injected, path(ns, &e), &w);
             }
         }
         if let Some(new) = uses {
             for s in new.secrets {
-                self.by_secret.entry((ns.clone(), s)).or_default().insert(w.clone());
+                self.by_secret.entry(path(ns, &s)).or_default().insert(w.clone());
             }
             for e in new.injected {
-                self.by_injected.entry((ns.clone(), e)).or_default().insert(w.clone());
+                self.by_injected.entry(path(ns, &e)).or_default().insert(w.clone());
             }
         }
         true
@@ -130,14 +140,14 @@ impl Index {
 
     /// The target Secret of an ExternalSecret.
     pub fn target_of(&self, namespace: &str, es: &str) -> Option<String> {
-        self.external_secrets.get(&(namespace.to_string(), es.to_string())).map(|(t, _)| t.clone())
+        self.external_secrets.get(&path(namespace, es)).map(|(t, _)| t.to_string())
     }
 
     /// The data hash of a managed Secret: from the first ExternalSecret (by name) that writes it
     /// and has synced, as the webhook does.
     pub fn data_hash_of(&self, namespace: &str, secret: &str) -> Option<String> {
-        let writers = self.targets.get(&(namespace.to_string(), secret.to_string()))?;
-        writers.iter().find_map(|es| self.external_secrets.get(&(namespace.to_string(), es.clone()))?.1.clone())
+        let writers = self.targets.get(&path(namespace, secret))?;
+        writers.iter().find_map(|es| Some(self.external_secrets.get(&path(namespace, es))?.1.as_deref()?.to_string()))
     }
 
     /// Number of reloadable workloads indexed.
