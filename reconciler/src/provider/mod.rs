@@ -313,6 +313,21 @@ where
     F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
 {
+    let cache = store.clone();
+    let mut reconcile = reconcile;
+    // A store deleted while its check ran (its namespace going away, say) has had its series
+    // dropped by the cache's hook already; what the check then recorded is dropped again, or it
+    // would name the deleted store for the life of the process.
+    let reconcile = move |obj: Arc<K>, ctx: Arc<Context>| {
+        let (cache, checked) = (cache.clone(), reconcile(obj.clone(), ctx.clone()));
+        async move {
+            let result = checked.await;
+            if cache.get(&caches::key(obj.as_ref())).is_none() {
+                ctx.metrics.forget_provider(&K::kind(&()), &obj.name_any(), &obj.namespace().unwrap_or_default());
+            }
+            result
+        }
+    };
     Controller::for_shared_stream(futures::stream::pending(), store)
         .reconcile_on(triggers)
         .with_config(ControllerConfig::default().concurrency(8))
