@@ -92,18 +92,22 @@ async fn metrics_text(port: u16) -> String {
     out.unwrap_or_default()
 }
 
-/// Requests per ExternalSecret by verb, for the resources the reconciler touches.
+/// Requests per ExternalSecret by verb (and resource), for the resources the reconciler touches.
 fn per_object(delta: &BTreeMap<Vec<String>, f64>, n: usize) -> String {
-    let mut by_verb: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut by_verb: BTreeMap<(&str, &str), f64> = BTreeMap::new();
     for (k, v) in delta {
         if RECONCILER_RESOURCES.contains(&k[1].as_str()) && k[0] != "WATCH" {
-            *by_verb.entry(k[0].as_str()).or_default() += v;
+            *by_verb.entry((k[0].as_str(), k[1].as_str())).or_default() += v;
         }
     }
     if by_verb.is_empty() {
         return "none".into();
     }
-    by_verb.iter().map(|(verb, v)| format!("{verb} {:.2}", v / n as f64)).collect::<Vec<_>>().join(", ")
+    by_verb
+        .iter()
+        .map(|((verb, resource), v)| format!("{verb} {:.2} ({resource})", v / n as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 async fn run(client: Client, ns: String, n: usize) {
