@@ -5,17 +5,42 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::repo_root;
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+/// Test ports come from here: below the kernel's ephemeral range (32768–60999), where every
+/// outgoing connection takes its local port, and below the NodePort range (30000–32767). A
+/// port found free by binding port 0 lies in the ephemeral range, and any connection opened
+/// before the test's server binds it can take it ("Address already in use").
+const TEST_PORTS: std::ops::Range<u32> = 20_000..30_000;
+static NEXT_PORT: AtomicU32 = AtomicU32::new(0);
+
+/// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    free_ports(1)
+}
+
+/// The first of `n` consecutive free TCP ports on 127.0.0.1. Tests of one binary take turns
+/// through a counter; the process id spreads test binaries running at once apart.
+pub fn free_ports(n: u16) -> u16 {
+    for _ in TEST_PORTS {
+        let first = test_port(NEXT_PORT.fetch_add(u32::from(n), Ordering::SeqCst));
+        let ports = first..first + u32::from(n);
+        if ports.end <= TEST_PORTS.end
+            && ports.clone().all(|p| std::net::TcpListener::bind(("127.0.0.1", p as u16)).is_ok())
+        {
+            return first as u16;
+        }
+    }
+    panic!("no {n} consecutive free loopback ports in {TEST_PORTS:?}");
+}
+
+/// The `step`th port of this process's walk through [`TEST_PORTS`].
+fn test_port(step: u32) -> u32 {
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    TEST_PORTS.start + (std::process::id().wrapping_mul(7_919).wrapping_add(step)) % span
 }
 
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
@@ -59,6 +84,11 @@ pub fn spawn_logged(name: &str, mut cmd: Command) -> ChildProcess {
     std::fs::create_dir_all(&dir).expect("create log dir");
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let log = dir.join(format!("{name}-{}-{n}.log", std::process::id()));
+    // anyhow prints a backtrace after a fatal error when RUST_BACKTRACE is set (the test run
+    // sets it); the log tail a failing test prints would then show frames instead of the error.
+    if !cmd.get_envs().any(|(k, _)| k == "RUST_LIB_BACKTRACE") {
+        cmd.env("RUST_LIB_BACKTRACE", "0");
+    }
     let out = std::fs::File::create(&log).expect("create log file");
     let err = out.try_clone().expect("clone log file");
     let child = cmd
@@ -169,4 +199,22 @@ pub async fn spawn_provider(
     let mut child = spawn_logged(binary, cmd);
     child.wait_for_log("provider serving", Duration::from_secs(60)).await;
     (child, grpc, health)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_ports_are_distinct_free_and_outside_the_ephemeral_range() {
+        let a = free_ports(2);
+        let b = free_port();
+        assert!(TEST_PORTS.contains(&u32::from(a)) && TEST_PORTS.contains(&u32::from(b)), "{a} {b}");
+        assert!(b != a && b != a + 1, "a port handed out twice: {a}, {a}+1, {b}");
+        // Hold the port the counter hands out next: it must be skipped.
+        let next = test_port(NEXT_PORT.load(Ordering::SeqCst)) as u16;
+        let held = std::net::TcpListener::bind(("127.0.0.1", next)).expect("the next port is free");
+        assert_ne!(free_port(), next, "a port in use is skipped");
+        drop(held);
+    }
 }

@@ -49,18 +49,6 @@ fn wait_for(process: &mut ChildProcess, what: &str, ready: impl Fn(&ChildProcess
     panic!("not {what} within 60s:\n{}", process.log());
 }
 
-/// A free loopback port whose successor is free too: a Vault dev server listens on the first
-/// and opens its cluster listener on the next.
-fn free_port_pair() -> u16 {
-    for _ in 0..100 {
-        let port = free_port();
-        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free loopback ports in 100 tries");
-}
-
 /// A moto server on loopback.
 pub struct Moto {
     process: ChildProcess,
@@ -114,7 +102,7 @@ impl VaultDev {
 
     fn start_with(tls: bool) -> VaultDev {
         let bin = cached_tool("build-vault.sh").join("vault");
-        let port = free_port_pair();
+        let port = crate::process::free_ports(2);
         let root_token = format!("root-{:016x}", rand::random::<u64>());
         let tls_dir = tls.then(|| tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir for vault TLS: {e}")));
         let mut cmd = Command::new(&bin);
