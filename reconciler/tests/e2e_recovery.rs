@@ -3,7 +3,8 @@
 //! backoff (minutes); when the provider is back, every one of them is requeued because it
 //! answered again (the reconciler's recovery metrics say so) and converges long before any
 //! backoff would have run out. No Secret is emptied, no process exits. PushSecrets that fail
-//! during the outage are requeued the same way.
+//! during the outage are requeued the same way. A Provider deleted while its check waits on a
+//! provider that never answers leaves no metric series behind.
 
 #![allow(clippy::unwrap_used)]
 
@@ -168,6 +169,48 @@ async fn push_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again()
             "each waiting PushSecret was requeued by the provider's return: {metrics}"
         );
         assert_eq!(metric_value(&metrics, "clientmanager_recovery_waiting"), 0.0, "nothing left waiting");
+    })
+    .await;
+}
+
+/// A Provider deleted (its namespace going away, say) while its check waits on a provider that
+/// accepts connections and never answers: when the check gives up, after the deletion dropped
+/// the Provider's series, what it then records is dropped too. Otherwise the series would name
+/// the deleted Provider for the life of the process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_deleted_during_its_check_leaves_no_series() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = silent.local_addr().unwrap().to_string();
+        let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = silent.accept().await {
+                let _ = accepted_tx.send(conn);
+            }
+        });
+        let mut reconciler = Reconciler::start(&ns, &["--call-timeout", "4s", "--call-attempts", "1"]).await;
+        let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
+        apply(&providers, provider("silent", &ns, &address, "cfg")).await;
+
+        // The check is in flight once it connected; the Provider goes while it waits.
+        let _conn = tokio::time::timeout(Duration::from_secs(60), accepted.recv())
+            .await
+            .expect("the check connects to the provider")
+            .unwrap();
+        providers.delete("silent", &Default::default()).await.unwrap();
+        eventually("the Provider gone", Duration::from_secs(30), || async {
+            providers.get_opt("silent").await.unwrap().is_none().then_some(())
+        })
+        .await;
+        // The check gives up at its deadline and finds the Provider gone when it writes the status.
+        reconciler.process.wait_for_log("provider reconcile failed", Duration::from_secs(60)).await;
+        let series = format!("name=\"silent\",namespace=\"{ns}\"");
+        let metrics = reconciler.metrics().await;
+        let left: Vec<&str> = metrics.lines().filter(|l| l.contains(&series)).collect();
+        assert!(left.is_empty(), "series of the deleted Provider: {left:#?}");
+        assert!(metrics.contains("# TYPE controller_runtime"), "the scrape answered:\n{metrics}");
     })
     .await;
 }
