@@ -2,7 +2,11 @@
 //! next to the time a plain client needs to create N Secrets (the API server's ceiling on this
 //! machine); the reconciler's peak and steady resident memory and the provider's; the API
 //! requests of the first sync and of a refresh that finds nothing new, by verb, from the API
-//! server's `apiserver_request_total`; and the reconciler's CPU while idle.
+//! server's `apiserver_request_total`; CPU time per object of each process (API server, etcd,
+//! reconciler, provider) while the plain client creates and while the reconciler syncs, which is
+//! what bounds the rate on a machine the API server saturates; a second ceiling, the plain client
+//! making the same three writes a first sync makes (Secret apply, status patch, Event) on objects
+//! of its own; and the reconciler's CPU while idle.
 //!
 //! The ExternalSecrets start without a periodic refresh (`refreshInterval: 0`), so the idle
 //! window after the first sync holds no refresh however long that sync took. Then their interval
@@ -17,16 +21,18 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -62,6 +68,103 @@ fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15: indexes 11 and 12 here; the clock ticks 100 per second.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The writes of one first sync, made by a plain client with the same parallelism on N
+/// ExternalSecrets of its own, once the reconciler has stopped: the target Secret applied
+/// server-side, the status merge-patched, an Event created. Returns the time the writes took
+/// and the CPU per object they cost.
+async fn same_writes(client: &Client, ns: &str, n: usize, cp_dir: &std::path::Path) -> (Duration, String) {
+    let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let label = "keyward.dev/bench-writes";
+    create_all(&ess, n, |i| {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("writes-{i}"), "labels": {label: "true"}},
+            "spec": {"refreshInterval": "0", "secretStoreRef": {"name": "fake"},
+                     "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]},
+        }))
+        .unwrap()
+    })
+    .await;
+    // The reconciler knows each owner's uid from its cache; so does this client, before timing.
+    let listed = ess.list_metadata(&ListParams::default().labels(&format!("{label}=true"))).await.unwrap();
+    let uids: HashMap<String, String> =
+        listed.items.into_iter().map(|es| (es.metadata.name.unwrap(), es.metadata.uid.unwrap())).collect();
+    let me = [("this client", std::process::id())];
+    let before = cpu_of(cp_dir, &me);
+    let started = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let (ess, secrets, events) = (ess.clone(), secrets.clone(), events.clone());
+            let name = format!("writes-{i}");
+            let uid = uids[&name].clone();
+            async move {
+                let owner = json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "name": name,
+                                   "uid": uid, "controller": true, "blockOwnerDeletion": true});
+                let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "labels": {label: "true", "reconcile.external-secrets.io/managed": "true"},
+                                 "annotations": {"reconcile.external-secrets.io/data-hash": "0123456789abcdef"},
+                                 "ownerReferences": [owner]},
+                    "type": "Opaque", "data": {"k": "dmFsdWU="}});
+                secrets.patch(&name, &PatchParams::apply("keyward-bench").force(), &Patch::Apply(secret)).await.unwrap();
+                let now = k8s_openapi::jiff::Timestamp::now().to_string();
+                let status = json!({"status": {"refreshTime": now, "syncedResourceVersion": "1-0123456789abcdef",
+                    "binding": {"name": name}, "syncedDataHash": "0123456789abcdef",
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced",
+                                    "message": "Secret was synced", "lastTransitionTime": now}]}});
+                ess.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
+                let event = Event {
+                    metadata: kube::api::ObjectMeta { name: Some(format!("{name}.{i:016x}")), ..Default::default() },
+                    action: Some("Sync".into()),
+                    reason: Some("Created".into()),
+                    note: Some("Secret was created".into()),
+                    type_: Some("Normal".into()),
+                    event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                    regarding: Some(ObjectReference {
+                        api_version: Some("external-secrets.io/v1".into()),
+                        kind: Some("ExternalSecret".into()),
+                        name: Some(name.clone()),
+                        namespace: Some(ns.to_string()),
+                        uid: Some(uid),
+                        ..Default::default()
+                    }),
+                    reporting_controller: Some("keyward.dev/bench".into()),
+                    reporting_instance: Some("bench".into()),
+                    ..Default::default()
+                };
+                events.create(&PostParams::default(), &event).await.unwrap();
+            }
+        })
+        .buffer_unordered(PARALLEL)
+        .collect::<Vec<_>>()
+        .await;
+    let took = started.elapsed();
+    let cpu = cpu_per_object(&before, &cpu_of(cp_dir, &me), n);
+    (took, cpu)
+}
+
+/// CPU seconds of each process that does the work: the control plane's (from `cluster.sh`'s
+/// pid files) and the given ones.
+fn cpu_of(dir: &std::path::Path, others: &[(&'static str, u32)]) -> Vec<(&'static str, f64)> {
+    let pid = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.pid"))).ok()?.trim().parse::<u32>().ok();
+    let mut all: Vec<(&'static str, f64)> =
+        ["kube-apiserver", "etcd"].into_iter().filter_map(|name| Some((name, cpu_seconds(pid(name)?)))).collect();
+    all.extend(others.iter().map(|&(name, pid)| (name, cpu_seconds(pid))));
+    all
+}
+
+/// Milliseconds of CPU per object of each process between two readings of [`cpu_of`].
+fn cpu_per_object(before: &[(&'static str, f64)], after: &[(&'static str, f64)], n: usize) -> String {
+    let per = |(name, was): &(&str, f64)| {
+        let now = after.iter().find(|(a, _)| a == name).map_or(*was, |(_, v)| *v);
+        (name.to_string(), (now - was) * 1000.0 / n as f64)
+    };
+    let parts: Vec<(String, f64)> = before.iter().map(per).collect();
+    let total: f64 = parts.iter().map(|(_, v)| v).sum();
+    let each: Vec<String> = parts.iter().map(|(name, v)| format!("{name} {v:.2}")).collect();
+    format!("{total:.2} ms ({})", each.join(", "))
 }
 
 /// Successful GetSecret calls the Fake provider served, from its own metrics: a handful of
@@ -134,13 +237,16 @@ async fn run(client: Client, ns: String, n: usize) {
     .await;
 
     // The ceiling: a plain client creating N Secrets with the same parallelism.
+    let cp_dir = control_plane().await.dir().to_path_buf();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let cpu_before_plain = cpu_of(&cp_dir, &[("this client", std::process::id())]);
     let started = Instant::now();
     create_all(&secrets, n, |i| {
         serde_json::from_value(json!({"metadata": {"name": format!("plain-{i}")}, "data": {"k": "dmFsdWU="}})).unwrap()
     })
     .await;
     let ceiling = started.elapsed();
+    let cpu_plain = cpu_per_object(&cpu_before_plain, &cpu_of(&cp_dir, &[("this client", std::process::id())]), n);
 
     // N ExternalSecrets exist before the reconciler starts; then time to first sync of all.
     let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
@@ -165,6 +271,8 @@ async fn run(client: Client, ns: String, n: usize) {
     let requests_before = api_requests(&client).await;
     let started = Instant::now();
     let reconciler = spawn_logged("keyward-reconciler", cmd);
+    let workers = [("reconciler", reconciler.pid()), ("provider", fake.pid())];
+    let cpu_before_sync = cpu_of(&cp_dir, &workers);
     // Counted from a metadata watch, not by listing N Secrets every few hundred milliseconds:
     // the API server's CPU is what the reconciler and the ceiling are measured against.
     let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
@@ -184,6 +292,7 @@ async fn run(client: Client, ns: String, n: usize) {
         }
     }
     let sync = started.elapsed();
+    let cpu_sync = cpu_per_object(&cpu_before_sync, &cpu_of(&cp_dir, &workers), n);
     // Let the status writes of the last syncs land.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let first_sync = delta(&requests_before, &api_requests(&client).await);
@@ -226,6 +335,9 @@ async fn run(client: Client, ns: String, n: usize) {
     let provider_rss = status_mib(fake.pid(), "VmRSS:");
     let rate = n as f64 / sync.as_secs_f64();
     let ceiling_rate = n as f64 / ceiling.as_secs_f64();
+    drop(reconciler);
+    let (writes, cpu_writes) = same_writes(&client, &ns, n, &cp_dir).await;
+    let writes_rate = n as f64 / writes.as_secs_f64();
     println!(
         "reconciler N={n}: first sync {:.2}s ({rate:.0}/s); plain client {:.2}s ({ceiling_rate:.0}/s); \
          throughput {:.0}% of the ceiling; ExternalSecrets created in {:.2}s",
@@ -238,10 +350,15 @@ async fn run(client: Client, ns: String, n: usize) {
         "  reconciler RSS peak {peak:.1} MiB, steady {steady:.1} MiB (peak includes one /metrics scrape: {series} series, {:.1} MiB); provider RSS {provider_rss:.1} MiB",
         scrape.len() as f64 / (1024.0 * 1024.0)
     );
+    println!(
+        "  the same three writes from a plain client: {:.2}s ({writes_rate:.0}/s); throughput {:.0}% of that",
+        writes.as_secs_f64(),
+        100.0 * rate / writes_rate
+    );
+    println!("  CPU per object: plain create {cpu_plain}; the three writes {cpu_writes}; first sync {cpu_sync}");
     println!("  API requests per ExternalSecret, first sync: {}", per_object(&first_sync, n));
     println!("  API requests per no-change refresh: {}", per_object(&refresh, n));
     println!("  reconciler CPU while idle over 30 s: {idle_cpu:.2}% of one core; refresh interval then {interval}s");
-    drop(reconciler);
     drop(fake);
 }
 #[tokio::main]
