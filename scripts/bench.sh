@@ -11,7 +11,9 @@ cargo run --release -q -p keyward-webhook --bin keyward-webhook-bench -- --conne
 # keyward-reconciler: N ExternalSecrets on the Fake provider against the local control plane: time to
 # first sync next to a plain client creating N Secrets (the API server's ceiling), reconciler peak and
 # steady RSS, provider RSS, API requests per sync and per no-change refresh (by verb, from the API
-# server's apiserver_request_total), and idle CPU over 30 s. Release builds. Figures: docs/performance.md.
+# server's apiserver_request_total), CPU per object of each process, a plain client making the
+# same three writes a first sync makes (the second ceiling), and idle CPU over 30 s. Release
+# builds. Figures: docs/performance.md.
 cargo build --release -q -p keyward-reconciler -p keyward-provider-fake --bins
 KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
 KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
