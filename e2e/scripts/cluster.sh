@@ -24,8 +24,37 @@ log() { echo "cluster: $*" >&2; }
 # shellcheck source=node.sh
 source "$(dirname "$self")/node.sh"
 
+# Ports come from below the kernel's ephemeral range (32768-60999), where every outgoing
+# connection takes its local port: one could take a port chosen there before its server binds
+# it, or while the API server is stopped in a restart test. 12000-19999 also keeps clear of the
+# kubelet's and kube-proxy's ports (10248-10259), the tests' own (20000-29999) and NodePorts.
+# Ports already handed out are kept in $dir/ports, so two calls never return the same one.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 - "$dir/ports" <<'PY'
+import random, socket, sys
+given_file = sys.argv[1]
+try:
+    given = set(open(given_file).read().split())
+except FileNotFoundError:
+    given = set()
+for _ in range(4000):
+    port = random.randint(12000, 19999)
+    if str(port) in given:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    with open(given_file, "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    break
+else:
+    sys.exit("cluster: no free port in 12000-19999")
+PY
 }
 
 alive() { [[ -f "$dir/$1.pid" ]] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
