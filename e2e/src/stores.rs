@@ -118,10 +118,10 @@ impl VaultDev {
         }
         let mut process = spawn_logged("vault", cmd);
         wait_for_port(port, &mut process, "vault server -dev");
-        // The dev server's cluster listener takes the next port once unsealed; wait for it too, so
-        // no later free_port() of the test can hand that port to another process. Another
-        // process may still take it first (the machine runs other tests): then the dev server,
-        // which never uses its cluster listener, logs the bind error and serves on.
+        // The dev server's cluster listener takes the next port once unsealed (free_ports(2) keeps
+        // this test binary from handing it out); wait for it too, so another process's check finds
+        // it taken. Another process may still take it first: then the dev server, which never
+        // uses its cluster listener, logs the bind error and serves on.
         wait_for(&mut process, "vault server -dev's cluster listener started or refused", |p| {
             listening(port + 1) || p.log().contains("cluster-listener.tcp: error starting listener")
         });
