@@ -13,6 +13,7 @@
 //!
 //! Binaries share their flags through [`RuntimeArgs`].
 
+pub mod body;
 mod cli;
 mod context;
 pub mod json;
