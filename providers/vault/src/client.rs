@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keyward_crds::vault::{VaultAuth, VaultSpec};
+use keyward_provider_runtime::body;
 use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, require_operator_owned};
 use keyward_provider_runtime::{ProviderError, RequestContext};
 use reqwest::Method;
@@ -20,8 +21,6 @@ use crate::kv::map_status;
 const SA_TOKEN_SECONDS: i64 = 600;
 /// The provider process's own ServiceAccount token (Kubernetes auth without a reference).
 const OWN_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-/// Timeout of one Vault request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How the client gets a token.
 #[derive(Clone)]
@@ -80,7 +79,7 @@ fn tls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::W
 fn http_client(tls: rustls::ClientConfig) -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
-        .timeout(REQUEST_TIMEOUT)
+        .timeout(body::REQUEST_TIMEOUT)
         .build()
         .map_err(|e| ProviderError::Internal(format!("building the HTTPS client: {e}")))
 }
@@ -257,9 +256,19 @@ impl VaultClient {
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
             ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, causes(&e)))
         })?;
-        let status = resp.status().as_u16();
-        let bytes =
-            resp.bytes().await.map_err(|e| ProviderError::Unavailable(format!("reading Vault's answer: {e}")))?;
+        // The server is the tenant's to name: its answer is capped, never read whole.
+        let answer = http::Response::<reqwest::Body>::from(resp);
+        let (head, bytes) = body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
+            match body::limit_error(e.as_ref()) {
+                Some(refused) => refused.to_provider_error(&format!("Vault at {}", self.server)),
+                None => ProviderError::Unavailable(format!(
+                    "reading the answer of Vault at {}: {}",
+                    self.server,
+                    causes(e.as_ref())
+                )),
+            }
+        })?;
+        let status = head.status.as_u16();
         let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
         Ok((status, body))
     }
@@ -519,6 +528,64 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
         assert!(e.to_string().contains("permission denied"), "{e}");
         assert_eq!(seen.await.expect("listener").len(), 4);
+    }
+
+    /// A server answering every request with a 300 MB body, declared in `Content-Length` or
+    /// chunked; returns its address and the bytes it managed to send per connection.
+    async fn flood(declared: bool) -> (String, tokio::task::JoinHandle<Vec<u64>>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = format!("http://{}", l.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let mut sent = Vec::new();
+            // The login, then the read.
+            for _ in 0..2 {
+                let (mut conn, _) = l.accept().await.expect("accept");
+                let mut buf = [0u8; 8192];
+                let _ = conn.read(&mut buf).await;
+                let head = if declared {
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 314572800\r\n\r\n"
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                };
+                let mut n = 0u64;
+                if conn.write_all(head.as_bytes()).await.is_ok() {
+                    let chunk = vec![b' '; 64 * 1024];
+                    let framed =
+                        [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk.clone(), b"\r\n".to_vec()].concat();
+                    let piece = if declared { &chunk } else { &framed };
+                    while n < 300 * 1024 * 1024 && conn.write_all(piece).await.is_ok() {
+                        n += piece.len() as u64;
+                    }
+                }
+                sent.push(n);
+            }
+            sent
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn oversized_answers_are_refused_while_streaming() {
+        for declared in [true, false] {
+            let (addr, sent) = flood(declared).await;
+            let c = client(addr.clone(), None, None);
+            let e = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect_err("refused");
+            assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+            assert_eq!(
+                e.to_string(),
+                format!("store unavailable: Vault at {addr} answered with more than 4 MiB; refusing the response"),
+                "declared: {declared}"
+            );
+            // Each call stops at its login (both connections are logins); the server stopped
+            // being read long before its 300 MB.
+            let sent = tokio::time::timeout(Duration::from_secs(5), async {
+                let _ = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await;
+                sent.await.expect("server")
+            })
+            .await
+            .expect("server done");
+            assert!(sent.iter().all(|n| *n < 64 * 1024 * 1024), "declared: {declared}: sent {sent:?}");
+        }
     }
 
     #[derive(Debug)]
