@@ -8,6 +8,7 @@ mod auth;
 mod boundary;
 mod cluster_external_secret;
 mod duration;
+mod keys;
 mod namespace;
 mod reach;
 mod secret_store;
@@ -25,6 +26,7 @@ pub use boundary::{
 };
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
 pub use duration::{DurationError, parse_go_duration};
+pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};
 pub use secret_store::{

@@ -34,10 +34,15 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
     if !(spec.server.starts_with("https://") || spec.server.starts_with("http://")) {
         errs.push("spec.server", format!("{:?} must be an http:// or https:// URL", spec.server));
     }
-    if let Some(p) = &spec.path
-        && (p.trim_matches('/').is_empty() || p.contains("//"))
-    {
-        errs.push("spec.path", format!("{p:?} is not a mount path like secret or team/kv"));
+    if let Some(p) = &spec.path {
+        // The mount is part of every request path, so it obeys the rule remote keys obey.
+        match super::key_segments(p) {
+            Ok(s) if s.is_empty() => {
+                errs.push("spec.path", format!("{p:?} is not a mount path like secret or team/kv"))
+            }
+            Ok(_) => {}
+            Err(e) => errs.push("spec.path", format!("{p:?} is not a mount path like secret or team/kv: {e}")),
+        }
     }
     check_ca(&mut errs, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref());
     if let Some(tls) = &spec.tls {
@@ -115,8 +120,11 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
 }
 
 fn check_mount(errs: &mut ValidationErrors, field: &str, path: &str) {
-    if path.trim_matches('/').is_empty() {
-        errs.push(field, "must not be empty: name the auth method's mount path");
+    match super::key_segments(path) {
+        Ok(s) if s.is_empty() => errs.push(field, "must not be empty: name the auth method's mount path"),
+        Ok(_) => {}
+        // The login URL is auth/<mount>/login: a dot segment would post the login elsewhere.
+        Err(e) => errs.push(field, e.to_string()),
     }
 }
 
@@ -243,6 +251,12 @@ mod tests {
                 "spec.tls: set both certSecretRef and keySecretRef",
             ),
             ("server: http://v\npath: /\nauth: {kubernetes: {role: r}}", "spec.path: \"/\" is not a mount path"),
+            ("server: http://v\npath: a//b\nauth: {kubernetes: {role: r}}", "spec.path: \"a//b\" is not a mount path"),
+            ("server: http://v\npath: kv/..\nauth: {kubernetes: {role: r}}", "segment \"..\" is not allowed"),
+            (
+                "server: http://v\nauth: {kubernetes: {role: r, mountPath: '../token'}}",
+                "spec.auth.kubernetes.mountPath: segment \"..\" is not allowed",
+            ),
         ];
         for (yaml, want) in cases {
             let got = fields(vault(yaml));

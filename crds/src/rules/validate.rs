@@ -46,6 +46,7 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
         if d.remote_ref.key.is_empty() {
             errs.push(format!("{path}.remoteRef.key"), "must not be empty: name the remote value to fetch");
         }
+        check_key(&mut errs, &format!("{path}.remoteRef.key"), &d.remote_ref.key);
         match &d.source_ref {
             Some(s) => check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), &s.store_ref),
             None if spec.secret_store_ref.is_none() => errs.push(
@@ -94,10 +95,11 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
                 "no store: set spec.secretStoreRef, or sourceRef.storeRef on this entry",
             );
         }
-        if let Some(e) = &d.extract
-            && e.key.is_empty()
-        {
-            errs.push(format!("{path}.extract.key"), "must not be empty: name the remote value to extract");
+        if let Some(e) = &d.extract {
+            if e.key.is_empty() {
+                errs.push(format!("{path}.extract.key"), "must not be empty: name the remote value to extract");
+            }
+            check_key(&mut errs, &format!("{path}.extract.key"), &e.key);
         }
         if let Some(f) = &d.find {
             check_find(&mut errs, &format!("{path}.find"), f);
@@ -174,6 +176,17 @@ fn check_find(errs: &mut ValidationErrors, path: &str, f: &ExternalSecretFind) {
     if regexp.is_none() && f.tags.is_empty() && f.path.is_none() {
         errs.push(path, "set name.regexp, tags or path: an empty find would match every remote value");
     }
+    if let Some(p) = &f.path {
+        check_key(errs, &format!("{path}.path"), p);
+    }
+}
+
+/// A remote key or path must stay inside the store path it is resolved against (see
+/// [`super::key_segments`]); the providers refuse the same keys at runtime.
+fn check_key(errs: &mut ValidationErrors, path: &str, key: &str) {
+    if let Err(e) = super::key_segments(key) {
+        errs.push(path, e.to_string());
+    }
 }
 
 fn check_rewrite(errs: &mut ValidationErrors, path: &str, rw: &ExternalSecretRewrite) {
@@ -238,6 +251,7 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
         } else if !targets.insert(&d.match_.remote_ref) {
             errs.push(format!("{path}.match.remoteRef"), "another entry already pushes to this remoteKey and property");
         }
+        check_key(&mut errs, &format!("{path}.match.remoteRef.remoteKey"), &d.match_.remote_ref.remote_key);
         if let Some(m) = &d.metadata
             && !m.is_object()
         {
@@ -270,6 +284,9 @@ fn check_data_to(errs: &mut ValidationErrors, path: &str, d: &PushSecretDataTo, 
                 errs.push(format!("{path}.storeRef.labelSelector"), e.to_string());
             }
         }
+    }
+    if let Some(k) = &d.remote_key {
+        check_key(errs, &format!("{path}.remoteKey"), k);
     }
     let bundle = d.remote_key.as_deref().is_some_and(|k| !k.is_empty());
     if bundle && !d.rewrite.is_empty() {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::external_secret::ExternalSecretSpec;
-use crate::rules::validate_secret_store;
+use crate::rules::{key_segments, validate_secret_store};
 
 fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> T {
     serde_yaml::from_str(text).expect("test manifest parses")
@@ -74,6 +74,33 @@ fn external_secret_table() {
             "empty remote key",
             "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: ''}}]\n".into(),
             Some(("spec.data[0].remoteRef.key", "must not be empty")),
+        ),
+        (
+            "remote key leaving the store path",
+            "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: ../auth/token/lookup-self, property: id}}]\n"
+                .into(),
+            Some(("spec.data[0].remoteRef.key", "segment \"..\" is not allowed")),
+        ),
+        (
+            "encoded dots in a remote key",
+            "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: 'kv/%2E%2e/sys'}}]\n".into(),
+            Some(("spec.data[0].remoteRef.key", "segment \"%2E%2e\" is not allowed")),
+        ),
+        (
+            "a query in an extracted key",
+            "secretStoreRef: {name: s}\ndataFrom: [{extract: {key: 'app?list=true'}}]\n".into(),
+            Some(("spec.dataFrom[0].extract.key", "\"?\" would start a query")),
+        ),
+        (
+            "a find path with an encoded slash",
+            "secretStoreRef: {name: s}\ndataFrom: [{find: {path: 'kv/..%2fsys'}}]\n".into(),
+            Some(("spec.dataFrom[0].find.path", "percent-encoded \"/\"")),
+        ),
+        (
+            "slashes, dots inside names and a leading slash are keys",
+            "secretStoreRef: {name: s}\ndata: [{secretKey: a, remoteRef: {key: /secret/data/my.app/db}}]\ndataFrom: [{find: {path: team-a/}}]\n"
+                .into(),
+            None,
         ),
         (
             "extract and find together",
@@ -253,6 +280,16 @@ fn push_secret_table() {
             "empty remote key",
             format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: ''}}}}}}]\n"),
             Some(("spec.data[0].match.remoteRef.remoteKey", "must not be empty")),
+        ),
+        (
+            "remote key leaving the store path",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: 'kv/a/../../sys/x'}}}}}}]\n"),
+            Some(("spec.data[0].match.remoteRef.remoteKey", "segment \"..\" is not allowed")),
+        ),
+        (
+            "bundle remote key with a fragment",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, remoteKey: 'app#x'}}]\n"),
+            Some(("spec.dataTo[0].remoteKey", "\"#\" would start a fragment")),
         ),
         (
             "two entries to one target",
@@ -508,4 +545,18 @@ fn e2e_valid_fixtures_pass_the_rules() {
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} fixtures found in {}", dir.display());
+}
+
+/// Every remote key and find path of upstream's documentation and end-to-end manifests
+/// (`upstream_keys.txt`: field, tab, key; extracted from external-secrets/external-secrets at
+/// release 2.9.0) passes the key rule, so refusing traversal refuses no upstream example.
+#[test]
+fn upstream_example_keys_pass_the_key_rule() {
+    let mut checked = 0;
+    for line in include_str!("upstream_keys.txt").lines().filter(|l| !l.starts_with('#')) {
+        let (field, key) = line.split_once('\t').expect("field<TAB>key");
+        assert!(key_segments(key).is_ok(), "{field} {key:?}: {:?}", key_segments(key));
+        checked += 1;
+    }
+    assert!(checked > 150, "only {checked} upstream keys");
 }
