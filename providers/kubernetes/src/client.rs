@@ -12,8 +12,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::common::SecretKeySelector;
 use keyward_crds::provider_config::{CaProviderType, KubernetesSpec};
 use keyward_crds::rules::{NamedKind, NamedObject};
+use keyward_provider_runtime::body::LimitLayer;
 use keyward_provider_runtime::{ProviderError, RequestContext};
 use kube::api::PostParams;
+use kube::client::ClientBuilder;
 use kube::config::AuthInfo;
 use kube::{Api, Client, Config};
 use rustls::pki_types::CertificateDer;
@@ -141,7 +143,7 @@ pub async fn build_client(
         config.accept_invalid_certs = inline.insecure_skip_tls_verify;
         config.tls_server_name = inline.tls_server_name.clone();
         config.auth_info = auth_info(inline.user)?;
-        return Client::try_from(config).map_err(|e| ProviderError::BadConfig(format!("spec.authRef: {e}")));
+        return target_client(config).map_err(|e| ProviderError::BadConfig(format!("spec.authRef: {e}")));
     }
 
     let mut config = match &spec.server.url {
@@ -208,8 +210,17 @@ pub async fn build_client(
     } else {
         return Err(ProviderError::BadConfig("spec.auth: set exactly one of cert, token or serviceAccount".into()));
     };
-    Client::try_from(config)
+    target_client(config)
         .map_err(|e| ProviderError::BadConfig(format!("building a client for the target cluster: {e}")))
+}
+
+/// The client for a target cluster. Its server is the configuration's to name (tenant-owned
+/// configurations included), so every answer goes through the runtime's size and time cap: a
+/// server answering with hundreds of megabytes, or dripping its answer, cannot take the shared
+/// provider process down or hold a call. Only single objects and paged lists are read from it
+/// (no watches), so one answer stays well under the cap.
+fn target_client(config: Config) -> Result<Client, kube::Error> {
+    Ok(ClientBuilder::try_from(config)?.with_layer(&LimitLayer::default()).build())
 }
 
 #[cfg(test)]

@@ -32,7 +32,11 @@ use crate::mapping::{
     apply_push, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace, secret_map, secret_value,
     tags_selector,
 };
+use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach, store_backend};
+
+/// Secrets asked for per page when listing the target cluster.
+const LIST_PAGE: u32 = 100;
 
 /// The Kubernetes provider.
 pub struct KubernetesProvider {
@@ -207,19 +211,50 @@ impl Provider for KubernetesProvider {
         let target = self.target(ctx).await?;
         let ns = target.remote_namespace.clone();
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
-        let mut params = ListParams::default();
+        let mut base = ListParams::default();
         if let Some(sel) = tags_selector(&find.tags) {
-            params = params.labels(&sel);
+            base = base.labels(&sel);
         }
-        let list = api.list(&params).await.map_err(|e| self.fail(&target, e, &format!("listing Secrets in {ns}")))?;
+        // Paged, so a namespace of many Secrets never comes as one answer above the runtime's
+        // cap; what is kept is capped the same way, as the reply could not carry more.
         let mut out = SecretMap::new();
-        for s in list.items {
-            let name = s.metadata.name.clone().unwrap_or_default();
-            if find_matches(&name, regex.as_ref(), &find.path) {
-                out.insert(name, data_json(&s)?);
+        let mut kept = 0u64;
+        let mut page = LIST_PAGE;
+        let mut next: Option<String> = None;
+        loop {
+            let mut params = base.clone().limit(page);
+            if let Some(token) = &next {
+                params = params.continue_token(token);
+            }
+            let list = match api.list(&params).await {
+                Ok(list) => list,
+                // A page of large Secrets can pass the cap: the same page again, fewer per answer.
+                Err(e) if page > 1 && matches!(limit_error(&e), Some(BodyError::TooLarge(_))) => {
+                    page = (page / 4).max(1);
+                    continue;
+                }
+                Err(e) => return Err(self.fail(&target, e, &format!("listing Secrets in {ns}"))),
+            };
+            for s in list.items {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                if find_matches(&name, regex.as_ref(), &find.path) {
+                    let value = data_json(&s)?;
+                    kept += (name.len() + value.len()) as u64;
+                    if kept > MAX_RESPONSE_BYTES {
+                        return Err(ProviderError::Unavailable(format!(
+                            "the Secrets in {ns} that find selects hold more than {} MiB, more than one answer \
+                             can carry; select fewer",
+                            MAX_RESPONSE_BYTES / (1024 * 1024)
+                        )));
+                    }
+                    out.insert(name, value);
+                }
+            }
+            match list.metadata.continue_.filter(|t| !t.is_empty()) {
+                Some(token) => next = Some(token),
+                None => return Ok(out),
             }
         }
-        Ok(out)
     }
 
     async fn push_secret(
