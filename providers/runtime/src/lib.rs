@@ -17,6 +17,7 @@ pub mod body;
 mod cli;
 mod context;
 pub mod json;
+pub mod keys;
 mod metrics;
 mod provider;
 #[cfg(feature = "refs")]
