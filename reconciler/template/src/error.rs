@@ -23,6 +23,9 @@ pub enum ErrorKind {
     Exec(String),
     /// A limit of [`crate::Limits`] was exceeded.
     Limit(String),
+    /// The render ran out of its CPU budget ([`crate::Limits::max_steps`]) or past its
+    /// wall-clock [`crate::Limits::deadline`].
+    Budget(String),
     /// The rendered output could not be used (for example `KeysAndValues` output that is not a
     /// YAML map, or label output that is not UTF-8).
     Output(String),
@@ -45,9 +48,14 @@ impl TemplateError {
         TemplateError { template: template.into(), line, kind }
     }
 
-    /// True when a limit was exceeded.
+    /// True when a limit was exceeded (the CPU budget and the deadline included).
     pub fn is_limit(&self) -> bool {
-        matches!(self.kind, ErrorKind::Limit(_))
+        matches!(self.kind, ErrorKind::Limit(_) | ErrorKind::Budget(_))
+    }
+
+    /// True when the render ran out of its CPU budget or its time.
+    pub fn is_over_budget(&self) -> bool {
+        matches!(self.kind, ErrorKind::Budget(_))
     }
 }
 
@@ -62,7 +70,7 @@ impl fmt::Display for TemplateError {
             ErrorKind::MissingKey { key } => write!(f, ": map has no entry for key {key:?}"),
             ErrorKind::Function { name, message } => write!(f, ": error calling {name}: {message}"),
             ErrorKind::Exec(m) => write!(f, ": {m}"),
-            ErrorKind::Limit(m) => write!(f, ": limit exceeded: {m}"),
+            ErrorKind::Limit(m) | ErrorKind::Budget(m) => write!(f, ": limit exceeded: {m}"),
             ErrorKind::Output(m) => write!(f, ": {m}"),
         }
     }

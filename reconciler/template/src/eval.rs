@@ -1,10 +1,17 @@
 //! Evaluator: walks the syntax tree with a data value and writes the output.
 
-use crate::Limits;
+use std::time::Instant;
+
 use crate::ast::{Arg, Branch, Cmd, Node, Parsed, Pipe};
 use crate::error::{ErrorKind, TemplateError};
 use crate::funcs::{self, FnCtx};
 use crate::value::Value;
+use crate::{Limits, cost};
+
+/// Steps between two readings of the clock: reading it costs about as much as 20 steps, and
+/// 4096 cheap steps take well under a millisecond, so a render overruns its deadline by less
+/// than that (plus at most one function call, which is checked before it starts).
+const CLOCK_EVERY: usize = 4096;
 
 enum Flow {
     Normal,
@@ -21,6 +28,8 @@ pub struct Exec<'a> {
     depth: usize,
     iterations: usize,
     steps: usize,
+    /// The step count at which the deadline is checked next.
+    next_clock: usize,
     current: String,
 }
 
@@ -36,6 +45,7 @@ pub fn execute(parsed: &Parsed, data: Value, limits: &Limits) -> R<Vec<u8>> {
         depth: 0,
         iterations: 0,
         steps: 0,
+        next_clock: 0,
         current: parsed.name.clone(),
     };
     ex.walk(&parsed.main, &data)?;
@@ -61,13 +71,24 @@ impl Exec<'_> {
         Ok(())
     }
 
-    /// Count evaluation work against `max_steps`.
+    /// Count evaluation work against `max_steps`, and stop at the deadline. A large charge (an
+    /// expensive function about to run) always looks at the clock.
     fn charge(&mut self, line: usize, n: usize) -> R<()> {
         self.steps = self.steps.saturating_add(n);
         if self.steps > self.limits.max_steps {
-            return Err(
-                self.err(line, ErrorKind::Limit(format!("more than {} evaluation steps", self.limits.max_steps)))
-            );
+            return Err(self.err(
+                line,
+                ErrorKind::Budget(format!(
+                    "template exceeded its CPU budget (more than {} evaluation steps)",
+                    self.limits.max_steps
+                )),
+            ));
+        }
+        if self.steps >= self.next_clock {
+            self.next_clock = self.steps.saturating_add(CLOCK_EVERY);
+            if self.limits.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(self.err(line, ErrorKind::Budget("template exceeded its time limit".into())));
+            }
         }
         Ok(())
     }
@@ -304,15 +325,27 @@ impl Exec<'_> {
         let Some(f) = funcs::lookup(name) else {
             return Err(self.exec_err(line, format!("function {name:?} not defined")));
         };
+        // What the call will cost is paid before it runs: a budget that cannot pay for a
+        // `bcrypt` stops here, not after the hash.
+        self.charge(line, cost::before(name, &vals))?;
         let ctx = FnCtx { limits: self.limits };
-        f(&ctx, vals).map_err(|e| match e {
+        let out = f(&ctx, vals).map_err(|e| match e {
             funcs::FnError::MissingKey(key) => self.err(line, ErrorKind::MissingKey { key }),
             funcs::FnError::Limit(m) => self.err(line, ErrorKind::Limit(m)),
             funcs::FnError::Msg(message) => self.err(line, ErrorKind::Function { name: name.into(), message }),
-        })
+        })?;
+        self.charge(line, cost::after(&out))?;
+        Ok(out)
     }
 
+    /// An argument's value. Reading a string copies it: large values are charged for the copy.
     fn arg(&mut self, line: usize, arg: &Arg, dot: &Value) -> R<Value> {
+        let v = self.arg_value(line, arg, dot)?;
+        self.charge(line, cost::text_len(&v) / cost::BYTES_PER_COPY_STEP)?;
+        Ok(v)
+    }
+
+    fn arg_value(&mut self, line: usize, arg: &Arg, dot: &Value) -> R<Value> {
         match arg {
             Arg::Dot => Ok(dot.clone()),
             Arg::Nil => Ok(Value::Nil),

@@ -37,7 +37,9 @@
 //! Templates cannot read the environment, files or the network: no function does. Execution is
 //! bounded by [`Limits`]: template size, output size, nesting depth (blocks, parentheses and
 //! `template` calls, including recursion), total `range` iterations and total evaluation steps.
-//! Exceeding a limit is an error whose [`ErrorKind`] is `Limit`.
+//! Exceeding a limit is an error whose [`ErrorKind`] is `Limit`; running out of the CPU budget
+//! (steps, with expensive functions charged their real cost) or past the optional wall-clock
+//! [`Limits::deadline`] is `Budget`. [`TemplateError::is_limit`] is true for both.
 //!
 //! ## Errors
 //!
@@ -48,6 +50,8 @@
 #![forbid(unsafe_code)]
 
 mod ast;
+mod cost;
+mod der;
 mod error;
 mod eval;
 mod funcs;
@@ -56,6 +60,7 @@ mod parser;
 mod value;
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 pub use error::{ErrorKind, TemplateError};
 pub use value::Value;
@@ -72,8 +77,24 @@ pub struct Limits {
     pub max_depth: usize,
     /// Most `range` iterations in one execution (all loops together).
     pub max_range_iterations: usize,
-    /// Most evaluation steps in one execution (nodes, function calls, value sizes inspected).
+    /// Most evaluation steps in one execution: the CPU budget. A node or a cheap function call
+    /// is one step (about 100 ns); functions are charged for what they really cost (`bcrypt`
+    /// a million steps, RSA and PKCS#12 by key size and iteration count, string builders and
+    /// parsers by size). The default, ten million, is about a second of CPU.
     pub max_steps: usize,
+    /// When set, execution stops with a [`ErrorKind::Budget`] error once this instant has passed.
+    /// Checked while evaluating (every few thousand steps and before every expensive call), so a
+    /// render ends within a few milliseconds of it wherever it is; one uninterruptible function
+    /// call (a single `bcrypt`, one keystore) can overrun by its own duration.
+    pub deadline: Option<Instant>,
+}
+
+impl Limits {
+    /// These limits with a wall-clock deadline `within` from now (shared by every template
+    /// rendered with them).
+    pub fn within(self, within: Duration) -> Self {
+        Limits { deadline: Instant::now().checked_add(within), ..self }
+    }
 }
 
 impl Default for Limits {
@@ -86,6 +107,7 @@ impl Default for Limits {
             max_depth: 64,
             max_range_iterations: 100_000,
             max_steps: 10_000_000,
+            deadline: None,
         }
     }
 }

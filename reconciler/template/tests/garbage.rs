@@ -91,6 +91,7 @@ fn limits() -> Limits {
         max_depth: 16,
         max_range_iterations: 200,
         max_steps: 20_000,
+        deadline: None,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use keyward_template::{ErrorKind, Limits, render};
+use keyward_template::{Limits, render};
 
 fn run_with(src: &str, limits: &Limits) -> Result<String, keyward_template::TemplateError> {
     let data = BTreeMap::from([("v".to_string(), b"value".to_vec())]);
@@ -13,7 +13,7 @@ fn limit_err(src: &str, limits: &Limits, want: &str) {
     match run_with(src, limits) {
         Ok(out) => panic!("{src}: expected limit error, got {} bytes", out.len()),
         Err(e) => {
-            assert!(matches!(e.kind, ErrorKind::Limit(_)), "{src}: not a limit error: {e}");
+            assert!(e.is_limit(), "{src}: not a limit error: {e}");
             assert!(e.to_string().contains(want), "{src}: {e} does not contain {want:?}");
         }
     }
@@ -26,6 +26,7 @@ fn small() -> Limits {
         max_depth: 10,
         max_range_iterations: 100,
         max_steps: 100_000,
+        deadline: None,
     }
 }
 
