@@ -60,6 +60,19 @@ impl StoreKind {
     }
 }
 
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+
+    /// Parses a kind as written by [`StoreKind::as_str`] (status keys such as
+    /// `status.syncedPushSecrets` are `Kind/Name`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [StoreKind::SecretStore, StoreKind::ClusterSecretStore, StoreKind::Provider, StoreKind::ClusterProvider]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown store kind {s:?}"))
+    }
+}
+
 impl std::fmt::Display for StoreKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -134,4 +147,20 @@ pub struct LocalObjectReference {
     /// Name of the referenced object.
     #[serde(default)]
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreKind;
+
+    #[test]
+    fn store_kinds_parse_as_they_are_written() {
+        for k in
+            [StoreKind::SecretStore, StoreKind::ClusterSecretStore, StoreKind::Provider, StoreKind::ClusterProvider]
+        {
+            assert_eq!(k.as_str().parse::<StoreKind>(), Ok(k));
+        }
+        assert!("secretstore".parse::<StoreKind>().is_err(), "kinds are case-sensitive, as in manifests");
+        assert!("".parse::<StoreKind>().is_err());
+    }
 }

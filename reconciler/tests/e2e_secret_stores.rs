@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::{Capabilities, ClusterSecretStore, ExternalSecret, ProviderStatus, PushSecret, SecretStore};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::*;
 
@@ -69,8 +69,9 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
             let sa = ServiceAccount { metadata: ObjectMeta { name: Some("reader".into()), ..Default::default() }, ..Default::default() };
             sas.create(&PostParams::default(), &sa).await.unwrap();
-            // Reads for the ExternalSecrets, writes for the PushSecret that selects the store.
-            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch", "create", "update", "patch"]).await;
+            // Reads for the ExternalSecrets, writes and the delete for the PushSecret that selects
+            // the store.
+            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch", "create", "update", "patch", "delete"]).await;
             let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
             apply(
                 &remote_secrets,
@@ -234,6 +235,27 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             })
             .await;
             assert_eq!(pushed.keys().collect::<Vec<_>>(), ["SecretStore/k8s-store"], "only the labelled store");
+
+            // Deleting it with deletionPolicy Delete removes what it pushed through the SecretStore
+            // and releases the finalizer, so the PushSecret (and its namespace) can go.
+            pss.patch("by-label", &PatchParams::default(), &Patch::Merge(json!({"spec": {"deletionPolicy": "Delete"}})))
+                .await
+                .unwrap();
+            eventually("the PushSecret holds its finalizer", WAIT, || async {
+                let ps = pss.get("by-label").await.ok()?;
+                ps.metadata.finalizers.unwrap_or_default().iter().any(|f| f == "pushsecret.externalsecrets.io/finalizer").then_some(())
+            })
+            .await;
+            pss.delete("by-label", &DeleteParams::default()).await.unwrap();
+            eventually("the PushSecret is gone once its remote copy is deleted", WAIT, || async {
+                pss.get_opt("by-label").await.ok()?.is_none().then_some(())
+            })
+            .await;
+            let remote = remote_secrets.get_opt("pushed").await.unwrap();
+            assert!(
+                remote.as_ref().is_none_or(|s| value(s, "token").is_none()),
+                "the pushed property is deleted in the remote namespace: {remote:?}"
+            );
 
             // A store changed to a provider Keyward serves is checked again at once (its watch
             // triggers the check) and turns Ready.

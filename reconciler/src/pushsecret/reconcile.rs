@@ -361,11 +361,8 @@ async fn delete_remote(ctx: &Context, ns: &str, previous: &Synced, current: &Syn
             continue;
         }
         let (kind, name) = store_key.split_once('/').ok_or_else(|| format!("malformed store key {store_key:?}"))?;
-        let kind = match kind {
-            "Provider" => StoreKind::Provider,
-            "ClusterProvider" => StoreKind::ClusterProvider,
-            other => return Err(format!("unknown store kind {other:?} in status").into()),
-        };
+        // Every kind a push can go through, as `stores.rs` writes the key.
+        let kind: StoreKind = kind.parse().map_err(|e| format!("{e} in status key {store_key:?}"))?;
         let (client, _) =
             ctx.manager.client_for(kind, name, ns, Need::Write).await.map_err(|e| format!("{store_key}: {e}"))?;
         for d in gone {
