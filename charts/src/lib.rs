@@ -94,7 +94,7 @@ providers:
     rules:
       - apiGroups: ["provider.external-secrets.io"]
         resources: ["kubernetes"]
-        verbs: ["get", "list", "watch"]
+        verbs: ["get"]
   - name: fake
     enabled: true
     command: keyward-provider-fake

@@ -24,6 +24,32 @@ use keyward_chart_tests::{
 use keyward_e2e::{control_plane, spawn_logged, with_temp_namespace, workspace_binary};
 use kube::{Api, Client};
 
+/// The objects of a rendered chart.
+fn objects(rendered: &str) -> Vec<serde_json::Value> {
+    rendered
+        .split("\n---")
+        .filter_map(|d| serde_yaml::from_str::<serde_json::Value>(d).ok())
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+/// `helm template kw` of the chart in namespace `keyward` with `--set` pairs (no cluster needed).
+fn render(sets: &[&str]) -> Vec<serde_json::Value> {
+    let mut cmd = helm(Path::new("/nonexistent"));
+    cmd.args(["template", "kw"]).arg(chart_dir()).args(["-n", "keyward"]);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    objects(&run(cmd))
+}
+
+fn find<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind} {name} not rendered"))
+}
+
 fn template(kubeconfig: &Path, release: &str, ns: &str, values: &Path, extra: &[&str]) -> String {
     let mut cmd = helm(kubeconfig);
     cmd.args(["template", release]).arg(chart_dir()).args(["-n", ns, "-f"]).arg(values).args(extra);
@@ -62,6 +88,8 @@ fn helm_lint_passes_in_both_modes_and_the_schema_refuses_bad_values() {
         ("webhook.replicas=0", "replicas"),
         ("certs.leafValidity=soon", "leafValidity"),
         ("unknownKey=1", "unknownKey"),
+        ("networkPolicy.enabled=maybe", "networkPolicy"),
+        ("networkPolicy.metrics.from[0].everyone=true", "everyone"),
     ] {
         let mut cmd = helm(kubeconfig);
         cmd.args(["template", "kw"]).arg(chart_dir()).args(["--set", bad]);
@@ -97,7 +125,8 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
             assert!(ok, "{mode}: server-side dry run refused the chart:\n{out}");
             let kinds: Vec<&str> = rendered.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
             assert_eq!(kinds.contains(&"Certificate"), cert_manager, "{mode}: Certificates only with cert-manager");
-            assert_eq!(kinds.contains(&"Issuer"), cert_manager && extra.is_empty(), "{mode}: Issuers");
+            // The release's own CA chain is there with a user issuer too: it signs provider mTLS.
+            assert_eq!(kinds.contains(&"Issuer"), cert_manager, "{mode}: Issuers");
             let certs_deployment = format!("name: {ns}-dry-certs\n");
             assert_eq!(
                 rendered.contains(&certs_deployment),
@@ -330,7 +359,8 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
             assert!(can_i(kc, &ns, &sa("webhook"), verb, "clustersecretstores.external-secrets.io"));
         }
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));
-        assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
+        assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "get", "kubernetes.provider.external-secrets.io"));
+        assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
         assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "fakes.provider.external-secrets.io"));
 
         // Run the certs Deployment's container locally: its environment, its ServiceAccount.
@@ -449,4 +479,216 @@ async fn helm_install_cert_manager_mode_creates_issuers_certificates_and_injecti
         helm_uninstall(cp.kubeconfig(), "keyward", &ns);
     })
     .await;
+}
+
+/// Provider mTLS is the release's own: with `certManager.issuerRef` naming a ClusterIssuer (one a
+/// tenant can use too), the reconciler's client certificate and the providers' server
+/// certificates — whose `ca.crt` is what providers verify callers against — are signed by the
+/// release's own CA chain; only the webhook's serving certificate comes from the user's issuer.
+#[test]
+fn provider_mtls_is_signed_by_the_releases_own_ca_even_with_a_user_cluster_issuer() {
+    let own = serde_json::json!({"name": "keyward-ca", "kind": "Issuer", "group": "cert-manager.io"});
+    let corp = serde_json::json!({"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"});
+    let user = [
+        "certManager.enabled=true",
+        "certManager.issuerRef.name=corp-ca",
+        "certManager.issuerRef.kind=ClusterIssuer",
+        "certManager.issuerRef.group=cert-manager.io",
+    ];
+    for (mode, sets, webhook_issuer) in
+        [("chart CA", &user[..1], own.clone()), ("user ClusterIssuer", &user[..], corp.clone())]
+    {
+        let objects = render(sets);
+        // The release's own chain: self-signed Issuer → CA Certificate → CA Issuer, namespaced.
+        assert!(find(&objects, "Issuer", "keyward-selfsigned")["spec"]["selfSigned"].is_object(), "{mode}");
+        let ca = &find(&objects, "Certificate", "keyward-ca")["spec"];
+        assert_eq!(ca["isCA"], true, "{mode}");
+        assert_eq!(ca["issuerRef"]["name"], "keyward-selfsigned", "{mode}");
+        assert_eq!(ca["issuerRef"]["kind"], "Issuer", "{mode}");
+        assert_eq!(find(&objects, "Issuer", "keyward-ca")["spec"]["ca"]["secretName"], ca["secretName"], "{mode}");
+        let client = &find(&objects, "Certificate", "keyward-reconciler-client")["spec"];
+        assert_eq!(client["secretName"], "keyward-provider-tls", "{mode}");
+        assert_eq!(client["issuerRef"], own, "{mode}: the reconciler's client certificate");
+        let provider = &find(&objects, "Certificate", "keyward-provider-kubernetes")["spec"];
+        assert_eq!(provider["issuerRef"], own, "{mode}: the provider's server certificate and its ca.crt");
+        let webhook = &find(&objects, "Certificate", "keyward-webhook")["spec"];
+        assert_eq!(webhook["issuerRef"], webhook_issuer, "{mode}: the webhook's serving certificate");
+        // Nothing but the webhook's certificate ever names the user's issuer.
+        for c in objects.iter().filter(|o| o["kind"] == "Certificate") {
+            if c["metadata"]["name"] != "keyward-webhook" {
+                assert_ne!(c["spec"]["issuerRef"], corp, "{mode}: {}", c["metadata"]["name"]);
+            }
+        }
+        assert!(!objects.iter().any(|o| o["kind"] == "ClusterIssuer"), "{mode}: the chart makes no ClusterIssuer");
+    }
+}
+
+/// Who may open `port` on Pods labelled `labels` under `policies`: `None` when anyone may (no
+/// policy selects the Pods, or a rule for the port has no `from`), else the peers of the rules
+/// covering the port (empty: nobody).
+fn ingress_peers(
+    policies: &[&serde_json::Value],
+    labels: &serde_json::Value,
+    port: u16,
+) -> Option<Vec<serde_json::Value>> {
+    let selects = |selector: &serde_json::Value, labels: &serde_json::Value| {
+        assert!(selector.get("matchExpressions").is_none(), "the evaluator knows matchLabels only");
+        selector["matchLabels"].as_object().into_iter().flatten().all(|(k, v)| &labels[k] == v)
+    };
+    let selecting: Vec<_> = policies.iter().filter(|p| selects(&p["spec"]["podSelector"], labels)).collect();
+    if selecting.is_empty() {
+        return None;
+    }
+    let mut peers = Vec::new();
+    for rule in selecting.iter().flat_map(|p| p["spec"]["ingress"].as_array().cloned().unwrap_or_default()) {
+        let covers = match rule["ports"].as_array() {
+            None => true,
+            Some(ports) => ports.iter().any(|p| p["port"] == port),
+        };
+        if !covers {
+            continue;
+        }
+        match rule["from"].as_array() {
+            None => return None,
+            Some(from) if from.is_empty() => return None,
+            Some(from) => peers.extend(from.iter().cloned()),
+        }
+    }
+    Some(peers)
+}
+
+/// The NetworkPolicies: every Keyward Pod is selected; provider gRPC ports admit only this
+/// release's reconciler Pods (a podSelector of the release namespace, never another namespace);
+/// the webhook and metrics ports admit the configured peers (anywhere when none are given); no
+/// other port is open; egress is not restricted; `networkPolicy.enabled=false` renders none. The
+/// API server accepts them (server-side dry run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_policies_admit_only_the_reconciler_to_provider_ports_and_can_be_turned_off() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        let cp = control_plane().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format!("{ns}-np");
+        for cert_manager in [false, true] {
+            let values = write_values(dir.path(), "values.yaml", &test_values(&f, cert_manager));
+            let objects = objects(&template(cp.kubeconfig(), "kw", &ns, &values, &[]));
+            let policies: Vec<&serde_json::Value> = objects.iter().filter(|o| o["kind"] == "NetworkPolicy").collect();
+            assert!(!policies.is_empty(), "NetworkPolicies are on by default");
+            for p in &policies {
+                assert_eq!(p["spec"]["policyTypes"], serde_json::json!(["Ingress"]), "egress stays open");
+                assert_eq!(p["metadata"]["namespace"], ns.as_str());
+            }
+            let pod_labels = |component: &str| {
+                find(&objects, "Deployment", &format!("{f}-{component}"))["spec"]["template"]["metadata"]["labels"]
+                    .clone()
+            };
+            // No Keyward Pod is left out.
+            for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
+                let labels = &d["spec"]["template"]["metadata"]["labels"];
+                assert!(
+                    ingress_peers(&policies, labels, 1).is_some(),
+                    "{} is selected by a NetworkPolicy",
+                    d["metadata"]["name"]
+                );
+            }
+            let reconciler = pod_labels("reconciler");
+            let others: Vec<serde_json::Value> = ["webhook", "provider-kubernetes", "provider-fake"]
+                .iter()
+                .map(|c| pod_labels(c))
+                .chain((!cert_manager).then(|| pod_labels("certs")))
+                .collect();
+            for provider in ["provider-kubernetes", "provider-fake"] {
+                let labels = pod_labels(provider);
+                let peers = ingress_peers(&policies, &labels, 8443).expect("the gRPC port is restricted");
+                assert_eq!(peers.len(), 1, "{provider}: {peers:?}");
+                let peer = peers[0].as_object().expect("peer");
+                assert_eq!(peer.keys().collect::<Vec<_>>(), ["podSelector"], "{provider}: this namespace only");
+                let admits = |labels: &serde_json::Value| {
+                    peer["podSelector"]["matchLabels"].as_object().expect("matchLabels").iter().all(|(k, v)| &labels[k] == v)
+                };
+                assert!(admits(&reconciler), "{provider}: the reconciler Pods");
+                for other in &others {
+                    assert!(!admits(other), "{provider}: not {other}");
+                }
+                assert_eq!(ingress_peers(&policies, &labels, 8080), None, "{provider}: metrics from anywhere by default");
+                assert_eq!(ingress_peers(&policies, &labels, 9443), Some(vec![]), "{provider}: no other port");
+            }
+            let webhook = pod_labels("webhook");
+            assert_eq!(ingress_peers(&policies, &webhook, 9443), None, "the API server may be anywhere");
+            assert_eq!(ingress_peers(&policies, &webhook, 8081), None);
+            assert_eq!(ingress_peers(&policies, &webhook, 8443), Some(vec![]));
+            assert_eq!(ingress_peers(&policies, &reconciler, 8080), None);
+            assert_eq!(ingress_peers(&policies, &reconciler, 8443), Some(vec![]), "the reconciler serves nothing else");
+            if !cert_manager {
+                assert_eq!(ingress_peers(&policies, &pod_labels("certs"), 8080), Some(vec![]), "keyward-certs: nothing");
+            }
+        }
+
+        // Narrowed sources, and the API server accepts the result.
+        let narrowed = format!(
+            "{}networkPolicy:\n  webhook:\n    from: [{{ipBlock: {{cidr: 10.0.0.0/8}}}}]\n  metrics:\n    from:\n      - namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: monitoring}}}}\n",
+            test_values(&f, false)
+        );
+        let values = write_values(dir.path(), "narrowed.yaml", &narrowed);
+        let rendered = template(cp.kubeconfig(), "kw", &ns, &values, &[]);
+        let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
+        assert!(ok, "server-side dry run refused the NetworkPolicies:\n{out}");
+        let objects = objects(&rendered);
+        let policies: Vec<&serde_json::Value> = objects.iter().filter(|o| o["kind"] == "NetworkPolicy").collect();
+        let labels = |component: &str| {
+            find(&objects, "Deployment", &format!("{f}-{component}"))["spec"]["template"]["metadata"]["labels"].clone()
+        };
+        let ip_block = serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/8"}}]);
+        let monitoring =
+            serde_json::json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]);
+        assert_eq!(ingress_peers(&policies, &labels("webhook"), 9443).map(serde_json::Value::from), Some(ip_block));
+        for c in ["webhook", "reconciler", "provider-kubernetes"] {
+            let port = if c == "webhook" { 8081 } else { 8080 };
+            assert_eq!(
+                ingress_peers(&policies, &labels(c), port).map(serde_json::Value::from),
+                Some(monitoring.clone()),
+                "{c}"
+            );
+        }
+        assert_eq!(ingress_peers(&policies, &labels("provider-kubernetes"), 8443).map(|p| p.len()), Some(1));
+
+        let values = write_values(dir.path(), "values.yaml", &test_values(&f, false));
+        let off = template(cp.kubeconfig(), "kw", &ns, &values, &["--set", "networkPolicy.enabled=false"]);
+        assert!(!off.contains("kind: NetworkPolicy"), "networkPolicy.enabled=false renders none");
+    })
+    .await;
+}
+
+/// The providers' ClusterRoles as shipped: only what their configurations can name, no
+/// list/watch where a provider reads objects by name.
+#[test]
+fn default_provider_rules_grant_only_what_the_shipped_configurations_name() {
+    let objects = render(&[]);
+    let rules =
+        find(&objects, "ClusterRole", "keyward-provider-kubernetes")["rules"].as_array().cloned().expect("rules");
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect()
+    };
+    let mut grants = Vec::new();
+    for r in &rules {
+        for group in strings(&r["apiGroups"]) {
+            for resource in strings(&r["resources"]) {
+                for verb in strings(&r["verbs"]) {
+                    grants.push(format!("{verb} {group}/{resource}"));
+                }
+            }
+        }
+    }
+    grants.sort();
+    assert_eq!(
+        grants,
+        [
+            "create /serviceaccounts/token",
+            "get /configmaps",
+            "get /secrets",
+            "get external-secrets.io/clustersecretstores",
+            "get external-secrets.io/secretstores",
+            "get provider.external-secrets.io/kubernetes",
+        ],
+        "the Kubernetes provider reads its config, the store kinds and what they name, by name"
+    );
 }

@@ -25,28 +25,14 @@ const NS: &str = "keyward";
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The chart's defaults (the Kubernetes provider with the ClusterRole the chart ships), plus a
+/// second reconciler.
 fn values(cert_manager: bool) -> String {
     format!(
         r#"certManager:
   enabled: {cert_manager}
 reconciler:
   replicas: 2
-providers:
-  - name: kubernetes
-    enabled: true
-    command: keyward-provider-kubernetes
-    port: 8443
-    healthPort: 8080
-    rules:
-      - apiGroups: ["provider.external-secrets.io"]
-        resources: ["kubernetes"]
-        verbs: ["get", "list", "watch"]
-      - apiGroups: [""]
-        resources: ["secrets", "configmaps"]
-        verbs: ["get"]
-      - apiGroups: [""]
-        resources: ["serviceaccounts/token"]
-        verbs: ["create"]
 "#
     )
 }
@@ -486,5 +472,244 @@ async fn helm_install_cert_manager_mode_runs_and_serves_end_to_end() {
     let options = CertManagerOptions { leader_election_namespace: Some("kube-system".into()), ..Default::default() };
     let mut cert_manager = cert_manager(cluster.kubeconfig(), &options).await;
     install_and_use(true).await;
+    cert_manager.assert_running();
+}
+
+/// A CA ClusterIssuer shared with every tenant, the way many clusters run cert-manager: a
+/// self-signed ClusterIssuer signs a CA Certificate in cert-manager's cluster resource namespace,
+/// and the CA ClusterIssuer `kw-shared` signs whatever Certificate any namespace asks for.
+const SHARED_ISSUER: &str = r#"apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: kw-shared-selfsigned}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: kw-shared-ca, namespace: kube-system}
+spec:
+  isCA: true
+  commonName: kw-shared-ca
+  secretName: kw-shared-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: kw-shared-selfsigned, kind: ClusterIssuer, group: cert-manager.io}
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: kw-shared}
+spec:
+  ca: {secretName: kw-shared-ca}
+"#;
+
+/// What a tenant of `kw-other` can ask the shared issuer for: a client certificate issued to the
+/// reconciler's name.
+const FORGED: &str = r#"apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: forged, namespace: kw-other}
+spec:
+  secretName: forged
+  commonName: keyward-reconciler
+  usages: ["digital signature", "key encipherment", "client auth"]
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: kw-shared, kind: ClusterIssuer, group: cert-manager.io}
+"#;
+
+/// One key of a Secret, decoded.
+fn secret_key(kc: &Path, ns: &str, name: &str, key: &str) -> Option<String> {
+    let jsonpath = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
+    let b64 = output(kc, &["get", "secret", name, "-n", ns, "-o", &jsonpath]);
+    String::from_utf8(BASE64.decode(b64).ok()?).ok().filter(|s| !s.is_empty())
+}
+
+fn ready(kc: &Path, kind: &str, ns: Option<&str>, name: &str) -> bool {
+    let mut args = vec!["get", kind, name, "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#];
+    if let Some(ns) = ns {
+        args.extend(["-n", ns]);
+    }
+    output(kc, &args) == "True"
+}
+
+/// `GetSecret` straight to a provider Pod, as whoever holds `cert`/`key`, asking for the
+/// operator's configuration `NS/source` the way a ClusterProvider with `ProviderNamespace` scope
+/// would, on behalf of `kw-other` — a namespace that ClusterProvider does not admit.
+async fn call_provider(pod_ip: &str, server_ca: &str, cert: &str, key: &str) -> Result<String, String> {
+    use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+    use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference};
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(server_ca))
+        .domain_name(format!("{RELEASE}-provider-kubernetes.{NS}.svc"))
+        .identity(Identity::from_pem(cert, key));
+    let endpoint = Endpoint::from_shared(format!("https://{pod_ip}:8443"))
+        .map_err(|e| format!("endpoint: {e}"))?
+        .tls_config(tls)
+        .map_err(|e| format!("tls: {e}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(20));
+    let channel = endpoint.connect().await.map_err(|e| format!("connect: {e:?}"))?;
+    let request = GetSecretRequest {
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: "database".into(),
+            property: "password".into(),
+            ..Default::default()
+        }),
+        provider_ref: Some(ProviderReference {
+            api_version: "provider.external-secrets.io/v2alpha1".into(),
+            kind: "Kubernetes".into(),
+            name: "source".into(),
+            namespace: NS.into(),
+            store_ref_kind: "ClusterProvider".into(),
+            authentication_scope: "ProviderNamespace".into(),
+        }),
+        source_namespace: "kw-other".into(),
+    };
+    let reply = SecretStoreProviderClient::new(channel).get_secret(request).await.map_err(|s| format!("{s:?}"))?;
+    Ok(String::from_utf8_lossy(&reply.into_inner().value).into_owned())
+}
+
+/// `a=b,c=d` from a NetworkPolicy selector's `matchLabels`.
+fn label_selector(selector: &serde_json::Value) -> String {
+    let labels = selector["matchLabels"].as_object().cloned().unwrap_or_default();
+    assert!(!labels.is_empty() && selector.get("matchExpressions").is_none(), "matchLabels only: {selector}");
+    labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
+}
+
+/// cert-manager mode with `certManager.issuerRef` pointing at a ClusterIssuer every tenant may
+/// use. A tenant gets a Certificate from it with `commonName: keyward-reconciler` (cert-manager's
+/// approver signs it) and calls the Kubernetes provider's gRPC port directly with it: the
+/// handshake is refused, because provider mTLS is signed by the release's own CA, and the same
+/// call with the reconciler's certificate shows what it would have returned. The provider's
+/// NetworkPolicy selects the provider Pod and lets in only the reconciler Pods (the node's bridge
+/// CNI does not enforce NetworkPolicy, so the test checks what the policy selects, not packets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept() {
+    let _serial = SERIAL.lock().await;
+    let cluster = node_cluster().await;
+    let kc = cluster.kubeconfig();
+    let options = CertManagerOptions { leader_election_namespace: Some("kube-system".into()), ..Default::default() };
+    let mut cert_manager = cert_manager(kc, &options).await;
+    let image = image(cluster);
+
+    apply(kc, SHARED_ISSUER);
+    eventually(
+        "the shared CA ClusterIssuer is Ready",
+        Duration::from_secs(90),
+        || ready(kc, "clusterissuer", None, "kw-shared").then_some(()),
+        || output(kc, &["get", "clusterissuers,certificates", "-A", "-o", "wide"]),
+    )
+    .await;
+    let shared_ca = secret_key(kc, "kube-system", "kw-shared-ca", "tls.crt").expect("shared CA certificate");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let values_file = dir.path().join("values.yaml");
+    let shared = "  issuerRef: {name: kw-shared, kind: ClusterIssuer, group: cert-manager.io}\n";
+    let with_issuer = values(true).replace("  enabled: true\n", &format!("  enabled: true\n{shared}"));
+    assert!(with_issuer.contains("kw-shared"), "{with_issuer}");
+    std::fs::write(&values_file, with_issuer).expect("values");
+    let mut install = helm(kc);
+    install
+        .args(["install", RELEASE])
+        .arg(chart_dir())
+        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
+        .arg(&values_file);
+    run(install);
+    let images = output(kc, &["get", "pods", "-n", NS, "-o", "jsonpath={.items[*].spec.containers[*].image}"]);
+    assert!(images.split_whitespace().all(|i| i == image), "chart default image {image}, Pods run: {images}");
+
+    // The user's issuer signs what the API server checks; provider mTLS is the release's own.
+    let now = time::OffsetDateTime::now_utc();
+    let own_ca = secret_key(kc, NS, &format!("{RELEASE}-ca"), "tls.crt").expect("the release's CA");
+    assert_ne!(own_ca, shared_ca);
+    let webhook_ca = secret_key(kc, NS, &format!("{RELEASE}-webhook-tls"), "ca.crt").expect("webhook ca.crt");
+    assert_eq!(webhook_ca.trim(), shared_ca.trim(), "the webhook's serving certificate comes from the user's issuer");
+    let provider_ca =
+        secret_key(kc, NS, &format!("{RELEASE}-provider-kubernetes-tls"), "ca.crt").expect("provider ca.crt");
+    let client_ca = secret_key(kc, NS, "keyward-provider-tls", "ca.crt").expect("reconciler ca.crt");
+    assert_eq!(provider_ca.trim(), own_ca.trim(), "providers verify callers against the release's CA");
+    assert_eq!(client_ca.trim(), own_ca.trim(), "the reconciler verifies providers against the release's CA");
+
+    // An operator configuration, a ClusterProvider admitting only labelled namespaces, and a
+    // tenant namespace (kw-other) it does not admit.
+    let cluster_ca = std::fs::read(cluster.dir().join("pki/ca.crt")).expect("cluster CA");
+    tenants(kc, &BASE64.encode(cluster_ca));
+    eventually(
+        "the ClusterProvider is Ready (the provider Deployment answered)",
+        Duration::from_secs(90),
+        || ready(kc, "clusterprovider", None, "kw-source").then_some(()),
+        || output(kc, &["get", "clusterprovider", "kw-source", "-o", "yaml"]),
+    )
+    .await;
+    let (ok, out) = kubectl_input(kc, &["apply", "-f", "-"], &external_secret("kw-other", "database"));
+    assert!(!ok && out.contains("kw-other"), "the webhook (user-issued certificate) refuses kw-other:\n{out}");
+
+    // The tenant asks the shared issuer for the reconciler's name, and gets it.
+    apply(kc, FORGED);
+    eventually(
+        "the tenant's Certificate is issued",
+        Duration::from_secs(90),
+        || ready(kc, "certificate", Some("kw-other"), "forged").then_some(()),
+        || output(kc, &["get", "certificate,certificaterequest", "-n", "kw-other", "-o", "yaml"]),
+    )
+    .await;
+    let forged_cert = secret_key(kc, "kw-other", "forged", "tls.crt").expect("forged tls.crt");
+    let forged_key = secret_key(kc, "kw-other", "forged", "tls.key").expect("forged tls.key");
+    assert!(keyward_certs::bundle::verifies_against_bundle(&forged_cert, &shared_ca, now), "signed by the shared CA");
+    assert!(
+        !keyward_certs::bundle::verifies_against_bundle(&forged_cert, &provider_ca, now),
+        "the provider's client CA must not trust a certificate of the shared issuer"
+    );
+
+    let provider_pods = pods(kc, NS, "app.kubernetes.io/component=provider-kubernetes");
+    let pod_ip = output(kc, &["get", "pod", &provider_pods[0], "-n", NS, "-o", "jsonpath={.status.podIP}"]).to_string();
+    assert!(!pod_ip.is_empty(), "provider Pod IP");
+    // Control: the reconciler's own certificate, with the very same forged reference, gets the
+    // operator's secret — a provider believes its caller about namespaces and scopes.
+    let reconciler_cert = secret_key(kc, NS, "keyward-provider-tls", "tls.crt").expect("reconciler tls.crt");
+    let reconciler_key = secret_key(kc, NS, "keyward-provider-tls", "tls.key").expect("reconciler tls.key");
+    let value = call_provider(&pod_ip, &provider_ca, &reconciler_cert, &reconciler_key).await;
+    assert_eq!(value.as_deref(), Ok("first-value"), "control call with the reconciler's certificate");
+    // The tenant's certificate is refused at the handshake.
+    let refused = call_provider(&pod_ip, &provider_ca, &forged_cert, &forged_key).await;
+    let err = refused.expect_err("a tenant's certificate from the shared issuer must not reach the provider");
+    assert!(!err.contains("first-value"), "{err}");
+    let logs = output(kc, &["logs", "-n", NS, &provider_pods[0], "--tail", "200"]);
+    assert!(logs.contains("TLS handshake refused"), "the provider logs the refused handshake:\n{logs}");
+
+    // The provider's NetworkPolicy selects the provider Pods and admits only reconciler Pods of
+    // the release namespace to the gRPC port.
+    let policy: serde_json::Value = serde_json::from_str(&output(
+        kc,
+        &["get", "networkpolicy", &format!("{RELEASE}-provider-kubernetes"), "-n", NS, "-o", "json"],
+    ))
+    .expect("provider NetworkPolicy");
+    let mut selected = pods(kc, NS, &label_selector(&policy["spec"]["podSelector"]));
+    let mut want = provider_pods.clone();
+    selected.sort();
+    want.sort();
+    assert_eq!(selected, want, "the policy selects the provider Pods");
+    let grpc = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress")
+        .iter()
+        .find(|r| r["ports"][0]["port"] == 8443)
+        .expect("a rule for the gRPC port");
+    let peers = grpc["from"].as_array().expect("gRPC port only from listed peers");
+    assert_eq!(peers.len(), 1, "{peers:?}");
+    assert!(peers[0].get("namespaceSelector").is_none() && peers[0].get("ipBlock").is_none(), "{peers:?}");
+    let mut admitted = pods(kc, NS, &label_selector(&peers[0]["podSelector"]));
+    let mut reconcilers = pods(kc, NS, "app.kubernetes.io/component=reconciler");
+    admitted.sort();
+    reconcilers.sort();
+    assert_eq!(admitted, reconcilers, "only the reconciler Pods reach the gRPC port");
+    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]), "egress stays open");
+
+    let mut uninstall = helm(kc);
+    uninstall.args(["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "3m"]);
+    run(uninstall);
+    for ns in ["kw-source", "kw-team", "kw-other", NS] {
+        let _ = kubectl(kc).args(["delete", "namespace", ns, "--wait=true", "--timeout=120s"]).output();
+    }
+    let _ = kubectl(kc).args(["delete", "clusterprovider", "kw-source"]).output();
+    let _ = kubectl_input(kc, &["delete", "--ignore-not-found", "-f", "-"], SHARED_ISSUER);
+    let _ = kubectl(kc).args(["delete", "secret", "kw-shared-ca", "-n", "kube-system", "--ignore-not-found"]).output();
     cert_manager.assert_running();
 }
