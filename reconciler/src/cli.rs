@@ -84,6 +84,15 @@ pub struct Cli {
     /// rotations causes one rollout.
     #[arg(long, env = "KEYWARD_RELOAD_DEBOUNCE", default_value = "2s", value_parser = duration)]
     pub reload_debounce: Duration,
+    /// Wall-clock limit of one template render (`target.template`, PushSecret `template`,
+    /// `rewrite.transform`); on top of each template's CPU budget. A render that runs out of
+    /// either sets `Ready=False` (reason `TemplateBudgetExceeded`) and keeps the Secret's data.
+    #[arg(long, env = "KEYWARD_TEMPLATE_TIME_LIMIT", default_value = "5s", value_parser = duration)]
+    pub template_time_limit: Duration,
+    /// Template renders that may run at once, on threads of their own (one per namespace at
+    /// most, so one namespace's templates never hold every slot).
+    #[arg(long, env = "KEYWARD_TEMPLATE_RENDER_SLOTS", default_value_t = 2)]
+    pub template_render_slots: usize,
     /// How long in-flight reconciles may run on after a shutdown signal.
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,

@@ -19,6 +19,7 @@ use rand::Rng;
 use crate::caches::{ManagedSecret, Packed};
 use crate::clientmanager::ClientManager;
 use crate::metrics::Metrics;
+use crate::renders::RenderPool;
 
 /// Controller settings.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +32,10 @@ pub struct Settings {
     pub error_backoff_max: Duration,
     /// Provider calls one ExternalSecret makes at once.
     pub fetch_concurrency: usize,
+    /// Wall-clock limit of one template render (on top of its CPU budget).
+    pub render_time_limit: Duration,
+    /// Template renders that may run at once (one per namespace at most).
+    pub render_slots: usize,
 }
 
 impl Default for Settings {
@@ -40,6 +45,8 @@ impl Default for Settings {
             error_backoff_base: Duration::from_secs(2),
             error_backoff_max: Duration::from_secs(300),
             fetch_concurrency: 8,
+            render_time_limit: Duration::from_secs(5),
+            render_slots: 2,
         }
     }
 }
@@ -130,6 +137,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Settings.
     pub settings: Settings,
+    /// Where templates are rendered (off the async workers, with a time limit).
+    pub renders: RenderPool,
     reporter: Reporter,
     objects: Mutex<HashMap<ObjectKey, PerObject>>,
 }
@@ -144,7 +153,8 @@ impl Context {
         reporter: Reporter,
         settings: Settings,
     ) -> Self {
-        Context { client, caches, manager, metrics, settings, reporter, objects: Mutex::new(HashMap::new()) }
+        let renders = RenderPool::new(settings.render_slots, settings.render_time_limit);
+        Context { client, caches, manager, metrics, settings, renders, reporter, objects: Mutex::new(HashMap::new()) }
     }
 
     fn objects(&self) -> MutexGuard<'_, HashMap<ObjectKey, PerObject>> {

@@ -17,6 +17,7 @@ pub mod predicate;
 pub mod provider;
 pub mod pushsecret;
 pub mod reload;
+pub mod renders;
 pub mod run;
 pub mod selector;
 pub mod tracked;

@@ -199,6 +199,8 @@ async fn lead(
         Settings {
             provider_check_interval: cli.provider_check_interval,
             error_backoff_base: cli.error_backoff,
+            render_time_limit: cli.template_time_limit,
+            render_slots: cli.template_render_slots,
             ..Settings::default()
         },
     ));

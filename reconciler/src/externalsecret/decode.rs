@@ -8,7 +8,16 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_S
 use keyward_crds::external_secret::{
     DecodingStrategy, ExternalSecretRewrite, MergeConflictPolicy, MergePriorityPolicy, MergeStrategy, RewriteMerge,
 };
+use keyward_template::Limits;
 use regex::Regex;
+
+use crate::renders::RenderError;
+
+/// Steps a key transform may take off the render pool (PushSecret `dataTo` rewrites, one key
+/// at a time on an async worker): far more than renaming a key needs, far less than a `bcrypt`.
+const KEY_TRANSFORM_STEPS: usize = 100_000;
+/// Wall-clock limit of the rewrites of one map off the render pool.
+const KEY_TRANSFORM_TIME: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Decodes one value.
 pub fn decode(strategy: Option<DecodingStrategy>, key: &str, value: Vec<u8>) -> Result<Vec<u8>, String> {
@@ -40,32 +49,48 @@ pub fn decode(strategy: Option<DecodingStrategy>, key: &str, value: Vec<u8>) -> 
     }
 }
 
-/// Applies the rewrites of a dataFrom entry, in order, to every key of `map`.
+/// Applies the rewrites of a dataFrom entry, in order, to every key of `map`, with the small
+/// limits of a rewrite run where it is called (see [`KEY_TRANSFORM_STEPS`]).
 pub fn rewrite(
     rewrites: &[ExternalSecretRewrite],
     map: BTreeMap<String, Vec<u8>>,
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let limits = Limits { max_steps: KEY_TRANSFORM_STEPS, ..Limits::default() }.within(KEY_TRANSFORM_TIME);
+    rewrite_limited(rewrites, map, &limits).map_err(|e| e.to_string())
+}
+
+/// Whether any rewrite runs a template (and so belongs on the render pool).
+pub fn has_transform(rewrites: &[ExternalSecretRewrite]) -> bool {
+    rewrites.iter().any(|r| r.transform.is_some())
+}
+
+/// [`rewrite`] with `limits` for the transform templates (their deadline covers every key).
+pub fn rewrite_limited(
+    rewrites: &[ExternalSecretRewrite],
+    map: BTreeMap<String, Vec<u8>>,
+    limits: &Limits,
+) -> Result<BTreeMap<String, Vec<u8>>, RenderError> {
+    let limit = limits.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
     let mut map = map;
     for (i, r) in rewrites.iter().enumerate() {
         if let Some(m) = &r.merge {
-            map = merge(m, map).map_err(|e| format!("rewrite[{i}].merge: {e}"))?;
+            map = merge(m, map).map_err(|e| RenderError::Failed(format!("rewrite[{i}].merge: {e}")))?;
             continue;
         }
         if let Some(t) = &r.transform {
-            let limits = keyward_template::Limits::default();
             map = map
                 .into_iter()
                 .map(|(k, v)| {
-                    keyward_template::transform_key(&t.template, &k, &limits)
-                        .map(|k| (k, v))
-                        .map_err(|e| format!("rewrite[{i}].transform: {e}"))
+                    keyward_template::transform_key(&t.template, &k, limits).map(|k| (k, v)).map_err(|e| {
+                        RenderError::from_template(&e, limit).context(&format!("rewrite[{i}].transform: "))
+                    })
                 })
                 .collect::<Result<_, _>>()?;
             continue;
         }
         let Some(re) = &r.regexp else { continue };
         let pattern = Regex::new(&re.source)
-            .map_err(|e| format!("rewrite[{i}].regexp.source {:?} is invalid: {e}", re.source))?;
+            .map_err(|e| RenderError::Failed(format!("rewrite[{i}].regexp.source {:?} is invalid: {e}", re.source)))?;
         map = map.into_iter().map(|(k, v)| (pattern.replace_all(&k, re.target.as_str()).into_owned(), v)).collect();
     }
     Ok(map)

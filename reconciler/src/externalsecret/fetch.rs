@@ -13,9 +13,10 @@ use keyward_proto::ProviderError;
 use keyward_proto::v1 as pb;
 use kube::ResourceExt;
 
-use super::decode::{decode, rewrite};
+use super::decode::{decode, has_transform, rewrite_limited};
 use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient, Waitable};
 use crate::keys::{convert_key, map_keys};
+use crate::renders::{RenderError, RenderPool};
 
 /// The merged values, and the entries the provider reported as gone.
 #[derive(Debug, Default)]
@@ -60,6 +61,14 @@ pub enum FetchError {
         error: ProviderError,
         /// The provider as it stood when the call failed (to wait on it).
         provider: Waitable,
+    },
+    /// A `rewrite.transform` template failed, ran out of its budget, or found no render slot.
+    #[error("{entry}: {error}")]
+    Render {
+        /// Which entry.
+        entry: String,
+        /// Why.
+        error: RenderError,
     },
 }
 
@@ -167,7 +176,13 @@ impl Planned {
 /// so a manifest error is reported before anything is fetched; then the provider calls run, at
 /// most `concurrency` at once, and their answers are merged in manifest order (a later entry
 /// wins a key, as when they ran one after another).
-pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: usize) -> Result<Fetched, FetchError> {
+/// Transform rewrites (templates) run on the render pool.
+pub async fn fetch(
+    manager: &ClientManager,
+    renders: &RenderPool,
+    es: &ExternalSecret,
+    concurrency: usize,
+) -> Result<Fetched, FetchError> {
     let spec = &es.spec;
     let tolerate_missing = spec.target.deletion_policy != DeletionPolicy::Retain;
     let mut clients = Clients {
@@ -221,8 +236,14 @@ pub async fn fetch(manager: &ClientManager, es: &ExternalSecret, concurrency: us
                     map_keys(map, |k| convert_key(p.conversion, k))
                         .map_err(|e| FetchError::Config(format!("{}: conversionStrategy: {e}", p.entry)))?
                 } else {
-                    rewrite(&rw, map.into_iter().collect())
-                        .map_err(|e| FetchError::Config(format!("{}: {e}", p.entry)))?
+                    let map: BTreeMap<String, Vec<u8>> = map.into_iter().collect();
+                    let rewritten = if has_transform(&rw) {
+                        // Transforms are templates: tenant input, rendered off the async workers.
+                        renders.run(&clients.namespace, move |limits| rewrite_limited(&rw, map, limits)).await
+                    } else {
+                        rewrite_limited(&rw, map, &keyward_template::Limits::default())
+                    };
+                    rewritten.map_err(|error| FetchError::Render { entry: p.entry.clone(), error })?
                 };
                 for (k, v) in rewritten {
                     let v = decode(p.strategy, &k, v).map_err(FetchError::Config)?;
@@ -255,7 +276,7 @@ impl FetchError {
     /// Whether the failure may go away on its own (provider down, API hiccup).
     pub fn is_transient(&self) -> bool {
         match self {
-            FetchError::Config(_) => false,
+            FetchError::Config(_) | FetchError::Render { .. } => false,
             FetchError::Client { error, .. } => error.is_transient(),
             FetchError::Provider { error, .. } => error.is_transient(),
         }

@@ -20,13 +20,14 @@ use serde_json::json;
 
 use super::fetch::{FetchError, fetch};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
-use super::render::{load_sources, render};
+use super::render::{load_sources, render_in_pool};
 use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
 use crate::caches::Packed;
 use crate::caches::packed::UnpackError;
 use crate::clientmanager::Waitable;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
+use crate::renders::{RenderError, TEMPLATE_BUDGET_EXCEEDED};
 
 /// A successful sync.
 struct Synced {
@@ -44,11 +45,23 @@ struct Failed {
     message: String,
     /// The provider that did not answer, when that is why: the object waits for it.
     waiting_on: Option<Waitable>,
+    /// Nothing failed yet: no render slot was free. Retried with backoff, status untouched.
+    busy: bool,
 }
 
 impl Failed {
     fn new(reason: &'static str, message: String) -> Self {
-        Failed { reason, message, waiting_on: None }
+        Failed { reason, message, waiting_on: None, busy: false }
+    }
+
+    /// A render that gave no result: a budget overrun has a reason of its own.
+    fn render(e: RenderError) -> Self {
+        let keeps = "; the target Secret keeps its last data";
+        match e {
+            RenderError::Busy(_) => Failed { busy: true, ..Failed::new(reason::SECRET_SYNCED_ERROR, e.to_string()) },
+            RenderError::OverBudget { .. } => Failed::new(TEMPLATE_BUDGET_EXCEEDED, format!("{e}{keeps}")),
+            RenderError::Failed(_) => Failed::new(reason::SECRET_SYNCED_ERROR, format!("template failed: {e}{keeps}")),
+        }
     }
 }
 
@@ -189,6 +202,11 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
                 Decision::Never | Decision::Sync => Action::await_change(),
             }
         }
+        Err(failed) if failed.busy => {
+            // Another render of this namespace holds its slot: try again later, quietly.
+            tracing::debug!(namespace = %ns, name = %name, message = %failed.message, "render deferred");
+            Action::requeue(ctx.failure_delay(&key))
+        }
         Err(mut failed) => {
             ctx.metrics.external_secrets.sync_failed(&ns, &name);
             match failed.waiting_on.take() {
@@ -273,11 +291,12 @@ async fn sync(
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
     let err = |message: String| Failed::new(reason::SECRET_SYNCED_ERROR, message);
-    let fetched = fetch(&ctx.manager, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
+    let fetched = fetch(&ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
         let kind = match &e {
             FetchError::Config(_) => "invalid ExternalSecret",
             FetchError::Client { .. } => "cannot use store",
             FetchError::Provider { .. } => "provider error",
+            FetchError::Render { .. } => "rewrite",
         };
         // A store naming a provider this controller lacks says so in the reason too.
         let reason = match &e {
@@ -285,7 +304,10 @@ async fn sync(
             _ => reason::SECRET_SYNCED_ERROR,
         };
         let message = format!("{kind}: {e}; the target Secret keeps its last data");
-        Failed { reason, message, waiting_on: e.waiting_on() }
+        match e {
+            FetchError::Render { entry, error } => Failed::render(error.context(&format!("{entry}: "))),
+            e => Failed { reason, message, waiting_on: e.waiting_on(), busy: false },
+        }
     })?;
 
     if target.creation_policy == CreationPolicy::None {
@@ -335,8 +357,10 @@ async fn sync(
             let sources = load_sources(&ctx.client, &ns, template)
                 .await
                 .map_err(|e| err(format!("cannot load templates: {e}; the target Secret keeps its last data")))?;
-            let r = render(template, &sources, &fetched.data)
-                .map_err(|e| err(format!("template failed: {e}; the target Secret keeps its last data")))?;
+            // Rendered on a render thread with a CPU budget and a time limit: a template is
+            // tenant input and must never hold the async workers other tenants sync on.
+            let r =
+                render_in_pool(&ctx.renders, &ns, template, &sources, &fetched.data).await.map_err(Failed::render)?;
             Some(r)
         }
     };

@@ -13,6 +13,7 @@ use keyward_template::{Limits, Scope};
 use kube::{Api, Client};
 
 use super::decode::decode;
+use crate::renders::{RenderError, RenderPool};
 
 /// What a template produces for the target Secret.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,7 +34,7 @@ pub struct Rendered {
 type Loaded = BTreeMap<String, BTreeMap<String, String>>;
 
 /// Contents of the ConfigMaps and Secrets named in `templateFrom`, by name, then key.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Sources {
     /// ConfigMap name → key → template.
     pub config_maps: Loaded,
@@ -90,53 +91,80 @@ pub fn render(
     sources: &Sources,
     data: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Rendered, String> {
-    let limits = Limits::default();
-    let e = |e: keyward_template::TemplateError| e.to_string();
+    render_limited(template, sources, data, &Limits::default()).map_err(|e| e.to_string())
+}
+
+/// Renders on the pool's render threads (never on an async worker: a template is tenant input
+/// and may be slow), within the CPU budget and the time limit of a render.
+pub async fn render_in_pool(
+    pool: &RenderPool,
+    namespace: &str,
+    template: &ExternalSecretTemplate,
+    sources: &Sources,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Rendered, RenderError> {
+    let (template, sources, data) = (template.clone(), sources.clone(), data.clone());
+    pool.run(namespace, move |limits| render_limited(&template, &sources, &data, limits)).await
+}
+
+/// [`render`] with `limits` (their deadline is shared by every template of the render).
+pub fn render_limited(
+    template: &ExternalSecretTemplate,
+    sources: &Sources,
+    data: &BTreeMap<String, Vec<u8>>,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    let limit = limits.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
+    let e = |e: keyward_template::TemplateError| RenderError::from_template(&e, limit);
     let mut out = Rendered { type_: template.type_.clone(), ..Default::default() };
     for (i, from) in template.template_from.iter().enumerate() {
         // Admission refuses other targets for a Secret; one that got past it is refused here.
         let target = from.secret_target().ok_or_else(|| {
-            format!("templateFrom[{i}].target {:?} names no part of a Secret (Data, Annotations, Labels)", from.target)
+            RenderError::Failed(format!(
+                "templateFrom[{i}].target {:?} names no part of a Secret (Data, Annotations, Labels)",
+                from.target
+            ))
         })?;
         let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let sourced: [(&Option<TemplateRef>, &Loaded, &str); 2] =
             [(&from.config_map, &sources.config_maps, "ConfigMap"), (&from.secret, &sources.secrets, "Secret")];
         for (reference, loaded, kind) in sourced {
             let Some(r) = reference else { continue };
-            let contents =
-                loaded.get(&r.name).ok_or_else(|| format!("templateFrom[{i}]: {kind} {:?} not loaded", r.name))?;
+            let contents = loaded
+                .get(&r.name)
+                .ok_or_else(|| RenderError::Failed(format!("templateFrom[{i}]: {kind} {:?} not loaded", r.name)))?;
             for item in &r.items {
-                let source = contents
-                    .get(&item.key)
-                    .ok_or_else(|| format!("templateFrom[{i}]: {kind} {:?} has no key {:?}", r.name, item.key))?;
+                let source = contents.get(&item.key).ok_or_else(|| {
+                    RenderError::Failed(format!("templateFrom[{i}]: {kind} {:?} has no key {:?}", r.name, item.key))
+                })?;
                 let one = [(item.key.as_str(), source.as_str())];
                 rendered
-                    .extend(keyward_template::render_scoped(scope(item.template_as), &one, data, &limits).map_err(e)?);
+                    .extend(keyward_template::render_scoped(scope(item.template_as), &one, data, limits).map_err(e)?);
             }
         }
         if let Some(literal) = &from.literal {
             let name = format!("templateFrom[{i}].literal");
-            rendered.extend(keyward_template::render_keys_and_values(&name, literal, data, &limits).map_err(e)?);
+            rendered.extend(keyward_template::render_keys_and_values(&name, literal, data, limits).map_err(e)?);
         }
         if from.values_decoding_strategy.is_some() {
             rendered = rendered
                 .into_iter()
                 .map(|(k, v)| {
                     let decoded = decode(from.values_decoding_strategy, &k, v);
-                    decoded.map(|v| (k, v)).map_err(|e| format!("templateFrom[{i}]: {e}"))
+                    decoded.map(|v| (k, v)).map_err(|e| RenderError::Failed(format!("templateFrom[{i}]: {e}")))
                 })
                 .collect::<Result<_, _>>()?;
         }
         match target {
             TemplateTarget::Data => out.data.extend(rendered),
-            TemplateTarget::Labels => out.labels.extend(text(rendered, i)?),
-            TemplateTarget::Annotations => out.annotations.extend(text(rendered, i)?),
+            TemplateTarget::Labels => out.labels.extend(text(rendered, i).map_err(RenderError::Failed)?),
+            TemplateTarget::Annotations => out.annotations.extend(text(rendered, i).map_err(RenderError::Failed)?),
         }
     }
 
     // template.data after templateFrom: an explicit template wins a key both write, as upstream.
     let inline: Vec<(&str, &str)> = template.data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    out.data.extend(keyward_template::render(&inline, data, &limits).map_err(e)?);
+    out.data.extend(keyward_template::render(&inline, data, limits).map_err(e)?);
 
     if let Some(meta) = &template.metadata {
         let as_pairs = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
@@ -145,7 +173,7 @@ pub fn render(
         for (map, target) in [(&meta.labels, &mut out.labels), (&meta.annotations, &mut out.annotations)] {
             let pairs = as_pairs(map);
             let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            target.extend(keyward_template::render_strings(Scope::Values, &refs, data, &limits).map_err(e)?);
+            target.extend(keyward_template::render_strings(Scope::Values, &refs, data, limits).map_err(e)?);
         }
         out.finalizers.clone_from(&meta.finalizers);
     }

@@ -25,7 +25,7 @@ use super::stores::{Target, resolve_targets};
 use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
-use crate::externalsecret::render::{load_sources, render};
+use crate::externalsecret::render::{load_sources, render_in_pool};
 use crate::selector::to_query;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
@@ -243,8 +243,10 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failur
         let loaded = load_sources(&ctx.client, ns, template).await.map_err(|e| format!("template: {e}"))?;
         for (name, data) in &mut sources {
             let source: BTreeMap<String, Vec<u8>> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            let rendered =
-                render(template, &loaded, &source).map_err(|e| format!("template failed for Secret {name:?}: {e}"))?;
+            // On a render thread with a CPU budget and a time limit, never on an async worker.
+            let rendered = render_in_pool(&ctx.renders, ns, template, &loaded, &source)
+                .await
+                .map_err(|e| format!("template failed for Secret {name:?}: {e}"))?;
             data.extend(rendered.data);
         }
     }
