@@ -167,3 +167,44 @@ async fn printer_columns_show_in_kubectl_get() {
     })
     .await;
 }
+
+/// A cluster that once stored ExternalSecrets and stores as upstream's `v1beta1` lists it in
+/// each CRD's `status.storedVersions`; the API server refuses any CRD that drops such a
+/// version. Keyward's CRDs keep it (neither served nor stored), so they apply over that cluster.
+#[tokio::test]
+async fn crds_apply_over_a_cluster_that_stored_upstreams_v1beta1() {
+    control_plane().await;
+    let crds = ["externalsecrets", "clusterexternalsecrets", "secretstores", "clustersecretstores"]
+        .map(|plural| format!("{plural}.external-secrets.io"));
+    for crd in &crds {
+        // What an upstream install that started on v1beta1 leaves in the CRD's status.
+        run(&[
+            "patch",
+            "crd",
+            crd,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"storedVersions":["v1beta1","v1"]}}"#,
+        ]);
+    }
+    let dir = repo_root().join("crds/yaml");
+    let applied = run(&["apply", "--server-side", "--force-conflicts", "-f", &dir.to_string_lossy()]);
+    assert!(applied.contains("externalsecrets.external-secrets.io serverside-applied"), "{applied}");
+    for crd in &crds {
+        let served = run(&["get", "crd", crd, "-o", "jsonpath={.spec.versions[?(@.name==\"v1beta1\")].served}"]);
+        assert_eq!(served, "false", "{crd}: v1beta1 is kept but not served");
+        let stored = run(&["get", "crd", crd, "-o", "jsonpath={.status.storedVersions}"]);
+        assert!(stored.contains("v1beta1"), "{crd}: {stored}");
+        // Once the objects are rewritten as v1 (docs/migrating.md), the status says so.
+        run(&[
+            "patch",
+            "crd",
+            crd,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"storedVersions":["v1"]}}"#,
+        ]);
+    }
+}
