@@ -61,7 +61,7 @@ impl BodyError {
 /// `4 MiB` for whole mebibytes, else bytes.
 fn size(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes % MIB == 0 { format!("{} MiB", bytes / MIB) } else { format!("{bytes} bytes") }
+    if bytes >= MIB && bytes.is_multiple_of(MIB) { format!("{} MiB", bytes / MIB) } else { format!("{bytes} bytes") }
 }
 
 /// The [`BodyError`] somewhere in `err`'s chain of causes, if any: clients wrap body errors in
