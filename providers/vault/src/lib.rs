@@ -16,7 +16,11 @@ use keyward_crds::vault::VaultKvVersion;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use keyward_provider_runtime::json::{push_value, value_map, value_property};
+use keyward_provider_runtime::keys;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
@@ -24,7 +28,8 @@ use serde_json::{Map, Value, json};
 
 use crate::client::VaultClient;
 use crate::kv::{
-    Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, custom_metadata, locate, parse_push_metadata, secret_data,
+    Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, check_kv_mount, custom_metadata, locate, locate_folder,
+    parse_push_metadata, secret_data,
 };
 
 /// Most secrets a find walks through (listing stops there).
@@ -36,12 +41,9 @@ struct Target {
     mount: Option<String>,
     version: VaultKvVersion,
     key: CacheKey,
-}
-
-impl Target {
-    fn locate(&self, key: &str) -> Result<Location, ProviderError> {
-        locate(self.mount.as_deref(), self.version, key)
-    }
+    /// Mounts named by keys (no spec.path) that Vault confirmed to be KV mounts of `version`,
+    /// so the lookup is made once per client.
+    kv_mounts: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The Vault provider.
@@ -70,9 +72,46 @@ impl VaultProvider {
             .get_or_build(&key, async {
                 let client = VaultClient::build(&self.refs, ctx, &config.spec).await?;
                 tracing::info!(generation = key.generation, server = %config.spec.server, "built a Vault client");
-                Ok(Target { client, mount: config.spec.path.clone(), version: config.spec.version, key: key.clone() })
+                Ok(Target {
+                    client,
+                    mount: config.spec.path.clone(),
+                    version: config.spec.version,
+                    key: key.clone(),
+                    kv_mounts: Arc::default(),
+                })
             })
             .await
+    }
+
+    /// Where a remote key lives, confined to a KV mount: with `spec.path`, under the mount the
+    /// operator named; without, the key's first segment must be a mount Vault confirms is a KV
+    /// engine of the configured version. Nothing is read or written before that.
+    async fn located(&self, target: &Target, key: &str) -> Result<Location, ProviderError> {
+        let loc = locate(target.mount.as_deref(), target.version, key)?;
+        self.confirm_kv(target, &loc).await?;
+        Ok(loc)
+    }
+
+    async fn confirm_kv(&self, target: &Target, loc: &Location) -> Result<(), ProviderError> {
+        let known = |m: &str| target.kv_mounts.lock().is_ok_and(|set| set.contains(m));
+        if target.mount.is_some() || known(&loc.mount) {
+            return Ok(());
+        }
+        let what = format!("looking up the mount {:?}", loc.mount);
+        let api = format!("sys/internal/ui/mounts/{}", keys::url_path([loc.mount.as_str()]));
+        let body = match target.client.ok(Method::GET, &api, None, &[], &what).await {
+            Ok(body) => body,
+            // No such mount (or none the token may see).
+            Err(e) if e.is_not_found() || e.code() == tonic::Code::InvalidArgument => {
+                return Err(ProviderError::InvalidArgument(format!("{e}; remote keys name a secret of a KV mount")));
+            }
+            Err(e) => return Err(self.fail(target, e)),
+        };
+        check_kv_mount(&body, &loc.mount, loc.version)?;
+        if let Ok(mut set) = target.kv_mounts.lock() {
+            set.insert(loc.mount.clone());
+        }
+        Ok(())
     }
 
     /// Refused credentials evict the cached client so the next call reads them again.
@@ -134,7 +173,7 @@ impl VaultProvider {
         let mut folders = vec![loc.path.trim_end_matches('/').to_string()];
         let mut out = Vec::new();
         while let Some(folder) = folders.pop() {
-            let at = loc.at(&if folder.is_empty() { String::new() } else { format!("{folder}/") });
+            let at = loc.at(&folder)?;
             let what = format!("listing {}/{}", at.mount, at.path);
             let body = match target.client.ok(list.clone(), &at.list(), None, &[], &what).await {
                 Ok(b) => b,
@@ -145,6 +184,11 @@ impl VaultProvider {
                 body.pointer("/data/keys").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
             {
                 let full = if folder.is_empty() { k.to_string() } else { format!("{folder}/{k}") };
+                // A name Vault lists is checked like a key before it becomes a request path.
+                if let Err(e) = keys::check_key(&full) {
+                    tracing::warn!(error = %e, "skipping a listed name the key rule refuses");
+                    continue;
+                }
                 match full.strip_suffix('/') {
                     Some(sub) => folders.push(sub.to_string()),
                     None => out.push(full),
@@ -182,7 +226,7 @@ impl Provider for VaultProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let target = self.target(ctx).await?;
-        let loc = target.locate(&remote_ref.key)?;
+        let loc = self.located(&target, &remote_ref.key).await?;
         if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
             if loc.version == VaultKvVersion::V1 {
                 return Err(ProviderError::InvalidArgument("metadataPolicy Fetch needs a KV v2 engine".into()));
@@ -212,7 +256,7 @@ impl Provider for VaultProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
-        let loc = target.locate(&remote_ref.key)?;
+        let loc = self.located(&target, &remote_ref.key).await?;
         let data = data_bytes(&self.read(&target, &loc, &remote_ref.version).await?)?;
         value_map(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
     }
@@ -230,21 +274,19 @@ impl Provider for VaultProvider {
             ));
         }
         // Without spec.path the find path's first segment is the mount.
-        let root = match (&target.mount, find.path.is_empty()) {
-            (Some(m), _) => locate(Some(m), target.version, &format!("{m}/{}", find.path))?,
-            (None, false) => locate(None, target.version, &format!("{}/", find.path.trim_end_matches('/')))?,
-            (None, true) => {
-                return Err(ProviderError::InvalidArgument(
-                    "find.path must name the KV mount when the Vault config has no spec.path".into(),
-                ));
-            }
-        };
+        if target.mount.is_none() && find.path.trim_matches('/').is_empty() {
+            return Err(ProviderError::InvalidArgument(
+                "find.path must name the KV mount when the Vault config has no spec.path".into(),
+            ));
+        }
+        let root = locate_folder(target.mount.as_deref(), target.version, &find.path)?;
+        self.confirm_kv(&target, &root).await?;
         let mut out = SecretMap::new();
-        for path in self.list(&target, &root.at("")).await? {
+        for path in self.list(&target, &root.at("")?).await? {
             if !path.starts_with(root.path.as_str()) || regex.as_ref().is_some_and(|r| !r.is_match(&path)) {
                 continue;
             }
-            let loc = root.at(&path);
+            let loc = root.at(&path)?;
             if !find.tags.is_empty() {
                 let meta = self.metadata(&target, &loc).await?.unwrap_or_default();
                 if !find.tags.iter().all(|(k, v)| meta.get(k) == Some(v)) {
@@ -267,7 +309,7 @@ impl Provider for VaultProvider {
     ) -> Result<(), ProviderError> {
         let meta = parse_push_metadata(&data.metadata)?;
         let target = self.target(ctx).await?;
-        let loc = target.locate(&data.remote_key)?;
+        let loc = self.located(&target, &data.remote_key).await?;
         let name = format!("{}/{}", loc.mount, loc.path);
         // KV v2: the custom metadata as it is (`None`: no such secret); KV v1 has none.
         let existing = match loc.version {
@@ -325,7 +367,7 @@ impl Provider for VaultProvider {
 
     async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
         let target = self.target(ctx).await?;
-        let loc = target.locate(&remote_ref.remote_key)?;
+        let loc = self.located(&target, &remote_ref.remote_key).await?;
         let name = format!("{}/{}", loc.mount, loc.path);
         let Some(mut current) = self.read_opt(&target, &loc).await? else {
             return Ok(());
@@ -357,7 +399,7 @@ impl Provider for VaultProvider {
         remote_ref: &PushSecretRemoteRef,
     ) -> Result<bool, ProviderError> {
         let target = self.target(ctx).await?;
-        let loc = target.locate(&remote_ref.remote_key)?;
+        let loc = self.located(&target, &remote_ref.remote_key).await?;
         Ok(match self.read_opt(&target, &loc).await? {
             None => false,
             Some(_) if remote_ref.property.is_empty() => true,

@@ -456,3 +456,175 @@ async fn tls_with_ca_bundle_and_ca_provider() {
     .await;
     drop(p.child);
 }
+
+/// Keys never leave the mount. An operator's ClusterProvider (ProviderNamespace) reaches KV v1
+/// and v2 configs with and without `spec.path`; a tenant's keys that walk out of the mount
+/// (`..` raw, encoded, double-encoded; a mount taken from the key that is Vault's own `auth`,
+/// `sys`, `cubbyhole` or a non-KV engine; `?` and `#`) are refused as INVALID_ARGUMENT by every
+/// operation, and the operator's token appears in no answer. A key inside the mount still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_never_leave_the_mount() {
+    let v = vault();
+    v.policy("transit", r#"path "transit/*" { capabilities = ["create", "read", "update", "list"] }"#);
+    v.cli(&["secrets", "enable", "transit"]);
+    v.cli(&["write", "-f", "transit/keys/k"]);
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |_client, tenant| async move {
+        with_temp_namespace(&[], |client, op| async move {
+            let operator_token = token(&v, &["-policy=transit"]);
+            secret(&client, &op, "vault-token", &[("token", &operator_token)]).await;
+            let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
+            let server = v.address();
+            for (name, spec) in [
+                ("kv1", json!({"server": server, "path": "kv1", "version": "v1", "auth": auth})),
+                ("kv2", json!({"server": server, "path": "secret", "auth": auth})),
+                ("any1", json!({"server": server, "version": "v1", "auth": auth})),
+                ("any2", json!({"server": server, "auth": auth})),
+            ] {
+                config(&client, &op, name, spec).await;
+            }
+            v.cli(&["kv", "put", &format!("kv1/{tenant}/ok"), "id=fine"]);
+            v.cli(&["kv", "put", &format!("secret/{tenant}/ok"), "id=fine"]);
+            let escapes = [
+                "../auth/token/lookup-self",
+                "%2e%2e/auth/token/lookup-self",
+                "%2E%2e/auth/token/lookup-self",
+                "%2e%2E%2fauth%2ftoken%2flookup-self",
+                "%252e%252e/auth/token/lookup-self",
+                "x/../../auth/token/lookup-self",
+                "x/%2e%2e/%2e%2e/auth/token/lookup-self",
+                "kv1/../auth/token/lookup-self",
+                "secret/../auth/token/lookup-self",
+                "..\\auth\\token\\lookup-self",
+                "x?/../../auth/token/lookup-self",
+                "x#/../../auth/token/lookup-self",
+                "auth/token/lookup-self?",
+            ];
+            // Without spec.path the first segment is the mount: Vault's own paths, another
+            // engine, or a KV mount of the other version are not KV mounts of this config.
+            let mount_escapes = ["auth/token/lookup-self", "sys/mounts", "cubbyhole/x", "identity/entity/name/x"];
+            let mut cases: Vec<(&str, String)> = Vec::new();
+            for name in ["kv1", "kv2", "any1", "any2"] {
+                cases.extend(escapes.iter().map(|k| (name, k.to_string())));
+            }
+            for name in ["any1", "any2"] {
+                cases.extend(mount_escapes.iter().map(|k| (name, k.to_string())));
+                cases.push((name, "transit/keys/k".into()));
+                cases.push((name, "transit/encrypt/k".into()));
+            }
+            cases.push(("any1", format!("secret/{tenant}/ok")));
+            cases.push(("any2", format!("kv1/{tenant}/ok")));
+
+            let c = &mut p.client;
+            let mut wrong = Vec::new();
+            for (name, key) in &cases {
+                let r = operator_ref("Vault", name, &op);
+                let mut outcomes = vec![];
+                for property in ["id", ""] {
+                    outcomes.push((
+                        "get",
+                        c.get_secret(get(&r, &tenant, key, property, ""))
+                            .await
+                            .map(|a| String::from_utf8_lossy(&a.into_inner().value).into_owned()),
+                    ));
+                }
+                let map = GetSecretMapRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    remote_ref: get(&r, &tenant, key, "", "").remote_ref,
+                };
+                outcomes
+                    .push(("get-map", c.get_secret_map(map).await.map(|a| format!("{:?}", a.into_inner().secrets))));
+                let push = PushSecretRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    secret_data: [("plaintext".to_string(), b"aGk=".to_vec())].into(),
+                    push_secret_data: Some(PushSecretData { remote_key: key.clone(), ..Default::default() }),
+                };
+                outcomes.push(("push", c.push_secret(push).await.map(|_| "pushed".to_string())));
+                let rr = Some(PushSecretRemoteRef { remote_key: key.clone(), ..Default::default() });
+                let exists = SecretExistsRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    remote_ref: rr.clone(),
+                };
+                outcomes.push(("exists", c.secret_exists(exists).await.map(|a| a.into_inner().exists.to_string())));
+                let delete = DeleteSecretRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    remote_ref: rr,
+                };
+                outcomes.push(("delete", c.delete_secret(delete).await.map(|_| "deleted".to_string())));
+                for (op_name, outcome) in outcomes {
+                    let text = match &outcome {
+                        Ok(v) => v.clone(),
+                        Err(s) => s.message().to_string(),
+                    };
+                    if text.contains(&operator_token) {
+                        wrong.push(format!("{name} {op_name} {key:?}: THE OPERATOR TOKEN LEAKED: {text}"));
+                    } else if outcome.as_ref().map_err(tonic::Status::code) != Err(tonic::Code::InvalidArgument) {
+                        wrong.push(format!("{name} {op_name} {key:?}: not refused: {outcome:?}"));
+                    }
+                }
+            }
+            assert!(
+                wrong.is_empty(),
+                "{} of {} calls not refused:\n{}",
+                wrong.len(),
+                cases.len() * 6,
+                wrong.join("\n")
+            );
+            // Nothing was written outside the mount.
+            assert!(v.try_cli(&["read", "auth/token/lookup-self/x"]).is_err());
+
+            // Inside the mount, the same operations work.
+            for (name, key) in [
+                ("kv1", format!("{tenant}/ok")),
+                ("kv2", format!("{tenant}/ok")),
+                ("any1", format!("kv1/{tenant}/ok")),
+                ("any2", format!("secret/{tenant}/ok")),
+            ] {
+                let r = operator_ref("Vault", name, &op);
+                assert_eq!(get_text(c, get(&r, &tenant, &key, "id", "")).await.unwrap(), "fine", "{name} {key}");
+                let pushed = format!("{key}-pushed");
+                let push = PushSecretRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    secret_data: [("id".to_string(), b"new".to_vec())].into(),
+                    push_secret_data: Some(PushSecretData { remote_key: pushed.clone(), ..Default::default() }),
+                };
+                c.push_secret(push).await.unwrap();
+                assert_eq!(get_text(c, get(&r, &tenant, &pushed, "id", "")).await.unwrap(), "new", "{name} {pushed}");
+                let rr = Some(PushSecretRemoteRef { remote_key: pushed.clone(), ..Default::default() });
+                let exists = SecretExistsRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    remote_ref: rr.clone(),
+                };
+                assert!(c.secret_exists(exists.clone()).await.unwrap().into_inner().exists, "{name} {pushed}");
+                let delete = DeleteSecretRequest {
+                    provider_ref: Some(r.clone()),
+                    source_namespace: tenant.clone(),
+                    remote_ref: rr,
+                };
+                c.delete_secret(delete).await.unwrap();
+                assert!(!c.secret_exists(exists).await.unwrap().into_inner().exists, "{name} {pushed} deleted");
+            }
+            // A find inside the mount works; one that names Vault's own paths does not.
+            let find = |name: &str, path: &str| GetAllSecretsRequest {
+                provider_ref: Some(operator_ref("Vault", name, &op)),
+                source_namespace: tenant.clone(),
+                find: Some(ExternalSecretFind { path: path.into(), ..Default::default() }),
+            };
+            let found = c.get_all_secrets(find("any2", &format!("secret/{tenant}"))).await.unwrap().into_inner();
+            assert_eq!(names(found.secrets), [format!("{tenant}/ok")]);
+            for (name, path) in [("any2", "sys"), ("any1", "auth/token"), ("kv1", "../auth"), ("kv2", "%2e%2e/sys")] {
+                let e = c.get_all_secrets(find(name, path)).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::InvalidArgument, "find {name} {path}: {e:?}");
+            }
+        })
+        .await
+    })
+    .await;
+    drop(p.child);
+}
