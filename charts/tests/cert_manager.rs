@@ -11,10 +11,11 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_certs::bundle::{same_certificates, signed_by, subject_alt_names, verifies_against_bundle};
+use keyward_chart_tests::installed::kubectl_input;
 use keyward_chart_tests::{
     CertManager, CertManagerOptions, cert_manager, helm_install, helm_uninstall, test_values, write_values,
 };
-use keyward_e2e::{control_plane, with_temp_namespace};
+use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace, workspace_binary};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use time::OffsetDateTime;
@@ -228,4 +229,166 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         helm_uninstall(cp.kubeconfig(), "keyward", &ns);
     })
     .await;
+}
+
+/// A user's issuer (here a CA Issuer the "user" made, standing for a ClusterIssuer shared with
+/// tenants) named in `certManager.issuerRef` signs the webhook's serving certificate only. A
+/// certificate it signs for `keyward-reconciler` — what any tenant of a shared issuer can ask
+/// for — cannot call a provider serving the chart's TLS Secret: the provider (a real
+/// `keyward-provider-fake` process here) verifies callers against the release's own CA, which
+/// also signed the reconciler's client certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_issuer_signs_only_the_webhook_and_cannot_mint_a_caller_providers_accept() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let cp = control_plane().await;
+        let options = CertManagerOptions {
+            namespace: Some(ns.clone()),
+            leader_election_namespace: Some(ns.clone()),
+            ..Default::default()
+        };
+        let mut cm = cert_manager(cp.kubeconfig(), &options).await;
+        let user_issuer = r#"apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: corp-selfsigned}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: corp-ca}
+spec:
+  isCA: true
+  commonName: corp-ca
+  secretName: corp-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: corp-selfsigned, kind: Issuer, group: cert-manager.io}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: corp}
+spec:
+  ca: {secretName: corp-ca}
+"#;
+        let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "-n", &ns, "-f", "-"], user_issuer);
+        assert!(ok, "{out}");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let corp_ca = eventually(&mut cm, "the user's CA", || async {
+            tls_secret(&secrets, "corp-ca").await.map(|(cert, _, _)| cert)
+        })
+        .await;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = format!("{ns}-ui");
+        let values = test_values(&f, true).replace(
+            "certManager:\n  enabled: true\n",
+            "certManager:\n  enabled: true\n  issuerRef: {name: corp, kind: Issuer, group: cert-manager.io}\n",
+        );
+        assert!(values.contains("name: corp,"), "{values}");
+        helm_install(cp.kubeconfig(), "keyward", &ns, &write_values(dir.path(), "values.yaml", &values));
+        let certs = certificates(&client, &ns);
+        eventually(&mut cm, "every Certificate Ready", || async {
+            let list = certs.list(&Default::default()).await.expect("list Certificates");
+            list.items.iter().all(|c| condition(c, "Ready").as_deref() == Some("True")).then_some(())
+        })
+        .await;
+
+        let (own_ca, _, _) = tls_secret(&secrets, &format!("{f}-ca")).await.expect("the release's CA");
+        assert!(!same_certificates(&own_ca, &corp_ca), "the release's CA is its own");
+        let (_, _, webhook_ca) = tls_secret(&secrets, &format!("{f}-webhook-tls")).await.expect("webhook Secret");
+        assert!(same_certificates(&webhook_ca, &corp_ca), "the user's issuer signs the webhook's serving certificate");
+        eventually(&mut cm, "the user's CA injected into every caBundle", || async {
+            let bundles = ca_bundles(&client, &f).await;
+            bundles.iter().all(|b| b.as_deref().is_some_and(|b| same_certificates(b, &corp_ca))).then_some(())
+        })
+        .await;
+        let (server_cert, server_key, provider_ca) =
+            tls_secret(&secrets, &format!("{f}-provider-fake-tls")).await.expect("provider Secret");
+        let (client_cert, client_key, client_ca) =
+            tls_secret(&secrets, "keyward-provider-tls").await.expect("reconciler Secret");
+        assert!(same_certificates(&provider_ca, &own_ca), "providers verify callers against the release's CA");
+        assert!(same_certificates(&client_ca, &own_ca), "the reconciler verifies providers against the release's CA");
+
+        // What a tenant of the user's issuer can get: a client certificate for the reconciler's name.
+        let forged = r#"apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: forged}
+spec:
+  secretName: forged
+  commonName: keyward-reconciler
+  usages: ["digital signature", "key encipherment", "client auth"]
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: corp, kind: Issuer, group: cert-manager.io}
+"#;
+        let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "-n", &ns, "-f", "-"], forged);
+        assert!(ok, "{out}");
+        let (forged_cert, forged_key, _) =
+            eventually(&mut cm, "the forged certificate", || async { tls_secret(&secrets, "forged").await }).await;
+        let now = OffsetDateTime::now_utc();
+        assert!(verifies_against_bundle(&forged_cert, &corp_ca, now), "issued by the user's CA");
+        assert!(!verifies_against_bundle(&forged_cert, &provider_ca, now), "not trusted by the provider");
+
+        // A real provider process with the chart's TLS Secret as its TLS directory.
+        let tls_dir = tempfile::tempdir().expect("tls dir");
+        for (file, pem) in [("ca.crt", &provider_ca), ("tls.crt", &server_cert), ("tls.key", &server_key)] {
+            std::fs::write(tls_dir.path().join(file), pem).expect("write TLS file");
+        }
+        let (grpc, health) = (free_port(), free_port());
+        let mut cmd = std::process::Command::new(workspace_binary("keyward-provider-fake"));
+        cmd.env("KUBECONFIG", cp.kubeconfig())
+            .env("KEYWARD_LISTEN", format!("127.0.0.1:{grpc}"))
+            .env("KEYWARD_HEALTH_LISTEN", format!("127.0.0.1:{health}"))
+            .env("KEYWARD_TLS_DIR", tls_dir.path())
+            .env("KEYWARD_LOG_FORMAT", "text");
+        let mut provider = spawn_logged("keyward-provider-fake", cmd);
+        let server_name = format!("{f}-provider-fake.{ns}.svc");
+        let start = Instant::now();
+        loop {
+            match capabilities(grpc, &server_name, &client_ca, &client_cert, &client_key).await {
+                Ok(()) => break,
+                Err(e) => {
+                    assert!(provider.is_running(), "the provider exited:\n{}", provider.log());
+                    assert!(
+                        start.elapsed() < TIMEOUT,
+                        "the reconciler's certificate is refused: {e}\n{}",
+                        provider.log()
+                    );
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+        let refused = capabilities(grpc, &server_name, &client_ca, &forged_cert, &forged_key).await;
+        assert!(refused.is_err(), "a reconciler-named certificate of the user's issuer must not get through");
+        let start = Instant::now();
+        while !provider.log().contains("TLS handshake refused") {
+            assert!(start.elapsed() < TIMEOUT, "no refused handshake logged:\n{}", provider.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        provider.terminate(Duration::from_secs(5));
+        helm_uninstall(cp.kubeconfig(), "keyward", &ns);
+    })
+    .await;
+}
+
+/// `Capabilities` over mTLS to `127.0.0.1:port`, verifying the server as `server_name`.
+async fn capabilities(port: u16, server_name: &str, server_ca: &str, cert: &str, key: &str) -> Result<(), String> {
+    use keyward_proto::v1::CapabilitiesRequest;
+    use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(server_ca))
+        .domain_name(server_name)
+        .identity(Identity::from_pem(cert, key));
+    let channel = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))
+        .map_err(|e| e.to_string())?
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e:?}"))?;
+    SecretStoreProviderClient::new(channel)
+        .capabilities(CapabilitiesRequest::default())
+        .await
+        .map(|_| ())
+        .map_err(|s| format!("{s:?}"))
 }

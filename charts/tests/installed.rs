@@ -602,7 +602,8 @@ async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept
     let dir = tempfile::tempdir().expect("tempdir");
     let values_file = dir.path().join("values.yaml");
     let shared = "  issuerRef: {name: kw-shared, kind: ClusterIssuer, group: cert-manager.io}\n";
-    let with_issuer = values(true).replace("  enabled: true\n", &format!("  enabled: true\n{shared}"));
+    let with_issuer =
+        values(true).replace("certManager:\n  enabled: true\n", &format!("certManager:\n  enabled: true\n{shared}"));
     assert!(with_issuer.contains("kw-shared"), "{with_issuer}");
     std::fs::write(&values_file, with_issuer).expect("values");
     let mut install = helm(kc);
