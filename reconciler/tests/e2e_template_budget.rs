@@ -104,7 +104,7 @@ async fn expensive_templates_of_one_tenant_never_stall_another() {
             for name in
                 std::iter::once("was-good".to_string()).chain((0..EXPENSIVE_ES).map(|i| format!("expensive-{i}")))
             {
-                let (status, reason, message) = eventually(&format!("{name} reports the budget"), WAIT, || async {
+                let (status, _, message) = eventually(&format!("{name} reports the budget"), WAIT, || async {
                     ready(&tenant_ess, &name).await.filter(|(_, r, _)| r == "TemplateBudgetExceeded")
                 })
                 .await;
