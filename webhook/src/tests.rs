@@ -948,6 +948,41 @@ fn provider_ref_api_version_defaults_from_its_kind() {
 }
 
 #[test]
+fn remote_keys_that_leave_the_store_path_are_denied_naming_the_field() {
+    let c = caches();
+    let store = json!({"name": "shared", "kind": "ClusterProvider"});
+    let mut es = external_secret("db", store.clone());
+    es["spec"]["data"][0]["remoteRef"] = json!({"key": "../auth/token/lookup-self", "property": "id"});
+    es["spec"]["dataFrom"] = json!([{"extract": {"key": "kv/%2E%2e/sys"}}, {"find": {"path": "app?list=true"}}]);
+    let d = validate(ES, "CREATE", Some("team-a"), es.clone(), &c);
+    denied_with(
+        &d,
+        400,
+        &[
+            "ExternalSecret \"db\" is invalid",
+            "spec.data[0].remoteRef.key: segment \"..\" is not allowed",
+            "spec.dataFrom[0].extract.key: segment \"%2E%2e\" is not allowed",
+            "spec.dataFrom[1].find.path: segment \"app?list=true\" is not allowed: \"?\" would start a query",
+        ],
+    );
+    // Slashes, dots inside names and a leading slash are ordinary keys.
+    es["spec"]["data"][0]["remoteRef"] = json!({"key": "/secret/data/my.app/db"});
+    es["spec"]["dataFrom"] = json!([{"extract": {"key": "projects/p/secrets/db"}}, {"find": {"path": "team-a/"}}]);
+    let d = validate(ES, "CREATE", Some("team-a"), es, &c);
+    assert!(d.allowed, "{d:?}");
+
+    let mut ps = push_secret(json!([{"name": "shared", "kind": "ClusterProvider"}]));
+    ps["spec"]["data"][0]["match"]["remoteRef"]["remoteKey"] = json!("kv/%252e%252e/auth/x");
+    let d = validate(PS, "CREATE", Some("team-a"), ps, &c);
+    denied_with(&d, 400, &["spec.data[0].match.remoteRef.remoteKey: segment \"%252e%252e\" is not allowed"]);
+
+    let mut ces = cluster_external_secret(json!({"namespaces": ["team-a"]}), json!({"name": "open"}));
+    ces["spec"]["externalSecretSpec"]["data"][0]["remoteRef"]["key"] = json!("a/..\\b");
+    let d = validate(CES, "CREATE", None, ces, &c);
+    denied_with(&d, 400, &["spec.externalSecretSpec.data[0].remoteRef.key: segment \"..\\\\b\" is not allowed"]);
+}
+
+#[test]
 fn wrong_review_versions_get_a_denial_not_an_error() {
     let c = caches();
     let mut v: Value =
