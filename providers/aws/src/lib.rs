@@ -22,7 +22,9 @@ use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_r
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
 use crate::client::{build_config, map_sdk_error};
-use crate::mapping::{MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version};
+use crate::mapping::{
+    MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version, secret_name,
+};
 use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map, value_property, without_property};
 
 /// A resolved request: the client, the config's name prefix and delete options.
@@ -37,8 +39,12 @@ struct Target {
 }
 
 impl Target {
-    fn name(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
+    /// The secret name of a remote key: the config's prefix, then the key as written. Names go
+    /// into SDK request bodies, never into a URL path, so Secrets Manager reads `..` literally
+    /// and a key cannot leave the prefix; the shared key rule still applies, so every provider
+    /// refuses the same keys the webhook does.
+    fn name(&self, key: &str) -> Result<String, ProviderError> {
+        secret_name(&self.prefix, key)
     }
 }
 
@@ -197,7 +203,7 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let target = self.target(ctx).await?;
-        let name = target.name(&remote_ref.key);
+        let name = target.name(&remote_ref.key)?;
         if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
             let d = self
                 .describe(&target, &name)
@@ -222,7 +228,7 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
-        let name = target.name(&remote_ref.key);
+        let name = target.name(&remote_ref.key)?;
         let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
         value_map(&raw, &name, &remote_ref.property)
     }
@@ -235,7 +241,7 @@ impl Provider for SecretsManagerProvider {
         let regex = keyward_provider_runtime::json::find_regex(find)?;
         let target = self.target(ctx).await?;
         // The name filter narrows the listing to the prefix; everything is checked again here.
-        let prefix = target.name(&find.path);
+        let prefix = target.name(&find.path)?;
         let mut list = target.client.list_secrets().max_results(100);
         if !prefix.is_empty() {
             list = list.filters(Filter::builder().key(FilterNameStringType::Name).values(prefix).build());
@@ -278,7 +284,7 @@ impl Provider for SecretsManagerProvider {
     ) -> Result<(), ProviderError> {
         let meta = parse_push_metadata(&data.metadata)?;
         let target = self.target(ctx).await?;
-        let name = target.name(&data.remote_key);
+        let name = target.name(&data.remote_key)?;
         match self.describe(&target, &name).await? {
             None => {
                 let value = push_value(None, secret_data, data, &name)?;
@@ -336,7 +342,7 @@ impl Provider for SecretsManagerProvider {
 
     async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
         let target = self.target(ctx).await?;
-        let name = target.name(&remote_ref.remote_key);
+        let name = target.name(&remote_ref.remote_key)?;
         let Some(d) = self.describe(&target, &name).await? else {
             return Ok(());
         };
@@ -368,7 +374,7 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &PushSecretRemoteRef,
     ) -> Result<bool, ProviderError> {
         let target = self.target(ctx).await?;
-        let name = target.name(&remote_ref.remote_key);
+        let name = target.name(&remote_ref.remote_key)?;
         match self.describe(&target, &name).await? {
             None => Ok(false),
             Some(d) if d.deleted => Ok(false),

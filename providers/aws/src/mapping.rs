@@ -74,6 +74,13 @@ pub fn parse_push_metadata(bytes: &[u8]) -> Result<PushMetadata, ProviderError> 
     }
 }
 
+/// The secret name of a remote key (or the name prefix of a `find.path`): the config's
+/// prefix, then the key as written, once the key passed the shared key rule.
+pub fn secret_name(prefix: &str, key: &str) -> Result<String, ProviderError> {
+    keyward_provider_runtime::keys::check_key(key)?;
+    Ok(format!("{prefix}{key}"))
+}
+
 /// Whether a secret (name without the config's prefix) passes `find.name.regexp`, `find.path`
 /// (a name prefix) and `find.tags`.
 pub fn find_matches(
@@ -91,6 +98,18 @@ pub fn find_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_keep_the_key_as_written_and_refuse_what_the_key_rule_refuses() {
+        assert_eq!(secret_name("team-a/", "db/creds").unwrap(), "team-a/db/creds");
+        assert_eq!(secret_name("", "/dev/config").unwrap(), "/dev/config", "a leading slash is part of the name");
+        assert_eq!(secret_name("", "arn:aws:secretsmanager:eu-west-1:1:secret:db-Ab12").unwrap().len(), 49);
+        assert_eq!(secret_name("team-a/", "").unwrap(), "team-a/", "an empty find.path is the prefix");
+        for key in ["../team-b/db", "db/%2e%2e/x", "a//b", "db?x", "db#x"] {
+            let e = secret_name("team-a/", key).expect_err(key);
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{key}");
+        }
+    }
 
     #[test]
     fn versions() {
