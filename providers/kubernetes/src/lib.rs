@@ -29,8 +29,8 @@ use kube::{Api, Client, Config};
 
 use crate::client::build_client;
 use crate::mapping::{
-    apply_push, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace, secret_map, secret_value,
-    tags_selector,
+    apply_push, check_remote_name, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace,
+    secret_map, secret_value, tags_selector,
 };
 use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach, store_backend};
@@ -139,7 +139,10 @@ impl KubernetesProvider {
         err
     }
 
+    /// Every operation reads the remote Secret through here first (a push and a delete write
+    /// only what they read), so the name is checked here once for all of them.
     async fn get(&self, target: &Target, ns: &str, name: &str) -> Result<Option<Secret>, ProviderError> {
+        check_remote_name(name)?;
         let api: Api<Secret> = Api::namespaced(target.client.clone(), ns);
         api.get_opt(name).await.map_err(|e| self.fail(target, e, &format!("Secret {ns}/{name}")))
     }

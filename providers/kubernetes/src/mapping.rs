@@ -15,6 +15,27 @@ pub const PUSH_METADATA_API_VERSION: &str = "kubernetes.external-secrets.io/v1al
 /// `kind` of the push metadata this provider accepts.
 pub const PUSH_METADATA_KIND: &str = "PushSecretMetadata";
 
+/// Checks that a remote key names a Secret: the shared key rule, then a valid object name
+/// (a DNS-1123 subdomain: lowercase letters, digits, `-` and `.`, at most 253 characters).
+/// The client library puts the name into the request URL as it is, so a `/`, `?`, `%` or a
+/// `..` segment would reach another path of the API server; no Secret can have such a name,
+/// so refusing it loses nothing.
+pub fn check_remote_name(key: &str) -> Result<(), ProviderError> {
+    keyward_provider_runtime::keys::check_key(key)?;
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if key.len() > 253 || !key.split('.').all(label_ok) {
+        return Err(ProviderError::InvalidArgument(format!(
+            "remote key {key:?} is not a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters"
+        )));
+    }
+    Ok(())
+}
+
 fn secret_name(s: &Secret) -> String {
     format!(
         "{}/{}",
@@ -314,6 +335,31 @@ mod tests {
             authentication_scope: scope.into(),
         };
         check_provider_ref("PushSecret", Some(&r), "creds", true).expect("ctx")
+    }
+
+    #[test]
+    fn remote_keys_must_be_secret_names() {
+        for ok in ["db", "app.db-1", "a"] {
+            assert!(check_remote_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "../../kube-system/secrets/admin",
+            "..",
+            "db/status",
+            "db%2F..",
+            "db?labelSelector=x",
+            "db#x",
+            "Db",
+            "/db",
+            "db.",
+            "-db",
+            "a..b",
+            "",
+        ] {
+            let e = check_remote_name(bad).expect_err(bad);
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
+        }
+        assert!(check_remote_name(&"a".repeat(254)).is_err());
     }
 
     #[test]
