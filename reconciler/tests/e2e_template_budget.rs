@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -26,6 +26,7 @@ const WAIT: Duration = Duration::from_secs(120);
 /// well under a second otherwise; the debug build on a busy machine needs some slack).
 const OTHER_TENANT_SYNC: Duration = Duration::from_secs(10);
 const EXPENSIVE: &str = "{{ range until 100000 }}{{ if bcrypt \"x\" }}{{ end }}{{ end }}";
+const EXPENSIVE_HTPASSWD: &str = "{{ range until 100000 }}{{ if htpasswd \"u\" \"x\" }}{{ end }}{{ end }}";
 const EXPENSIVE_ES: usize = 6;
 
 fn external_secret(name: &str, class: &str, template: Option<&str>) -> serde_json::Value {
@@ -88,6 +89,25 @@ async fn expensive_templates_of_one_tenant_never_stall_another() {
             for i in 0..EXPENSIVE_ES {
                 apply(&tenant_ess, external_secret(&format!("expensive-{i}"), &class, Some(EXPENSIVE))).await;
             }
+            // And through a PushSecret's template, with htpasswd.
+            apply(
+                &tenant_secrets,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "to-push"},
+                       "stringData": {"password": "pw"}}),
+            )
+            .await;
+            let tenant_pss: Api<PushSecret> = Api::namespaced(client.clone(), &tenant);
+            apply(
+                &tenant_pss,
+                json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                       "metadata": {"name": "expensive-push", "labels": {CLASS_LABEL: class}},
+                       "spec": {"refreshInterval": "1s",
+                                "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
+                                "selector": {"secret": {"name": "to-push"}},
+                                "template": {"data": {"line": EXPENSIVE_HTPASSWD}},
+                                "data": [{"match": {"secretKey": "line", "remoteRef": {"remoteKey": "pushed"}}}]}}),
+            )
+            .await;
             tokio::time::sleep(Duration::from_secs(2)).await;
 
             // Another tenant's new ExternalSecret syncs within seconds meanwhile.
@@ -112,6 +132,13 @@ async fn expensive_templates_of_one_tenant_never_stall_another() {
                 assert!(message.contains("template exceeded its CPU budget"), "{name}: {message}");
                 assert!(message.contains("keeps its last data"), "{name}: {message}");
             }
+            let (status, _, message) = eventually("the PushSecret reports the budget", WAIT, || async {
+                let st = tenant_pss.get_opt("expensive-push").await.ok()??.status?;
+                ready_of(&st.conditions).filter(|(_, r, _)| r == "TemplateBudgetExceeded")
+            })
+            .await;
+            assert_eq!(status, "False", "PushSecret: {message}");
+            assert!(message.contains("template exceeded its CPU budget"), "PushSecret: {message}");
             let kept = tenant_secrets.get("was-good").await.unwrap();
             assert_eq!(value(&kept, "value").as_deref(), Some("tenant-value"), "the last good data stays");
 

@@ -26,6 +26,7 @@ use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render_in_pool};
+use crate::renders::{RenderError, TEMPLATE_BUDGET_EXCEEDED};
 use crate::selector::to_query;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
@@ -58,13 +59,18 @@ type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
 /// Why a push (or a remote deletion) failed, and the provider to wait on when it did not
 /// answer: the PushSecret is then requeued as soon as that provider answers again.
 struct Failure {
+    /// The `Ready` reason: `Errored`, or `TemplateBudgetExceeded` for a template out of budget.
+    reason: &'static str,
     message: String,
-    waiting_on: Option<Waitable>,
+    /// Boxed: the provider handle is large, and this travels in every `Result` of a push.
+    waiting_on: Option<Box<Waitable>>,
+    /// Nothing failed yet: no render slot was free. Retried with backoff, status untouched.
+    busy: bool,
 }
 
 impl From<String> for Failure {
     fn from(message: String) -> Self {
-        Failure { message, waiting_on: None }
+        Failure { reason: "Errored", message, waiting_on: None, busy: false }
     }
 }
 
@@ -72,7 +78,21 @@ impl Failure {
     /// A failed call through `client`; `what` says which call. Call right when it failed, so
     /// the provider's state is the one it failed against.
     fn call(client: &ProviderClient, what: String, error: &ProviderError) -> Self {
-        Failure { message: format!("{what}: {error}"), waiting_on: error.is_transient().then(|| client.waitable()) }
+        Failure {
+            message: format!("{what}: {error}"),
+            waiting_on: error.is_transient().then(|| Box::new(client.waitable())),
+            ..Failure::from(String::new())
+        }
+    }
+
+    /// A template render of the Secret `name` that gave no result.
+    fn render(name: &str, e: RenderError) -> Self {
+        let message = format!("template failed for Secret {name:?}: {e}");
+        match e {
+            RenderError::Busy(_) => Failure { busy: true, ..Failure::from(message) },
+            RenderError::OverBudget { .. } => Failure { reason: TEMPLATE_BUDGET_EXCEEDED, ..Failure::from(message) },
+            RenderError::Failed(_) => Failure::from(message),
+        }
     }
 
     fn context(self, prefix: &str) -> Self {
@@ -181,21 +201,25 @@ async fn fail(
     ctx: &Context,
     api: &Api<PushSecret>,
     status: PushSecretStatus,
-    Failure { message, waiting_on }: Failure,
+    Failure { reason, message, waiting_on, busy }: Failure,
 ) -> Result<Action, Error> {
     let ns = ps.namespace().unwrap_or_default();
+    if busy {
+        // Another render of the namespace holds its slot: not this object's failure.
+        return Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))));
+    }
     match waiting_on {
-        Some(provider) => ctx.manager.recovery().wait(key(&ns, &ps.name_any()), provider),
+        Some(provider) => ctx.manager.recovery().wait(key(&ns, &ps.name_any()), *provider),
         None => ctx.manager.recovery().forget(&key(&ns, &ps.name_any())),
     }
     ctx.metrics.push_secrets.set_ready(&ns, &ps.name_any(), false);
     let conditions =
-        vec![conditions::ready(&status.conditions, false, "Errored", message.clone(), ps.metadata.generation)];
+        vec![conditions::ready(&status.conditions, false, reason, message.clone(), ps.metadata.generation)];
     if !conditions::same(&status.conditions, &conditions) {
         let new_status = PushSecretStatus { conditions, ..status };
         api.patch_status(&ps.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": new_status })))
             .await?;
-        ctx.event(&ps.object_ref(&()), true, "Errored", "Push", message).await;
+        ctx.event(&ps.object_ref(&()), true, reason, "Push", message).await;
     }
     Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))))
 }
@@ -246,7 +270,7 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failur
             // On a render thread with a CPU budget and a time limit, never on an async worker.
             let rendered = render_in_pool(&ctx.renders, ns, template, &loaded, &source)
                 .await
-                .map_err(|e| format!("template failed for Secret {name:?}: {e}"))?;
+                .map_err(|e| Failure::render(name, e))?;
             data.extend(rendered.data);
         }
     }
