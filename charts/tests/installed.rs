@@ -617,7 +617,6 @@ async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept
     assert!(images.split_whitespace().all(|i| i == image), "chart default image {image}, Pods run: {images}");
 
     // The user's issuer signs what the API server checks; provider mTLS is the release's own.
-    let now = time::OffsetDateTime::now_utc();
     let own_ca = secret_key(kc, NS, &format!("{RELEASE}-ca"), "tls.crt").expect("the release's CA");
     assert_ne!(own_ca, shared_ca);
     let webhook_ca = secret_key(kc, NS, &format!("{RELEASE}-webhook-tls"), "ca.crt").expect("webhook ca.crt");
@@ -653,6 +652,8 @@ async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept
     .await;
     let forged_cert = secret_key(kc, "kw-other", "forged", "tls.crt").expect("forged tls.crt");
     let forged_key = secret_key(kc, "kw-other", "forged", "tls.key").expect("forged tls.key");
+    // Taken now: the forged certificate is valid only from its issuance on.
+    let now = time::OffsetDateTime::now_utc();
     assert!(keyward_certs::bundle::verifies_against_bundle(&forged_cert, &shared_ca, now), "signed by the shared CA");
     assert!(
         !keyward_certs::bundle::verifies_against_bundle(&forged_cert, &provider_ca, now),
