@@ -26,6 +26,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use keyward_crds::{ClusterProvider, ExternalSecret, Kubernetes, Provider, PushSecret};
+use keyward_e2e::hostile::FloodingServer;
 use keyward_e2e::{control_plane, kubectl, with_temp_namespace};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -237,7 +238,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
     // namespace: the attacker's for its own stores, the operator's for ProviderNamespace ones.
     pki.install(&client, &attacker).await;
     pki.install(&client, &operator).await;
-    let provider = ProviderProcess::start("keyward-provider-kubernetes", pki.provider_dir(), None).await;
+    let mut provider = ProviderProcess::start("keyward-provider-kubernetes", pki.provider_dir(), None).await;
     stage.address = provider.address();
     let ca_pem = std::fs::read_to_string(cp.ca_files().0).unwrap();
     stage.server = json!({"url": cp.server_url(), "caBundle": BASE64.encode(&ca_pem)});
@@ -298,6 +299,12 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
     // The attack, as the namespace owner writes it. With the webhook, some of it is refused at
     // admission; what gets through is refused at runtime.
     let attacker_configs = Api::<Kubernetes>::namespaced(client.clone(), &attacker);
+    // A server of the attacker's own that answers every request with 300 MB, named as the
+    // cluster its configuration reads: the shared provider must neither hold the answer nor die.
+    let flood_ca = keyward_certs::CertificateAuthority::generate("flood-ca", Duration::from_secs(3600)).unwrap();
+    let flood_leaf = flood_ca.issue(&["127.0.0.1"], keyward_certs::Usage::Server, Duration::from_secs(3600)).unwrap();
+    let flood = FloodingServer::start(false, Some((&flood_leaf.cert_pem, &flood_leaf.key_pem))).await;
+    let flood_server = json!({"url": flood.url, "caBundle": BASE64.encode(flood_ca.cert_pem())});
     let on_victim = |auth: Value| json!({"server": stage.server, "auth": auth, "remoteNamespace": victim});
     let mut denied = BTreeMap::new();
     let attempts = [
@@ -321,6 +328,10 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         (
             "own",
             json!({"server": stage.server, "auth": {"serviceAccount": {"name": "attacker-reader"}}, "remoteNamespace": attacker}),
+        ),
+        (
+            "attack-flood",
+            json!({"server": flood_server, "auth": {"serviceAccount": {"name": "attacker-reader"}}, "remoteNamespace": attacker}),
         ),
     ];
     for (name, spec) in attempts {
@@ -350,6 +361,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         ("p-exec", "attack-exec", None),
         ("p-files", "attack-files", None),
         ("p-own", "own", None),
+        ("p-flood", "attack-flood", None),
         ("p-foreign-config", "victim-own", Some(victim.as_str())),
     ] {
         let mut provider_ref =
@@ -378,6 +390,7 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         ("es-exec-kubeconfig", provider_store("p-exec"), "crown-jewels"),
         ("es-file-kubeconfig", provider_store("p-files"), "crown-jewels"),
         ("es-foreign-config", provider_store("p-foreign-config"), "crown-jewels"),
+        ("es-oversized", provider_store("p-flood"), "attacker-remote"),
         ("control", provider_store("p-own"), "attacker-remote"),
     ] {
         try_apply(&ess, external_secret(name, &attacker, store, key)).await.unwrap();
@@ -459,6 +472,19 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
         assert!(message.contains(&refusal), "{name}: {message}");
         assert!(secrets(&attacker).get_opt(name).await.unwrap().is_none(), "{name}: no target Secret");
     }
+    // The oversized answer is refused with the reason (the store's breaker may say it is open
+    // between attempts), and the provider that refused it still serves everyone else.
+    let message = eventually("es-oversized says why", WAIT, || async {
+        let (status, _, message) = ready_of(&ess.get("es-oversized").await.ok()?.status?.conditions)?;
+        (status == "False" && message.contains("answered with more than 4 MiB; refusing the response"))
+            .then_some(message)
+    })
+    .await;
+    assert!(message.contains("the target cluster's API server"), "{message}");
+    assert!(secrets(&attacker).get_opt("es-oversized").await.unwrap().is_none(), "es-oversized: no target Secret");
+    assert!(provider.process.is_running(), "the provider died of the flood:\n{}", provider.process.log());
+    assert!(flood.sent() > 0, "sanity: the provider did call the flooding server");
+
     let (status, _, message) = ready_of(&pss.get("ps-into-victim").await.unwrap().status.unwrap().conditions).unwrap();
     assert_eq!(status, "False");
     assert!(message.contains("allowRemoteNamespaceOverride: true"), "{message}");

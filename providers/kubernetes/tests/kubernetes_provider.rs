@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use keyward_certs::{CertificateAuthority, Usage};
 use keyward_crds::Kubernetes;
+use keyward_e2e::hostile::{FloodingServer, peak_rss_kib};
 use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, with_temp_namespace, workspace_binary};
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
@@ -664,75 +665,13 @@ async fn auth_ref_kubeconfigs_are_data_never_code() {
     .await;
 }
 
-/// A TLS server the tenant names as `server.url`, answering every request with 300 MB:
-/// declared in `Content-Length` (then streamed) or chunked. Returns its URL, its CA (PEM) and
-/// the bytes it managed to send.
-async fn flooding_server(declared: bool) -> (String, String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
+/// A TLS server the tenant names as `server.url`, answering every request with 300 MB
+/// (declared or chunked), and its CA (PEM).
+async fn flooding_server(declared: bool) -> (FloodingServer, String) {
     let ca = CertificateAuthority::generate("flood-ca", Duration::from_secs(3600)).expect("CA");
     let leaf = ca.issue(&["127.0.0.1"], Usage::Server, Duration::from_secs(3600)).expect("server certificate");
-    let chain = CertificateDer::pem_slice_iter(leaf.cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().expect("PEM");
-    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).expect("key");
-    let tls =
-        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("server TLS");
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("https://{}", l.local_addr().expect("addr"));
-    let sent = std::sync::Arc::new(AtomicU64::new(0));
-    let total = sent.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = l.accept().await {
-            let (acceptor, total) = (acceptor.clone(), total.clone());
-            tokio::spawn(async move {
-                let Ok(mut conn) = acceptor.accept(tcp).await else { return };
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let answer: &[u8] = if declared {
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 314572800\r\n\r\n"
-                } else {
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-                };
-                if conn.write_all(answer).await.is_err() {
-                    return;
-                }
-                let chunk = vec![b' '; 64 * 1024];
-                let piece = if declared {
-                    chunk
-                } else {
-                    [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk, b"\r\n".to_vec()].concat()
-                };
-                for _ in 0..(300 * 1024 * 1024 / piece.len()) {
-                    if conn.write_all(&piece).await.is_err() {
-                        return;
-                    }
-                    total.fetch_add(piece.len() as u64, Ordering::SeqCst);
-                }
-            });
-        }
-    });
-    (url, ca.cert_pem().to_string(), sent)
-}
-
-/// Peak resident memory of a process (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM");
-    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number")
+    let server = FloodingServer::start(declared, Some((&leaf.cert_pem, &leaf.key_pem))).await;
+    (server, ca.cert_pem().to_string())
 }
 
 #[tokio::test]
@@ -750,7 +689,8 @@ async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on()
 
         let mut servers = Vec::new();
         for (name, declared) in [("flood-declared", true), ("flood-chunked", false)] {
-            let (url, ca, sent) = flooding_server(declared).await;
+            let (server, ca) = flooding_server(declared).await;
+            let url = server.url.clone();
             create(&client, &ns, &kubernetes_config(name, &ns, &remote, token_auth.clone(), Some((&url, &ca)))).await;
             let r = provider_ref("Kubernetes", name, "", "Provider");
             let want = format!(
@@ -765,7 +705,7 @@ async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on()
             let e = c.get_all_secrets(find(&r, ".")).await.expect_err("refused");
             assert_eq!(e.code(), tonic::Code::Unavailable, "{name}: {e:?}");
             assert!(e.message().ends_with("answered with more than 4 MiB; refusing the response"), "{e:?}");
-            servers.push((name, sent));
+            servers.push((name, server));
         }
 
         // The process survived, serves every other store, and never held the answers.
@@ -773,8 +713,8 @@ async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on()
         assert_eq!(c.get_secret(get(&token, &ns, "db", "user")).await.expect("user").into_inner().value, b"app");
         let peak = peak_rss_kib(pid);
         assert!(peak < 100 * 1024, "the provider's peak RSS was {peak} KiB");
-        for (name, sent) in servers {
-            let sent = sent.load(std::sync::atomic::Ordering::SeqCst);
+        for (name, server) in servers {
+            let sent = server.sent();
             // Seven answers, each dropped after a few MiB (plus what socket buffers took).
             assert!(sent < 7 * 32 * 1024 * 1024, "{name}: the server got {sent} bytes out");
         }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::Vault;
+use keyward_e2e::hostile::{FloodingServer, peak_rss_kib};
 use keyward_e2e::stores::VaultDev;
 use keyward_e2e::{ChildProcess, control_plane, spawn_provider, with_temp_namespace};
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
@@ -457,60 +458,6 @@ async fn tls_with_ca_bundle_and_ca_provider() {
     drop(p.child);
 }
 
-/// A server the tenant names, answering every request with 300 MB: declared in
-/// `Content-Length` (then streamed) or chunked. Returns its URL and the bytes it managed to send.
-async fn flooding_server(declared: bool) -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    let sent = std::sync::Arc::new(AtomicU64::new(0));
-    let total = sent.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = l.accept().await {
-            let total = total.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let answer: &[u8] = if declared {
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 314572800\r\n\r\n"
-                } else {
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-                };
-                if conn.write_all(answer).await.is_err() {
-                    return;
-                }
-                let chunk = vec![b' '; 64 * 1024];
-                let piece = if declared {
-                    chunk
-                } else {
-                    [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk, b"\r\n".to_vec()].concat()
-                };
-                for _ in 0..(300 * 1024 * 1024 / piece.len()) {
-                    if conn.write_all(&piece).await.is_err() {
-                        return;
-                    }
-                    total.fetch_add(piece.len() as u64, Ordering::SeqCst);
-                }
-            });
-        }
-    });
-    (url, sent)
-}
-
-/// Peak resident memory of a process (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on() {
     let v = vault();
@@ -526,7 +473,8 @@ async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on()
 
         let mut servers = Vec::new();
         for (name, declared) in [("declared", true), ("chunked", false)] {
-            let (url, sent) = flooding_server(declared).await;
+            let server = FloodingServer::start(declared, None).await;
+            let url = server.url.clone();
             config(&client, &ns, name, json!({"server": url, "path": "secret", "auth": auth})).await;
             let r = provider_ref("Vault", name, "", "Provider");
             for _ in 0..3 {
@@ -538,16 +486,16 @@ async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on()
                     "{name}"
                 );
             }
-            servers.push((name, sent));
+            servers.push((name, server));
         }
 
         // The process survived, still serves every other store, and never held the answers.
         assert_eq!(get_text(c, get(&good, &ns, &format!("{ns}/db"), "user", "")).await.unwrap(), "app");
         let peak = peak_rss_kib(pid);
         assert!(peak < 100 * 1024, "the provider's peak RSS was {peak} KiB");
-        for (name, sent) in servers {
+        for (name, server) in servers {
             // Three calls, each dropped after a few MiB (plus what socket buffers took).
-            let sent = sent.load(std::sync::atomic::Ordering::SeqCst);
+            let sent = server.sent();
             assert!(sent < 3 * 32 * 1024 * 1024, "{name}: the server got {sent} bytes out");
         }
     })
