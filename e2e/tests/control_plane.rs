@@ -176,17 +176,13 @@ async fn crds_apply_over_a_cluster_that_stored_upstreams_v1beta1() {
     control_plane().await;
     let crds = ["externalsecrets", "clusterexternalsecrets", "secretstores", "clustersecretstores"]
         .map(|plural| format!("{plural}.external-secrets.io"));
+    let stored_versions = |crd: &str, versions: &str| {
+        let patch = format!(r#"{{"status":{{"storedVersions":{versions}}}}}"#);
+        run(&["patch", "crd", crd, "--subresource=status", "--type=merge", "-p", &patch]);
+    };
     for crd in &crds {
         // What an upstream install that started on v1beta1 leaves in the CRD's status.
-        run(&[
-            "patch",
-            "crd",
-            crd,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"storedVersions":["v1beta1","v1"]}}"#,
-        ]);
+        stored_versions(crd, r#"["v1beta1","v1"]"#);
     }
     let dir = repo_root().join("crds/yaml");
     let applied = run(&["apply", "--server-side", "--force-conflicts", "-f", &dir.to_string_lossy()]);
@@ -197,14 +193,6 @@ async fn crds_apply_over_a_cluster_that_stored_upstreams_v1beta1() {
         let stored = run(&["get", "crd", crd, "-o", "jsonpath={.status.storedVersions}"]);
         assert!(stored.contains("v1beta1"), "{crd}: {stored}");
         // Once the objects are rewritten as v1 (docs/migrating.md), the status says so.
-        run(&[
-            "patch",
-            "crd",
-            crd,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"storedVersions":["v1"]}}"#,
-        ]);
+        stored_versions(crd, r#"["v1"]"#);
     }
 }
