@@ -3,10 +3,11 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/keyward/target
 export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
 
-.PHONY: help test generate generate-check cluster-up cluster-down demo bench chaos controlplane images
+.PHONY: help check test generate generate-check cluster-up cluster-down demo bench chaos controlplane images
 
 help:
 	@echo "make demo          run the local demo against a local control plane"
+	@echo "make check         the everyday command: fmt, drift, clippy, unit and in-process tests (no root, no Go)"
 	@echo "make test          the whole suite (fmt, clippy, unit, integration, e2e, drift)"
 	@echo "make generate      regenerate the CRD YAML"
 	@echo "make cluster-up    start kube-apiserver + etcd on loopback (prints export KUBECONFIG=...)"
@@ -15,6 +16,9 @@ help:
 	@echo "make images        build dist/keyward-image.tar (and import it into the node when one is up)"
 	@echo "make bench         run the benchmarks and print their figures"
 	@echo "make chaos         provider outage and API server restart, measured (a table)"
+
+check:
+	bash scripts/check.sh
 
 test:
 	bash scripts/test.sh

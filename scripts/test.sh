@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite, in the order that fails fastest. `make test` and CI run this.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
-export KEYWARD_CACHE_DIR="${KEYWARD_CACHE_DIR:-$HOME/.cache/keyward}"
-# A fresh clone gains nothing from incremental artifacts; they only fill the disk.
-export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-
-step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%T)"; }
+source "$(dirname "$0")/common.sh"
 
 step "rustfmt"
 cargo fmt --all -- --check

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The everyday command: everything that runs in-process, without root, Go or a control plane.
+# `make test` is the whole suite (it adds the end-to-end and installed tiers); CI runs that.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+step "generated files are up to date"
+make -s generate-check
+
+step "clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "unit tests of every crate"
+cargo test --workspace --all-features --lib --bins
+
+# Integration tests that need nothing but the process they run in (no API server, no store
+# server, no root): the template engine's suites, the CRD drift check, the provider runtime's
+# mTLS server, the webhook's garbage reviews.
+step "in-process integration tests"
+cargo test --all-features -p keyward-template --tests
+cargo test --all-features -p keyward-crds --test drift
+cargo test --all-features -p keyward-provider-runtime --test server
+cargo test --all-features -p keyward-webhook --test garbage
