@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::ValidationErrors;
 use super::namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 use super::selector::{label_selector_matches, validate_label_selector};
-use super::validate::{check_duration, is_dns_label, validate_external_secret};
+use super::validate::{check_duration, is_dns_label, is_dns_subdomain, validate_external_secret};
 use crate::cluster_external_secret::ClusterExternalSecretSpec;
 use crate::common::StoreKind;
 use crate::external_secret::ExternalSecretSpec;
@@ -89,10 +89,6 @@ pub fn validate_cluster_external_secret(spec: &ClusterExternalSecretSpec) -> Res
     }
     check_duration(&mut errs, "spec.refreshTime", &spec.refresh_time);
     errs.into_result()
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@ pub use selector::{SelectorError, label_selector_matches, validate_label_selecto
 pub use stores::{validate_secrets_manager, validate_vault};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
-    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
-    validate_push_secret,
+    is_dns_subdomain, validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
+    validate_provider, validate_push_secret,
 };
 
 /// A rule violation at one field, with what to do about it.

@@ -451,6 +451,18 @@ pub(crate) fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// A DNS-1123 subdomain: an object name such as a Secret's (at most 253 characters; parts
+/// joined by `.`, each like a label but, as the API server has it, of any length).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
 /// Validates a Fake provider configuration.
 pub fn validate_fake(spec: &FakeSpec) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
