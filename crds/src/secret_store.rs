@@ -1,7 +1,7 @@
 //! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
 //! Operator users already write. Keyward serves them through its out-of-process providers:
-//! `spec.provider.kubernetes` and `spec.provider.fake` are typed as upstream has them and
-//! translated into the Kubernetes and Fake provider configurations
+//! `spec.provider.kubernetes`, `fake`, `vault` and `aws` are typed as upstream has them and
+//! translated into the Kubernetes, Fake, Vault and AWS provider configurations
 //! ([`crate::rules::store_backend`]); every other upstream provider is accepted as an opaque
 //! object so existing manifests apply, and reported `Ready=False` (`ProviderNotSupported`).
 
@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::common::SecretKeySelector;
 use crate::provider::{ClusterProviderCondition, ProviderStatus};
 use crate::provider_config::{KubernetesAuth, KubernetesServer};
+use crate::secrets_manager::AwsStoreProvider;
+use crate::vault::VaultSpec;
 
 /// API version of SecretStore and ClusterSecretStore.
 pub const SECRET_STORE_API_VERSION: &str = "external-secrets.io/v1";
@@ -82,8 +84,8 @@ pub struct ClusterSecretStoreSpec {
     pub store: SecretStoreSpec,
 }
 
-/// `spec.provider`: one provider and its configuration. `kubernetes` and `fake` are served;
-/// the other upstream providers are kept as written and reported as not supported.
+/// `spec.provider`: one provider and its configuration. `kubernetes`, `fake`, `vault` and `aws`
+/// are served; the other upstream providers are kept as written and reported as not supported.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -94,6 +96,12 @@ pub struct SecretStoreProvider {
     /// Static values for tests and demos (served by the Fake provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fake: Option<FakeStoreProvider>,
+    /// HashiCorp Vault KV secrets engines (served by the Vault provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault: Option<VaultSpec>,
+    /// AWS Secrets Manager or Parameter Store (served by the AWS provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsStoreProvider>,
     /// Every other provider (`aws`, `vault`, `gcpsm`, …), kept as written.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -109,6 +117,12 @@ impl SecretStoreProvider {
         }
         if self.fake.is_some() {
             names.push("fake");
+        }
+        if self.vault.is_some() {
+            names.push("vault");
+        }
+        if self.aws.is_some() {
+            names.push("aws");
         }
         names.extend(self.other.keys().map(String::as_str));
         names

@@ -114,3 +114,45 @@ pub struct SecretsManagerOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_window_in_days: Option<i64>,
 }
+
+/// Upstream's `spec.provider.aws` of a SecretStore: which AWS service, and the same region,
+/// credentials and roles as a `SecretsManager` configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsStoreProvider {
+    /// The AWS service the store reads and writes.
+    pub service: AwsService,
+    /// Region, credentials, roles, prefix and Secrets Manager options.
+    #[serde(flatten)]
+    pub config: SecretsManagerSpec,
+    /// Upstream's session tag policy (`None`, `Simple`, `Custom`); only `None` is applied by
+    /// Keyward (admission warns otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_tags_policy: Option<String>,
+    /// Upstream's custom session tags for the `Custom` policy (not applied by Keyward).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub custom_session_tags: std::collections::BTreeMap<String, String>,
+}
+
+/// An AWS service a store can name.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum AwsService {
+    /// AWS Secrets Manager.
+    #[default]
+    SecretsManager,
+    /// AWS Systems Manager Parameter Store.
+    ParameterStore,
+    /// AWS Certificate Manager (upstream's; not served by Keyward).
+    CertificateManager,
+}
+
+impl AwsService {
+    /// The name as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AwsService::SecretsManager => "SecretsManager",
+            AwsService::ParameterStore => "ParameterStore",
+            AwsService::CertificateManager => "CertificateManager",
+        }
+    }
+}

@@ -51,6 +51,30 @@ pub struct VaultSpec {
     /// How the provider logs in: exactly one method.
     #[serde(default)]
     pub auth: VaultAuth,
+    /// Vault Enterprise performance standbys: send each request with the last state index
+    /// Vault returned (`X-Vault-Index`), so a read follows the writes this provider made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_your_writes: bool,
+    /// Vault Enterprise: ask a standby to forward a request it cannot serve consistently to
+    /// the active node (`X-Vault-Inconsistent: forward-active-node`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forward_inconsistent: bool,
+    /// Extra HTTP headers sent with every request to Vault.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// KV v2 check-and-set on writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_and_set: Option<VaultCheckAndSet>,
+}
+
+/// KV v2 check-and-set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultCheckAndSet {
+    /// Every write carries `options.cas` with the version it replaces (0 for a new secret), so
+    /// a concurrent write is refused instead of overwritten; mounts with `cas_required` need it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
 }
 
 /// Version of a KV secrets engine.
@@ -96,7 +120,28 @@ pub struct VaultAuth {
     /// JWT/OIDC auth method.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt: Option<VaultJwtAuth>,
+    /// LDAP auth method: a user name and its password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ldap: Option<VaultUserPassAuth>,
+    /// userpass auth method: a user name and its password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_pass: Option<VaultUserPassAuth>,
+    /// TLS certificate auth method: the client certificate presented on the login request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<VaultCertAuth>,
+    /// AWS IAM auth method (upstream's field; not served by Keyward's Vault provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub iam: Option<serde_json::Value>,
+    /// GCP auth method (upstream's field; not served by Keyward's Vault provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+    pub gcp: Option<serde_json::Value>,
 }
+
+/// Methods upstream defines that Keyward's Vault provider does not serve: a store naming one is
+/// admitted with a warning and reports the method as unsupported.
+pub const UNSERVED_VAULT_AUTH: [&str; 2] = ["iam", "gcp"];
 
 impl VaultAuth {
     /// Names of the login methods that are set, in schema order.
@@ -114,6 +159,21 @@ impl VaultAuth {
         if self.jwt.is_some() {
             set.push("jwt");
         }
+        if self.ldap.is_some() {
+            set.push("ldap");
+        }
+        if self.user_pass.is_some() {
+            set.push("userPass");
+        }
+        if self.cert.is_some() {
+            set.push("cert");
+        }
+        if self.iam.is_some() {
+            set.push("iam");
+        }
+        if self.gcp.is_some() {
+            set.push("gcp");
+        }
         set
     }
 }
@@ -128,6 +188,43 @@ fn default_kubernetes_path() -> String {
 
 fn default_jwt_path() -> String {
     "jwt".to_string()
+}
+
+fn default_cert_path() -> String {
+    "cert".to_string()
+}
+
+/// Login with a user name and password (the `userpass` and `ldap` auth methods).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultUserPassAuth {
+    /// Mount path of the auth method (upstream's default: `userpass` for userPass, `ldap` for
+    /// ldap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The user name.
+    pub username: String,
+    /// A Secret key holding the password.
+    #[serde(default)]
+    pub secret_ref: SecretKeySelector,
+}
+
+/// TLS certificate login.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultCertAuth {
+    /// Mount path of the cert auth method.
+    #[serde(default = "default_cert_path")]
+    pub path: String,
+    /// Name of the certificate role to log in as (Vault tries every role when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault_role: Option<String>,
+    /// A Secret key holding the PEM client certificate.
+    #[serde(default)]
+    pub client_cert: SecretKeySelector,
+    /// A Secret key holding the PEM private key of the certificate.
+    #[serde(default)]
+    pub secret_ref: SecretKeySelector,
 }
 
 /// AppRole login.

@@ -85,6 +85,12 @@ pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
             service_account("spec.auth.jwt.kubernetesServiceAccountToken.serviceAccountRef", &t.service_account_ref)
         }));
     }
+    named.extend(auth.user_pass.as_ref().map(|u| secret("spec.auth.userPass.secretRef", &u.secret_ref)));
+    named.extend(auth.ldap.as_ref().map(|u| secret("spec.auth.ldap.secretRef", &u.secret_ref)));
+    if let Some(c) = &auth.cert {
+        named.push(secret("spec.auth.cert.clientCert", &c.client_cert));
+        named.push(secret("spec.auth.cert.secretRef", &c.secret_ref));
+    }
     Reach { named, ambient, allow_remote_namespace_override: false }
 }
 

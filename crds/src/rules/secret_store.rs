@@ -8,15 +8,18 @@
 //! that configuration with the provider kind's own rules.
 
 use super::boundary::{ConfigOwner, check_boundary};
-use super::reach::kubernetes_reach;
+use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
+use super::stores::{validate_secrets_manager, validate_vault};
 use super::validate::{check_conditions, validate_fake, validate_kubernetes};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
 use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
+use crate::secrets_manager::{AwsService, SecretsManagerSpec};
+use crate::vault::{UNSERVED_VAULT_AUTH, VaultSpec};
 
 /// The providers a store may name that Keyward serves, as written under `spec.provider`.
-pub const SERVED_STORE_PROVIDERS: [&str; 2] = ["kubernetes", "fake"];
+pub const SERVED_STORE_PROVIDERS: [&str; 4] = ["kubernetes", "fake", "vault", "aws"];
 
 /// The Keyward provider configuration a store's `spec.provider` translates to.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +28,11 @@ pub enum StoreBackend {
     Kubernetes(Box<KubernetesSpec>),
     /// Served by the Fake provider.
     Fake(FakeSpec),
+    /// Served by the Vault provider.
+    Vault(Box<VaultSpec>),
+    /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
+    /// credentials and roles.
+    Aws(AwsService, Box<SecretsManagerSpec>),
 }
 
 impl StoreBackend {
@@ -33,6 +41,8 @@ impl StoreBackend {
         match self {
             StoreBackend::Kubernetes(_) => "kubernetes",
             StoreBackend::Fake(_) => "fake",
+            StoreBackend::Vault(_) => "vault",
+            StoreBackend::Aws(..) => "aws",
         }
     }
 }
@@ -50,7 +60,7 @@ pub enum StoreProviderError {
     #[error(
         "spec.provider.{0} is not served by this controller: SecretStores and ClusterSecretStores are served for \
          the providers {served}; use one of those, or reach this provider through a Provider or ClusterProvider",
-        served = SERVED_STORE_PROVIDERS.join(" and ")
+        served = SERVED_STORE_PROVIDERS.join(", ")
     )]
     NotSupported(String),
 }
@@ -92,11 +102,24 @@ pub fn store_backend(provider: &SecretStoreProvider) -> Result<StoreBackend, Sto
     let names = provider.names();
     match names.as_slice() {
         [] => Err(StoreProviderError::Empty),
-        [_] => match (&provider.kubernetes, &provider.fake) {
-            (Some(k), None) => Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k)))),
-            (None, Some(f)) => Ok(StoreBackend::Fake(fake(f))),
-            _ => Err(StoreProviderError::NotSupported(names[0].to_string())),
-        },
+        [_] => {
+            if let Some(k) = &provider.kubernetes {
+                Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k))))
+            } else if let Some(f) = &provider.fake {
+                Ok(StoreBackend::Fake(fake(f)))
+            } else if let Some(v) = &provider.vault {
+                match v.auth.methods().into_iter().find(|m| UNSERVED_VAULT_AUTH.contains(m)) {
+                    Some(m) => Err(StoreProviderError::NotSupported(format!("vault.auth.{m}"))),
+                    None => Ok(StoreBackend::Vault(Box::new(v.clone()))),
+                }
+            } else if let Some(a) = provider.aws.as_ref().filter(|a| a.service != AwsService::CertificateManager) {
+                Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
+            } else if provider.aws.is_some() {
+                Err(StoreProviderError::NotSupported("aws.service: CertificateManager".to_string()))
+            } else {
+                Err(StoreProviderError::NotSupported(names[0].to_string()))
+            }
+        }
         _ => Err(StoreProviderError::Several(names.iter().map(|n| n.to_string()).collect())),
     }
 }
@@ -142,6 +165,8 @@ pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) ->
             prefixed(&mut errs, "spec.provider.kubernetes", validate_kubernetes(&k));
         }
         Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
+        Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
+        Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
         Err(StoreProviderError::NotSupported(_)) => {}
         Err(e) => errs.push("spec.provider", e.to_string()),
     }
@@ -168,11 +193,16 @@ pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) ->
 /// same again on every request.
 pub fn secret_store_boundary(namespace: &str, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    if let Ok(StoreBackend::Kubernetes(k)) = store_backend(&spec.provider) {
-        let boundary = check_boundary(ConfigOwner::Tenant, namespace, &kubernetes_reach(&k))
-            .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
-        prefixed(&mut errs, "spec.provider.kubernetes", boundary);
-    }
+    let Ok(backend) = store_backend(&spec.provider) else { return Ok(()) };
+    let reach = match &backend {
+        StoreBackend::Kubernetes(k) => kubernetes_reach(k),
+        StoreBackend::Vault(v) => vault_reach(v),
+        StoreBackend::Aws(_, a) => secrets_manager_reach(a),
+        StoreBackend::Fake(_) => return Ok(()),
+    };
+    let boundary = check_boundary(ConfigOwner::Tenant, namespace, &reach)
+        .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
+    prefixed(&mut errs, &format!("spec.provider.{}", backend.provider_name()), boundary);
     errs.into_result()
 }
 
@@ -234,6 +264,62 @@ mod tests {
     }
 
     #[test]
+    fn vault_and_aws_translate_as_written() {
+        let s = spec(
+            "provider:\n  vault:\n    server: https://vault:8200\n    path: secret\n    version: v2\n    \
+             auth: {userPass: {path: userpass, username: u, secretRef: {name: p, key: password}}}\n",
+        );
+        let StoreBackend::Vault(v) = store_backend(&s.provider).expect("served") else { panic!("vault") };
+        assert_eq!(v.path.as_deref(), Some("secret"));
+        assert_eq!(v.auth.methods(), ["userPass"]);
+        let s = spec(
+            "provider:\n  aws:\n    service: ParameterStore\n    region: eu-west-1\n    prefix: /team/\n    \
+             auth: {secretRef: {accessKeyIDSecretRef: {name: k, key: id}, secretAccessKeySecretRef: {name: k, key: s}}}\n",
+        );
+        let b = store_backend(&s.provider).expect("served");
+        assert_eq!(b.provider_name(), "aws");
+        let StoreBackend::Aws(service, a) = b else { panic!("aws") };
+        assert_eq!(
+            (service, a.region.as_str(), a.prefix.as_deref()),
+            (AwsService::ParameterStore, "eu-west-1", Some("/team/"))
+        );
+    }
+
+    #[test]
+    fn vault_and_aws_stores_are_validated_and_bounded_by_their_kinds_rules() {
+        assert_eq!(
+            errors(
+                Some("a"),
+                "provider: {vault: {server: 'ftp://v', auth: {ldap: {username: '', secretRef: {name: p}}}}}"
+            ),
+            [
+                "spec.provider.vault.server: \"ftp://v\" must be an http:// or https:// URL",
+                "spec.provider.vault.auth.ldap.username: must not be empty",
+                "spec.provider.vault.auth.ldap.secretRef.key: must not be empty: name the key inside the Secret",
+            ]
+        );
+        let headers = errors(
+            Some("a"),
+            "provider: {vault: {server: 'http://v', headers: {X-Vault-Token: t, 'a b': c}, \
+             auth: {tokenSecretRef: {name: t, key: k}}}}",
+        );
+        assert_eq!(headers.len(), 2, "{headers:?}");
+        assert!(
+            headers[1].contains("is not an HTTP header name") && headers[0].contains("set by the provider"),
+            "{headers:?}"
+        );
+        // A SecretStore names Secrets of its own namespace only; a ClusterSecretStore may name others.
+        let cross = "provider: {vault: {server: 'http://v', auth: {cert: {clientCert: {name: c, key: tls.crt, namespace: b}, \
+                     secretRef: {name: c, key: tls.key}}}}}";
+        let denied = errors(Some("a"), cross);
+        assert_eq!(denied.len(), 1, "{denied:?}");
+        assert!(denied[0].starts_with("spec.provider.vault.auth.cert.clientCert"), "{denied:?}");
+        assert!(errors(None, cross).is_empty());
+        let ambient = errors(Some("a"), "provider: {aws: {service: SecretsManager, region: eu-west-1}}");
+        assert!(ambient.len() == 1 && ambient[0].starts_with("spec.provider.aws.auth"), "{ambient:?}");
+    }
+
+    #[test]
     fn fake_translates_values_versions_and_value_maps() {
         let s = spec(
             "provider:\n  fake:\n    data:\n    - {key: /a, value: one, version: v1}\n    - {key: /b, valueMap: {x: '1', y: '2'}}\n    \
@@ -263,13 +349,20 @@ mod tests {
 
     #[test]
     fn unserved_empty_and_several_providers() {
-        let e = store_backend(&spec("provider: {vault: {server: 'http://v'}}").provider).unwrap_err();
-        assert_eq!(e, StoreProviderError::NotSupported("vault".into()));
+        let e = store_backend(&spec("provider: {gcpsm: {projectID: p}}").provider).unwrap_err();
+        assert_eq!(e, StoreProviderError::NotSupported("gcpsm".into()));
         assert_eq!(e.reason(), "ProviderNotSupported");
-        assert!(e.to_string().starts_with("spec.provider.vault is not served by this controller"), "{e}");
+        assert!(e.to_string().starts_with("spec.provider.gcpsm is not served by this controller"), "{e}");
+        let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}}}}").provider)
+            .unwrap_err();
+        assert_eq!(e, StoreProviderError::NotSupported("vault.auth.iam".into()));
+        let e = store_backend(&spec("provider: {aws: {service: CertificateManager, region: r}}").provider).unwrap_err();
+        assert_eq!(e.reason(), "ProviderNotSupported");
         let e = store_backend(&spec("provider: {}").provider).unwrap_err();
         assert_eq!(e, StoreProviderError::Empty);
-        let e = store_backend(&spec("provider: {fake: {data: []}, aws: {region: x}}").provider).unwrap_err();
+        let e =
+            store_backend(&spec("provider: {fake: {data: []}, aws: {service: SecretsManager, region: x}}").provider)
+                .unwrap_err();
         assert_eq!(e.to_string(), "spec.provider names fake and aws: set exactly one provider");
         assert_eq!(e.reason(), "InvalidProviderConfig");
     }

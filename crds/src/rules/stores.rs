@@ -57,14 +57,29 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
     }
     let auth = &spec.auth;
     let methods = auth.methods();
+    const ONE_OF: &str = "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap or cert";
     match methods.len() {
-        0 => errs.push("spec.auth", "set exactly one of tokenSecretRef, appRole, kubernetes or jwt"),
+        0 => errs.push("spec.auth", ONE_OF),
         1 => {}
-        _ => errs.push(
-            "spec.auth",
-            format!("{} are set; set exactly one of tokenSecretRef, appRole, kubernetes or jwt", methods.join(" and ")),
-        ),
+        _ => errs.push("spec.auth", format!("{} are set; {ONE_OF}", methods.join(" and "))),
     }
+    for (field, login) in [("spec.auth.userPass", &auth.user_pass), ("spec.auth.ldap", &auth.ldap)] {
+        if let Some(u) = login {
+            if u.username.is_empty() {
+                errs.push(format!("{field}.username"), "must not be empty");
+            }
+            if let Some(p) = &u.path {
+                check_mount(&mut errs, &format!("{field}.path"), p);
+            }
+            check_secret_key(&mut errs, &format!("{field}.secretRef"), &u.secret_ref, true);
+        }
+    }
+    if let Some(c) = &auth.cert {
+        check_mount(&mut errs, "spec.auth.cert.path", &c.path);
+        check_secret_key(&mut errs, "spec.auth.cert.clientCert", &c.client_cert, true);
+        check_secret_key(&mut errs, "spec.auth.cert.secretRef", &c.secret_ref, true);
+    }
+    check_headers(&mut errs, &spec.headers);
     if let Some(t) = &auth.token_secret_ref {
         check_secret_key(&mut errs, "spec.auth.tokenSecretRef", t, true);
     }
@@ -117,6 +132,24 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
         }
     }
     errs.into_result()
+}
+
+/// Headers the provider itself sets per request: a configured one must not replace them.
+const RESERVED_HEADERS: [&str; 6] =
+    ["x-vault-token", "x-vault-namespace", "x-vault-index", "host", "content-length", "transfer-encoding"];
+
+fn check_headers(errs: &mut ValidationErrors, headers: &std::collections::BTreeMap<String, String>) {
+    for (name, value) in headers {
+        let field = format!("spec.headers[{name:?}]");
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            errs.push(field, "is not an HTTP header name");
+        } else if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            errs.push(field, "is set by the provider itself (token, namespace, index and framing headers)");
+        } else if value.chars().any(|c| c.is_control() && c != '\t') {
+            errs.push(field, "the value must not hold control characters such as line breaks");
+        }
+    }
 }
 
 fn check_mount(errs: &mut ValidationErrors, field: &str, path: &str) {

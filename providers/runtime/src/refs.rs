@@ -95,6 +95,18 @@ pub fn pem_to_der(pem: &[u8], field: &str) -> Result<Vec<Vec<u8>>, ProviderError
     Ok(certs)
 }
 
+/// A provider's configuration as a request reached it ([`ClusterRefs::resolve_config`]).
+#[derive(Debug, Clone)]
+pub struct ResolvedConfig<S> {
+    /// The provider configuration.
+    pub spec: S,
+    /// `metadata.generation` of the object it came from (configuration object or store).
+    pub generation: Option<i64>,
+    /// That object, for messages: `Vault team-a/v`, `SecretStore team-a/vault`,
+    /// `ClusterSecretStore vault`.
+    pub what: String,
+}
+
 /// Reads what configurations name, with the provider's own client.
 #[derive(Clone)]
 pub struct ClusterRefs {
@@ -153,6 +165,51 @@ impl ClusterRefs {
             ProviderError::BadConfig(format!("{} {}/{}: {e}", K::kind(&()), ctx.config_namespace(), ctx.name))
         })?;
         Ok(config)
+    }
+
+    /// The provider configuration a request reaches, written once for every provider: the
+    /// configuration object of kind `K` (its spec taken by `spec_of`), or the `spec.provider`
+    /// block of the SecretStore or ClusterSecretStore the request names, translated by
+    /// `keyward_crds::rules::store_backend` and taken by `from_store` (which hands back a
+    /// backend this provider does not serve). Either way it is checked with `check`, the
+    /// configuration kind's rules; what breaks them is `FAILED_PRECONDITION` naming the object.
+    pub async fn resolve_config<K, S, E>(
+        &self,
+        ctx: &RequestContext,
+        spec_of: impl FnOnce(K) -> S,
+        from_store: impl FnOnce(StoreBackend) -> Result<S, StoreBackend>,
+        check: impl FnOnce(&S) -> Result<(), E>,
+    ) -> Result<ResolvedConfig<S>, ProviderError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        E: std::fmt::Display,
+    {
+        let ns = ctx.config_namespace();
+        let (spec, generation, what) = match store_backend(&self.client, ctx).await? {
+            Some((backend, generation)) => {
+                let what = match ctx.store_ref_kind {
+                    StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
+                    _ => format!("{} {ns}/{}", ctx.kind, ctx.name),
+                };
+                let spec = from_store(backend).map_err(|other| {
+                    ProviderError::BadConfig(format!(
+                        "{what}: spec.provider.{} is served by another provider process",
+                        other.provider_name()
+                    ))
+                })?;
+                (spec, generation, what)
+            }
+            None => {
+                let config: K = self.config(ctx).await?;
+                let generation = config.meta().generation;
+                (spec_of(config), generation, format!("{} {ns}/{}", K::kind(&()), ctx.name))
+            }
+        };
+        check(&spec).map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+        Ok(ResolvedConfig { spec, generation, what })
     }
 
     /// The key a configuration's Secret reference selects (`default_key` when it names none),
