@@ -1,14 +1,18 @@
-//! A Vault client built from a `Vault` config object: the HTTPS client (CA bundle, client
-//! certificate), the login method, and the token it holds, renewed before it expires and
-//! replaced by a new login when renewal fails or Vault refuses it.
+//! A Vault client built from a Vault configuration (a `Vault` object or a store's
+//! `spec.provider.vault`): the HTTPS client (CA bundle, client certificate), the login method,
+//! the headers every request carries, and the token it holds, renewed before it expires and
+//! replaced by a new login when renewal fails or Vault refuses it. Tokens live in a
+//! [`TokenCache`] that outlives the clients, so rebuilding a client does not log in again.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keyward_crds::vault::{VaultAuth, VaultSpec};
-use keyward_provider_runtime::body;
-use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, require_operator_owned};
-use keyward_provider_runtime::{ProviderError, RequestContext};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
+use keyward_provider_runtime::refs::{CacheKey, ClusterRefs, NamedKind, named_namespace, require_operator_owned};
+use keyward_provider_runtime::{ProviderError, RequestContext, body, keys};
 use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -21,16 +25,44 @@ use crate::kv::map_status;
 const SA_TOKEN_SECONDS: i64 = 600;
 /// The provider process's own ServiceAccount token (Kubernetes auth without a reference).
 const OWN_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// Vault's state index of a response; sent back with `readYourWrites`.
+const INDEX_HEADER: &str = "x-vault-index";
 
 /// How the client gets a token.
 #[derive(Clone)]
 enum Login {
     /// A fixed token; it is renewed when renewable, never replaced.
     Token(String),
-    /// `POST auth/<mount>/login` with this body.
-    Post { mount: String, body: Value },
+    /// `POST <path>` (an encoded `auth/<mount>/login[/<user>]`) with this body.
+    Post { path: String, body: Value },
 }
 
+impl Login {
+    /// `POST auth/<mount>/login[/<user>]`, each part checked by the key rule and encoded, so a
+    /// mount or user name can never make the login go to another path.
+    fn post(field: &str, mount: &str, user: Option<&str>, body: Value) -> Result<Login, ProviderError> {
+        let bad = |what: &str, e: ProviderError| ProviderError::BadConfig(format!("{field}.{what}: {e}"));
+        let mut segments = keys::segments(mount).map_err(|e| bad("path", e))?;
+        if segments.is_empty() {
+            return Err(ProviderError::BadConfig(format!("{field}.path: names no mount")));
+        }
+        segments.insert(0, "auth");
+        segments.push("login");
+        if let Some(user) = user {
+            match keys::segments(user).map_err(|e| bad("username", e))?.as_slice() {
+                [one] if *one == user => segments.push(one),
+                _ => {
+                    return Err(ProviderError::BadConfig(format!(
+                        "{field}.username: {user:?} is not a single path segment"
+                    )));
+                }
+            }
+        }
+        Ok(Login::Post { path: keys::url_path(segments), body })
+    }
+}
+
+/// A token and what Vault said about its lifetime.
 #[derive(Clone, Debug)]
 struct Token {
     value: String,
@@ -51,6 +83,54 @@ impl Token {
     }
 }
 
+/// The token of one configuration, shared by the clients built for it.
+type Slot = Arc<Mutex<Option<Token>>>;
+
+/// Vault tokens per configuration (its [`CacheKey`]), kept across client rebuilds: a client
+/// built again for the same configuration, from the same credentials, takes the token the
+/// previous one held instead of logging in again. A token is reused only by a client whose
+/// server, namespaces and login credentials hash the same (`fingerprint`), so rotated
+/// credentials, or a new generation of the configuration, log in afresh.
+#[derive(Default)]
+pub struct TokenCache {
+    slots: std::sync::Mutex<HashMap<CacheKey, (u64, Slot)>>,
+}
+
+impl TokenCache {
+    fn slot(&self, key: &CacheKey, fingerprint: u64) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Other generations of the same configuration, and tokens no client holds that are
+        // gone or expired, are forgotten.
+        slots.retain(|k, (_, slot)| {
+            let same_config =
+                k.kind == key.kind && k.namespace == key.namespace && k.name == key.name && k.operator == key.operator;
+            if same_config {
+                return k.generation == key.generation;
+            }
+            let unused = Arc::strong_count(slot) == 1;
+            !(unused && slot.try_lock().is_ok_and(|t| t.as_ref().is_none_or(Token::expired)))
+        });
+        match slots.get(key) {
+            Some((f, slot)) if *f == fingerprint => slot.clone(),
+            _ => {
+                let slot = Slot::default();
+                slots.insert(key.clone(), (fingerprint, slot.clone()));
+                slot
+            }
+        }
+    }
+
+    /// Number of configurations with a kept token slot.
+    pub fn len(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no token slot is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A logged-in Vault client.
 #[derive(Clone)]
 pub struct VaultClient {
@@ -59,7 +139,11 @@ pub struct VaultClient {
     namespace: Option<String>,
     auth_namespace: Option<String>,
     login: Login,
-    token: Arc<Mutex<Option<Token>>>,
+    token: Slot,
+    /// `spec.headers`, and `X-Vault-Inconsistent` with `forwardInconsistent`: on every request.
+    headers: HeaderMap,
+    /// With `readYourWrites`: the last `X-Vault-Index` Vault answered, sent with every request.
+    index: Option<Arc<std::sync::Mutex<Option<HeaderValue>>>>,
 }
 
 fn pem_certs(pem: &[u8], field: &str) -> Result<Vec<CertificateDer<'static>>, ProviderError> {
@@ -84,11 +168,14 @@ fn http_client(tls: rustls::ClientConfig) -> Result<reqwest::Client, ProviderErr
         .map_err(|e| ProviderError::Internal(format!("building the HTTPS client: {e}")))
 }
 
+/// The TLS configuration, and the client certificate and key it presents (PEM), if any: the
+/// cert login's (`spec.auth.cert`, presented on the login and on later requests, as upstream)
+/// or else `spec.tls`'s.
 async fn tls_config(
     refs: &ClusterRefs,
     ctx: &RequestContext,
     spec: &VaultSpec,
-) -> Result<rustls::ClientConfig, ProviderError> {
+) -> Result<(rustls::ClientConfig, Option<(Vec<u8>, Vec<u8>)>), ProviderError> {
     let mut roots = rustls::RootCertStore::empty();
     match refs.ca_bundle(ctx, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref()).await? {
         Some(ders) => {
@@ -104,18 +191,31 @@ async fn tls_config(
         }
     }
     let builder = tls_builder()?.with_root_certificates(roots);
-    let tls = spec.tls.as_ref().and_then(|t| Some((t.cert_secret_ref.as_ref()?, t.key_secret_ref.as_ref()?)));
-    let Some((cert, key)) = tls else {
-        return Ok(builder.with_no_client_auth());
+    let (field, cert_pem, key_pem) = if let Some(c) = &spec.auth.cert {
+        if !spec.server.starts_with("https://") {
+            return Err(ProviderError::BadConfig(
+                "spec.auth.cert: a client certificate is presented over TLS only; spec.server must be https://".into(),
+            ));
+        }
+        let cert = refs.selected_secret_key(ctx, "spec.auth.cert.clientCert", &c.client_cert, "tls.crt").await?;
+        let key = refs.selected_secret_key(ctx, "spec.auth.cert.secretRef", &c.secret_ref, "tls.key").await?;
+        ("spec.auth.cert", cert, key)
+    } else {
+        let tls = spec.tls.as_ref().and_then(|t| Some((t.cert_secret_ref.as_ref()?, t.key_secret_ref.as_ref()?)));
+        let Some((cert, key)) = tls else {
+            return Ok((builder.with_no_client_auth(), None));
+        };
+        let cert = refs.selected_secret_key(ctx, "spec.tls.certSecretRef", cert, "tls.crt").await?;
+        let key = refs.selected_secret_key(ctx, "spec.tls.keySecretRef", key, "tls.key").await?;
+        ("spec.tls", cert, key)
     };
-    let cert_pem = refs.selected_secret_key(ctx, "spec.tls.certSecretRef", cert, "tls.crt").await?;
-    let key_pem = refs.selected_secret_key(ctx, "spec.tls.keySecretRef", key, "tls.key").await?;
-    let chain = pem_certs(&cert_pem, "spec.tls.certSecretRef")?;
+    let chain = pem_certs(&cert_pem, field)?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| ProviderError::BadConfig(format!("spec.tls.keySecretRef: not a PEM private key: {e}")))?;
-    builder
+        .map_err(|e| ProviderError::BadConfig(format!("{field}: not a PEM private key: {e}")))?;
+    let tls = builder
         .with_client_auth_cert(chain, key)
-        .map_err(|e| ProviderError::BadConfig(format!("spec.tls: unusable client certificate: {e}")))
+        .map_err(|e| ProviderError::BadConfig(format!("{field}: unusable client certificate: {e}")))?;
+    Ok((tls, Some((cert_pem, key_pem))))
 }
 
 async fn sa_token(
@@ -130,6 +230,19 @@ async fn sa_token(
     refs.service_account_token(ns, &sa.name, audiences, seconds, field).await
 }
 
+/// A user name and password login (`userpass`, `ldap`): `POST auth/<path>/login/<username>`.
+async fn password_login(
+    refs: &ClusterRefs,
+    ctx: &RequestContext,
+    field: &str,
+    default_path: &str,
+    u: &VaultUserPassAuth,
+) -> Result<Login, ProviderError> {
+    let password = refs.selected_secret_text(ctx, &format!("{field}.secretRef"), &u.secret_ref).await?;
+    let mount = u.path.as_deref().filter(|p| !p.is_empty()).unwrap_or(default_path);
+    Login::post(field, mount, Some(u.username.trim()), json!({"password": password}))
+}
+
 /// Reads the credentials the login method names.
 async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth) -> Result<Login, ProviderError> {
     if let Some(t) = &auth.token_secret_ref {
@@ -142,7 +255,8 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
             _ => return Err(ProviderError::BadConfig("spec.auth.appRole: set roleId or roleRef".into())),
         };
         let secret_id = refs.selected_secret_text(ctx, "spec.auth.appRole.secretRef", &a.secret_ref).await?;
-        return Ok(Login::Post { mount: a.path.clone(), body: json!({"role_id": role_id, "secret_id": secret_id}) });
+        let body = json!({"role_id": role_id, "secret_id": secret_id});
+        return Login::post("spec.auth.appRole", &a.path, None, body);
     }
     if let Some(k) = &auth.kubernetes {
         let field = "spec.auth.kubernetes";
@@ -161,7 +275,8 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
                 })?
             }
         };
-        return Ok(Login::Post { mount: k.mount_path.clone(), body: json!({"role": k.role, "jwt": jwt}) });
+        let body = json!({"role": k.role, "jwt": jwt});
+        return Login::post("spec.auth.kubernetes", &k.mount_path, None, body);
     }
     if let Some(j) = &auth.jwt {
         let jwt = match (&j.secret_ref, &j.kubernetes_service_account_token) {
@@ -186,9 +301,66 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
         if let Some(role) = &j.role {
             body["role"] = json!(role);
         }
-        return Ok(Login::Post { mount: j.path.clone(), body });
+        return Login::post("spec.auth.jwt", &j.path, None, body);
     }
-    Err(ProviderError::BadConfig("spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes or jwt".into()))
+    if let Some(u) = &auth.user_pass {
+        return password_login(refs, ctx, "spec.auth.userPass", "userpass", u).await;
+    }
+    if let Some(u) = &auth.ldap {
+        return password_login(refs, ctx, "spec.auth.ldap", "ldap", u).await;
+    }
+    if let Some(c) = &auth.cert {
+        // The certificate itself is presented by the TLS client (see tls_config).
+        let body = match c.vault_role.as_deref().filter(|r| !r.is_empty()) {
+            Some(role) => json!({"name": role}),
+            None => json!({}),
+        };
+        return Login::post("spec.auth.cert", &c.path, None, body);
+    }
+    if let Some(m) = auth.methods().into_iter().next() {
+        return Err(ProviderError::Unsupported(format!("spec.auth.{m}: this login method is not served")));
+    }
+    Err(ProviderError::BadConfig(
+        "spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap or cert".into(),
+    ))
+}
+
+/// `spec.headers`, plus `X-Vault-Inconsistent: forward-active-node` when `forwardInconsistent`
+/// goes with `readYourWrites` (as upstream: the header only matters for a request carrying an
+/// index).
+fn fixed_headers(spec: &VaultSpec) -> Result<HeaderMap, ProviderError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &spec.headers {
+        let field = format!("spec.headers[{name:?}]");
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| ProviderError::BadConfig(format!("{field}: not an HTTP header name: {e}")))?;
+        let v = HeaderValue::from_str(value)
+            .map_err(|e| ProviderError::BadConfig(format!("{field}: not an HTTP header value: {e}")))?;
+        headers.append(n, v);
+    }
+    if spec.read_your_writes && spec.forward_inconsistent {
+        headers.insert("x-vault-inconsistent", HeaderValue::from_static("forward-active-node"));
+    }
+    Ok(headers)
+}
+
+/// What a token was obtained with: a client built again with the same value may use the
+/// token the last one held.
+fn fingerprint(
+    spec: &VaultSpec,
+    auth_namespace: Option<&str>,
+    login: &Login,
+    identity: Option<&(Vec<u8>, Vec<u8>)>,
+) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    spec.server.trim_end_matches('/').hash(&mut h);
+    auth_namespace.hash(&mut h);
+    match login {
+        Login::Token(t) => ("token", t).hash(&mut h),
+        Login::Post { path, body } => ("post", path, body.to_string()).hash(&mut h),
+    }
+    identity.hash(&mut h);
+    h.finish()
 }
 
 /// An error with its causes (`a: b: c`): reqwest's own message leaves out why a connection
@@ -215,19 +387,31 @@ fn errors_of(body: &Value) -> String {
 }
 
 impl VaultClient {
-    /// Builds a client for the server, CA and credentials `spec` describes. Nothing is sent to
-    /// Vault yet; the first call logs in.
-    pub async fn build(refs: &ClusterRefs, ctx: &RequestContext, spec: &VaultSpec) -> Result<Self, ProviderError> {
-        let http = http_client(tls_config(refs, ctx, spec).await?)?;
+    /// Builds a client for the server, CA, credentials and options `spec` describes, holding
+    /// the token `tokens` keeps for `key` when it was obtained with the same credentials.
+    /// Nothing is sent to Vault yet; the first call without a usable token logs in.
+    pub async fn build(
+        refs: &ClusterRefs,
+        ctx: &RequestContext,
+        spec: &VaultSpec,
+        tokens: &TokenCache,
+        key: &CacheKey,
+    ) -> Result<Self, ProviderError> {
+        let (tls, identity) = tls_config(refs, ctx, spec).await?;
+        let http = http_client(tls)?;
         let login = login_method(refs, ctx, &spec.auth).await?;
         let namespace = spec.namespace.clone().filter(|n| !n.is_empty());
+        let auth_namespace = spec.auth.namespace.clone().filter(|n| !n.is_empty()).or_else(|| namespace.clone());
+        let token = tokens.slot(key, fingerprint(spec, auth_namespace.as_deref(), &login, identity.as_ref()));
         Ok(VaultClient {
             http,
             server: spec.server.trim_end_matches('/').to_string(),
-            auth_namespace: spec.auth.namespace.clone().filter(|n| !n.is_empty()).or_else(|| namespace.clone()),
+            auth_namespace,
             namespace,
             login,
-            token: Arc::new(Mutex::new(None)),
+            token,
+            headers: fixed_headers(spec)?,
+            index: spec.read_your_writes.then(Arc::default),
         })
     }
 
@@ -242,12 +426,15 @@ impl VaultClient {
         query: &[(&str, String)],
     ) -> Result<(u16, Value), ProviderError> {
         let url = format!("{}/v1/{}", self.server, path.trim_start_matches('/'));
-        let mut req = self.http.request(method, &url).query(query);
+        let mut req = self.http.request(method, &url).query(query).headers(self.headers.clone());
         if let Some(t) = token {
             req = req.header("X-Vault-Token", t);
         }
         if let Some(ns) = namespace {
             req = req.header("X-Vault-Namespace", ns);
+        }
+        if let Some(index) = self.index.as_ref().and_then(|i| i.lock().ok()?.clone()) {
+            req = req.header(INDEX_HEADER, index);
         }
         if let Some(b) = body {
             req = req.json(b);
@@ -256,6 +443,11 @@ impl VaultClient {
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
             ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, causes(&e)))
         })?;
+        if let (Some(slot), Some(index)) = (&self.index, resp.headers().get(INDEX_HEADER))
+            && let Ok(mut last) = slot.lock()
+        {
+            *last = Some(index.clone());
+        }
         // The server is the tenant's to name: its answer is capped, never read whole.
         let answer = http::Response::<reqwest::Body>::from(resp);
         let (head, bytes) = body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
@@ -305,9 +497,8 @@ impl VaultClient {
                     obtained: Instant::now(),
                 })
             }
-            Login::Post { mount, body } => {
-                let path = format!("auth/{}/login", mount.trim_matches('/'));
-                let (status, answer) = self.send(Method::POST, &path, None, ns, Some(body), &[]).await?;
+            Login::Post { path, body } => {
+                let (status, answer) = self.send(Method::POST, path, None, ns, Some(body), &[]).await?;
                 if status != 200 {
                     // A refused login is a credentials problem, whatever status Vault uses.
                     return Err(match map_status(status, &errors_of(&answer), &format!("logging in at {path}")) {
@@ -317,13 +508,12 @@ impl VaultClient {
                         other => other,
                     });
                 }
-                tracing::info!(mount = %mount, "logged in to Vault");
+                tracing::info!(path = %path, "logged in to Vault");
                 Self::token_of(&answer)
                     .ok_or_else(|| ProviderError::Unavailable(format!("{path}: Vault returned no token")))
             }
         }
     }
-
     /// Renews the token; `None` when Vault refused (the caller logs in again).
     async fn renew(&self, token: &Token) -> Result<Option<Token>, ProviderError> {
         let ns = self.auth_namespace.as_deref();
@@ -459,9 +649,12 @@ mod tests {
                     assert!(n > 0, "connection closed mid-body");
                     buf.extend_from_slice(&chunk[..n]);
                 }
+                // Every answer carries a state index, as Vault Enterprise's do.
                 let answer = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vault-Index: \
+                     idx-{}\r\nConnection: close\r\n\r\n{body}",
+                    body.len(),
+                    seen.len() + 1
                 );
                 conn.write_all(answer.as_bytes()).await.expect("write");
                 seen.push(Seen { line, headers });
@@ -479,8 +672,11 @@ mod tests {
             server,
             namespace: namespace.map(str::to_string),
             auth_namespace: auth_namespace.map(str::to_string),
-            login: Login::Post { mount: "approle".into(), body: json!({"role_id": "r", "secret_id": "s"}) },
-            token: Arc::new(Mutex::new(None)),
+            login: Login::post("spec.auth.appRole", "approle", None, json!({"role_id": "r", "secret_id": "s"}))
+                .expect("login"),
+            token: Slot::default(),
+            headers: HeaderMap::new(),
+            index: None,
         }
     }
 
@@ -586,6 +782,93 @@ mod tests {
             .expect("server done");
             assert!(sent.iter().all(|n| *n < 64 * 1024 * 1024), "declared: {declared}: sent {sent:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn headers_and_read_your_writes_on_every_request() {
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (200, DATA), (200, DATA)]).await;
+        let spec = VaultSpec {
+            headers: [("X-Team".to_string(), "a".to_string())].into(),
+            read_your_writes: true,
+            forward_inconsistent: true,
+            ..Default::default()
+        };
+        let mut c = client(addr, None, None);
+        c.headers = fixed_headers(&spec).expect("headers");
+        c.index = Some(Arc::default());
+        c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read");
+        c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read again");
+        let seen = seen.await.expect("listener");
+        for (i, s) in seen.iter().enumerate() {
+            assert_eq!(s.header("x-team"), Some("a"), "{i}: {s:?}");
+            assert_eq!(s.header("x-vault-inconsistent"), Some("forward-active-node"), "{i}: {s:?}");
+        }
+        assert_eq!(seen[0].header("x-vault-index"), None, "nothing to send back yet");
+        assert_eq!(seen[1].header("x-vault-index"), Some("idx-1"), "the login's index");
+        assert_eq!(seen[2].header("x-vault-index"), Some("idx-2"), "the last index");
+
+        // Without readYourWrites: no index and, as upstream, no X-Vault-Inconsistent.
+        let (addr, seen) = listener(vec![(200, LOGIN_T1), (200, DATA)]).await;
+        let mut c = client(addr, None, None);
+        c.headers = fixed_headers(&VaultSpec { forward_inconsistent: true, ..Default::default() }).expect("headers");
+        c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read");
+        let seen = seen.await.expect("listener");
+        assert!(seen.iter().all(|s| s.header("x-vault-index").is_none() && s.header("x-vault-inconsistent").is_none()));
+
+        let bad = VaultSpec { headers: [("X-Team".to_string(), "a\nb".to_string())].into(), ..Default::default() };
+        assert_eq!(fixed_headers(&bad).expect_err("line break").code(), tonic::Code::FailedPrecondition);
+    }
+
+    #[test]
+    fn login_paths_are_checked_segments() {
+        let path = |mount: &str, user: Option<&str>| match Login::post("spec.auth.userPass", mount, user, json!({})) {
+            Ok(Login::Post { path, .. }) => Ok(path),
+            Ok(Login::Token(_)) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(path("userpass", Some("alice")).unwrap(), "auth/userpass/login/alice");
+        assert_eq!(path("/team/ldap/", Some("bob")).unwrap(), "auth/team/ldap/login/bob");
+        assert_eq!(path("cert", None).unwrap(), "auth/cert/login");
+        assert_eq!(path("userpass", Some("al ice")).unwrap(), "auth/userpass/login/al%20ice");
+        for (mount, user) in [
+            ("../token", Some("a")),
+            ("%2e%2e/token", Some("a")),
+            ("", Some("a")),
+            ("userpass", Some("..")),
+            ("userpass", Some("a/../../token/create")),
+            ("userpass", Some("a/b")),
+            ("userpass", Some("a?x")),
+        ] {
+            let e = path(mount, user).expect_err(&format!("{mount:?} {user:?}"));
+            assert!(e.contains("spec.auth.userPass."), "{e}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_kept_per_configuration_and_credentials() {
+        let key = |generation| CacheKey {
+            kind: "SecretStore".into(),
+            namespace: "team-a".into(),
+            name: "vault".into(),
+            generation,
+            operator: false,
+        };
+        let cache = TokenCache::default();
+        let first = cache.slot(&key(1), 7);
+        assert!(Arc::ptr_eq(&first, &cache.slot(&key(1), 7)), "a rebuilt client shares the token");
+        let rotated = cache.slot(&key(1), 8);
+        assert!(!Arc::ptr_eq(&first, &rotated), "other credentials log in again");
+        let next = cache.slot(&key(2), 8);
+        assert!(!Arc::ptr_eq(&rotated, &next), "a new generation logs in again");
+        assert_eq!(cache.len(), 1, "older generations are forgotten");
+        let mut other = key(1);
+        other.name = "other".into();
+        drop(cache.slot(&other, 1));
+        assert_eq!(cache.len(), 2);
+        // A slot nobody holds whose token is gone is pruned on the next insert.
+        drop(next);
+        drop(cache.slot(&key(2), 8));
+        assert_eq!(cache.len(), 1, "the unused, empty slot of `other` went");
     }
 
     #[derive(Debug)]

@@ -1,10 +1,12 @@
 //! The HashiCorp Vault provider: KV v1 and v2 secrets engines.
 //!
 //! Each request names a `Vault` config object (`provider.external-secrets.io/v2alpha1`), read
-//! from `providerRef.namespace` when set, else from the source namespace. Its server, CA and
-//! login method give a Vault client, cached per config object, generation and owner for a
-//! few minutes; the client's token is renewed before it expires and replaced by a new login
-//! when Vault refuses it. Secret and ServiceAccount references resolve in the config's
+//! from `providerRef.namespace` when set, else from the source namespace, or a SecretStore or
+//! ClusterSecretStore whose `spec.provider.vault` is the same configuration as upstream writes
+//! it. Its server, CA, options and login method give a Vault client, cached per config object,
+//! generation and owner for a few minutes; the token outlives the client (one login per token
+//! lifetime however often the client is rebuilt), is renewed before it expires and replaced by
+//! a new login when Vault refuses it. Secret and ServiceAccount references resolve in the config's
 //! namespace; a tenant's config naming another namespace, or relying on the provider's own
 //! ServiceAccount token, is refused.
 
@@ -12,7 +14,8 @@ pub mod client;
 pub mod kv;
 
 use keyward_crds::Vault;
-use keyward_crds::vault::VaultKvVersion;
+use keyward_crds::rules::StoreBackend;
+use keyward_crds::vault::{VaultKvVersion, VaultSpec};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
@@ -26,7 +29,7 @@ use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMa
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::client::VaultClient;
+use crate::client::{TokenCache, VaultClient};
 use crate::kv::{
     Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, check_kv_mount, custom_metadata, locate, locate_folder,
     parse_push_metadata, secret_data,
@@ -40,6 +43,8 @@ struct Target {
     client: VaultClient,
     mount: Option<String>,
     version: VaultKvVersion,
+    /// `spec.checkAndSet.required`: KV v2 writes carry `options.cas`.
+    cas: bool,
     key: CacheKey,
     /// Mounts named by keys (no spec.path) that Vault confirmed to be KV mounts of `version`,
     /// so the lookup is made once per client.
@@ -50,6 +55,8 @@ struct Target {
 pub struct VaultProvider {
     refs: ClusterRefs,
     clients: ClientCache<Target>,
+    /// Tokens outlive the clients: a rebuilt client reuses the token while it is valid.
+    tokens: TokenCache,
 }
 
 fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
@@ -59,28 +66,48 @@ fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
 impl VaultProvider {
     /// A provider reading its config objects and credentials with `client`.
     pub fn new(client: kube::Client) -> Self {
-        VaultProvider { refs: ClusterRefs::new(client), clients: ClientCache::default() }
+        VaultProvider { refs: ClusterRefs::new(client), clients: ClientCache::default(), tokens: TokenCache::default() }
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
-        let config: Vault =
-            self.refs.valid_config(ctx, |v: &Vault| keyward_crds::rules::validate_vault(&v.spec)).await?;
+        let config = self
+            .refs
+            .resolve_config::<Vault, VaultSpec, _>(
+                ctx,
+                |v| v.spec,
+                |b| match b {
+                    StoreBackend::Vault(v) => Ok(*v),
+                    other => Err(other),
+                },
+                keyward_crds::rules::validate_vault,
+            )
+            .await?;
+        let spec = &config.spec;
         // The tenant boundary, for the whole config at once so the message lists every field.
-        check_reach(ctx, &keyward_crds::rules::vault_reach(&config.spec))?;
-        let key = CacheKey::of(ctx, config.metadata.generation);
+        check_reach(ctx, &keyward_crds::rules::vault_reach(spec))?;
+        let key = CacheKey::of(ctx, config.generation);
         self.clients
             .get_or_build(&key, async {
-                let client = VaultClient::build(&self.refs, ctx, &config.spec).await?;
-                tracing::info!(generation = key.generation, server = %config.spec.server, "built a Vault client");
+                let client = VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key).await?;
+                tracing::info!(generation = key.generation, config = %config.what, server = %spec.server, "built a Vault client");
                 Ok(Target {
                     client,
-                    mount: config.spec.path.clone(),
-                    version: config.spec.version,
+                    mount: spec.path.clone(),
+                    version: spec.version,
+                    cas: spec.check_and_set.as_ref().is_some_and(|c| c.required),
                     key: key.clone(),
                     kv_mounts: Arc::default(),
                 })
             })
             .await
+    }
+
+    /// Forgets the client cached for a configuration at `generation`, so the next request
+    /// builds it again (as the cache does every few minutes). For tests of what survives a
+    /// rebuild: the token does.
+    #[doc(hidden)]
+    pub fn forget_client(&self, ctx: &RequestContext, generation: Option<i64>) {
+        self.clients.evict(&CacheKey::of(ctx, generation));
     }
 
     /// Where a remote key lives, confined to a KV mount: with `spec.path`, under the mount the
@@ -160,11 +187,32 @@ impl VaultProvider {
     async fn write(&self, target: &Target, loc: &Location, data: &Map<String, Value>) -> Result<(), ProviderError> {
         let what = format!("writing secret {}/{}", loc.mount, loc.path);
         let body = match loc.version {
+            VaultKvVersion::V2 if target.cas => {
+                json!({"data": data, "options": {"cas": self.current_version(target, loc).await?}})
+            }
             VaultKvVersion::V2 => json!({"data": data}),
             VaultKvVersion::V1 => Value::Object(data.clone()),
         };
-        target.client.ok(Method::POST, &loc.data(), Some(&body), &[], &what).await.map_err(|e| self.fail(target, e))?;
-        Ok(())
+        match target.client.ok(Method::POST, &loc.data(), Some(&body), &[], &what).await {
+            Ok(_) => Ok(()),
+            Err(ProviderError::InvalidArgument(m)) if m.contains("check-and-set") && !target.cas => {
+                Err(ProviderError::InvalidArgument(format!(
+                    "{m} (the mount requires check-and-set: set spec.checkAndSet.required: true)"
+                )))
+            }
+            Err(e) => Err(self.fail(target, e)),
+        }
+    }
+
+    /// The version a KV v2 check-and-set write replaces: the secret's `current_version`, 0 when
+    /// there is no secret yet.
+    async fn current_version(&self, target: &Target, loc: &Location) -> Result<u64, ProviderError> {
+        let what = format!("metadata of {}/{}", loc.mount, loc.path);
+        match target.client.ok(Method::GET, &loc.metadata(), None, &[], &what).await {
+            Ok(body) => Ok(body.pointer("/data/current_version").and_then(Value::as_u64).unwrap_or(0)),
+            Err(e) if e.is_not_found() => Ok(0),
+            Err(e) => Err(self.fail(target, e)),
+        }
     }
 
     /// Paths of the secrets under `loc` (recursively), relative to the mount.
