@@ -97,7 +97,7 @@ pub struct Cli {
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
     /// Provider processes that serve SecretStores and ClusterSecretStores, as
-    /// `name=host:port` by the provider's name under `spec.provider` (`kubernetes=…`, `fake=…`);
+    /// `name=host:port` by the provider's name under `spec.provider` (`kubernetes=…`, `vault=…`, `aws=…`);
     /// a store naming another provider reports `ProviderNotSupported`.
     #[arg(long = "store-provider", env = "KEYWARD_STORE_PROVIDERS", value_delimiter = ',', value_parser = store_provider)]
     pub store_providers: Vec<(String, String)>,

@@ -21,7 +21,9 @@ use serde_json::json;
 use super::fetch::{FetchError, fetch};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
 use super::render::{load_sources, render_in_pool};
-use super::target::{FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata};
+use super::target::{
+    FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata, written_by_upstream,
+};
 use crate::caches::Packed;
 use crate::caches::packed::UnpackError;
 use crate::clientmanager::Waitable;
@@ -369,7 +371,9 @@ async fn sync(
     if let Some(r) = &rendered {
         hash = with_rendered_metadata(&hash, r);
     }
-    if existing.is_some_and(|existing| up_to_date(existing, es, &hash)) {
+    if existing.is_some_and(|existing| {
+        up_to_date(existing, es, &hash) || written_by_upstream(existing, es, data, rendered.as_ref())
+    }) {
         return Ok(Synced {
             reason: reason::SECRET_SYNCED,
             message: synced_message(&fetched.missing),

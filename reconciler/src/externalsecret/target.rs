@@ -97,9 +97,44 @@ pub fn with_rendered_metadata(hash: &str, rendered: &Rendered) -> String {
 
 /// Whether `existing` (its metadata is enough) already holds exactly what would be applied.
 pub fn up_to_date(existing: &impl Resource, es: &ExternalSecret, hash: &str) -> bool {
-    if existing.annotations().get(DATA_HASH_ANNOTATION).map(String::as_str) != Some(hash) {
-        return false;
-    }
+    existing.annotations().get(DATA_HASH_ANNOTATION).map(String::as_str) == Some(hash) && managed_here(existing, es)
+}
+
+/// Whether `existing` is a Secret upstream's controller wrote with exactly this data (and the
+/// template's labels and annotations), under the same ownership: after a switch from upstream,
+/// such a Secret is current and is not written again. Upstream's hash covers the data only.
+pub fn written_by_upstream(
+    existing: &impl Resource,
+    es: &ExternalSecret,
+    data: &BTreeMap<String, Vec<u8>>,
+    rendered: Option<&Rendered>,
+) -> bool {
+    let Some(found) = existing.annotations().get(DATA_HASH_ANNOTATION) else { return false };
+    let metadata_present = rendered.is_none_or(|r| {
+        r.finalizers.is_empty()
+            && r.labels.iter().all(|(k, v)| existing.labels().get(k) == Some(v))
+            && r.annotations.iter().all(|(k, v)| existing.annotations().get(k) == Some(v))
+    });
+    metadata_present && *found == upstream_data_hash(data) && managed_here(existing, es)
+}
+
+/// The data hash upstream's controller writes (`reconcile.external-secrets.io/data-hash`):
+/// SHA3-224 of Go's `%+v` rendering of the data map, `map[key:[byte byte …] …]` with the keys
+/// sorted.
+pub fn upstream_data_hash(data: &BTreeMap<String, Vec<u8>>) -> String {
+    use sha3::Digest as _;
+    let entries: Vec<String> = data
+        .iter()
+        .map(|(k, v)| {
+            let bytes: Vec<String> = v.iter().map(u8::to_string).collect();
+            format!("{k}:[{}]", bytes.join(" "))
+        })
+        .collect();
+    hex::encode(sha3::Sha3_224::digest(format!("map[{}]", entries.join(" ")).as_bytes()))
+}
+
+/// The ownership an apply would give the Secret is already there.
+fn managed_here(existing: &impl Resource, es: &ExternalSecret) -> bool {
     match es.spec.target.creation_policy {
         CreationPolicy::Owner => {
             let uid = es.uid();
@@ -168,6 +203,34 @@ mod tests {
         let merge = desired(&es(CreationPolicy::Merge, false), &data(), "h", None);
         assert!(merge["metadata"].get("labels").is_none(), "a merged Secret is not ours to label");
         assert!(merge["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn upstream_hash_matches_what_upstreams_controller_writes() {
+        // Reference values from Go: fmt.Sprintf("%x", sha3.Sum224([]byte(fmt.Sprintf("%+v", data)))).
+        let data: BTreeMap<String, Vec<u8>> =
+            [("foobar", "s3cr3t"), ("developer", "alice"), ("tags", r#"{"dev":"alice"}"#)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect();
+        assert_eq!(upstream_data_hash(&data), "6328cce128da98105c1ebc07804bc3643d3c789280486dcc4b04dd18");
+        assert_eq!(upstream_data_hash(&BTreeMap::new()), "74a974446e359fb3e6baff9bd0058950e6edd0f040888d9989b0a11b");
+    }
+
+    #[test]
+    fn a_secret_upstream_wrote_is_current_only_with_the_same_data_and_ownership() {
+        let es = es(CreationPolicy::Owner, false);
+        let data: BTreeMap<String, Vec<u8>> = [("k".to_string(), b"v".to_vec())].into();
+        let mut secret = Secret::default();
+        secret.metadata.annotations = Some([(DATA_HASH_ANNOTATION.to_string(), upstream_data_hash(&data))].into());
+        secret.metadata.labels = Some([(MANAGED_LABEL.to_string(), "true".to_string())].into());
+        assert!(!written_by_upstream(&secret, &es, &data, None), "no owner reference to this ExternalSecret");
+        secret.metadata.owner_references = Some(vec![es.controller_owner_ref(&()).expect("owner ref")]);
+        assert!(written_by_upstream(&secret, &es, &data, None));
+        let other: BTreeMap<String, Vec<u8>> = [("k".to_string(), b"w".to_vec())].into();
+        assert!(!written_by_upstream(&secret, &es, &other, None), "other data");
+        let rendered = Rendered { labels: [("team".to_string(), "a".to_string())].into(), ..Default::default() };
+        assert!(!written_by_upstream(&secret, &es, &data, Some(&rendered)), "template label missing");
     }
 
     #[test]
