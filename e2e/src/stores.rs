@@ -3,9 +3,11 @@
 //! - [`Moto`]: moto's server (AWS APIs, Secrets Manager and STS included), installed from PyPI
 //!   into a cached virtualenv by `e2e/scripts/install-moto.sh`;
 //! - [`VaultDev`]: `vault server -dev`, built from Vault's Go module by
-//!   `e2e/scripts/build-vault.sh`, driven with the `vault` CLI itself.
+//!   `e2e/scripts/build-vault.sh`, driven with the `vault` CLI itself;
+//! - [`Slapd`]: OpenLDAP's `slapd` (Debian's package, installed by
+//!   `e2e/scripts/install-slapd.sh`) with a throwaway directory, for Vault's LDAP login.
 //!
-//! Both stop when dropped.
+//! All stop when dropped.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -224,5 +226,94 @@ impl VaultDev {
         let secret = self.json(&["write"], &["-f", &format!("auth/approle/role/{name}/secret-id")]);
         let s = |v: &serde_json::Value, k: &str| v["data"][k].as_str().unwrap_or_default().to_string();
         (s(&role, "role_id"), s(&secret, "secret_id"))
+    }
+}
+
+/// OpenLDAP's `slapd` on loopback with a throwaway configuration and database in a temporary
+/// directory: the base DN [`Slapd::BASE_DN`], users under [`Slapd::USERS_DN`] (`uid=<name>`) and
+/// one user, [`Slapd::USER`], with the password [`Slapd::PASSWORD`]. Passwords are readable by
+/// no one; binding with them is open to all.
+pub struct Slapd {
+    process: ChildProcess,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Slapd {
+    /// The base DN.
+    pub const BASE_DN: &'static str = "dc=keyward,dc=test";
+    /// Where users live; a user binds as `uid=<name>,<USERS_DN>`.
+    pub const USERS_DN: &'static str = "ou=users,dc=keyward,dc=test";
+    /// The user's name.
+    pub const USER: &'static str = "alice";
+    /// The user's password.
+    pub const PASSWORD: &'static str = "ldap-s3cret";
+
+    /// Installs slapd (first run, as root) and starts it on a free loopback port.
+    ///
+    /// # Panics
+    /// When slapd cannot be installed, configured or started.
+    pub fn start() -> Slapd {
+        let sbin = cached_tool("install-slapd.sh");
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir for slapd: {e}"));
+        let db = dir.path().join("db");
+        std::fs::create_dir(&db).unwrap_or_else(|e| panic!("create {}: {e}", db.display()));
+        let conf = dir.path().join("slapd.conf");
+        let base = Self::BASE_DN;
+        let config = format!(
+            "include /etc/ldap/schema/core.schema\n\
+             include /etc/ldap/schema/cosine.schema\n\
+             include /etc/ldap/schema/inetorgperson.schema\n\
+             modulepath /usr/lib/ldap\n\
+             moduleload back_mdb\n\
+             pidfile {pid}\n\
+             database mdb\n\
+             maxsize 10485760\n\
+             suffix \"{base}\"\n\
+             rootdn \"cn=admin,{base}\"\n\
+             directory {db}\n\
+             access to attrs=userPassword by anonymous auth by * none\n\
+             access to * by * read\n",
+            pid = dir.path().join("slapd.pid").display(),
+            db = db.display(),
+        );
+        std::fs::write(&conf, config).unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
+        let ldif = format!(
+            "dn: {base}\nobjectClass: dcObject\nobjectClass: organization\no: keyward\ndc: keyward\n\n\
+             dn: {users}\nobjectClass: organizationalUnit\nou: users\n\n\
+             dn: uid={user},{users}\nobjectClass: inetOrgPerson\nuid: {user}\ncn: {user}\nsn: {user}\n\
+             userPassword: {password}\n",
+            users = Self::USERS_DN,
+            user = Self::USER,
+            password = Self::PASSWORD,
+        );
+        let ldif_file = dir.path().join("init.ldif");
+        std::fs::write(&ldif_file, ldif).unwrap_or_else(|e| panic!("write {}: {e}", ldif_file.display()));
+        // The directory is loaded offline, before the server starts.
+        let out = Command::new(sbin.join("slapadd"))
+            .arg("-f")
+            .arg(&conf)
+            .arg("-l")
+            .arg(&ldif_file)
+            .output()
+            .unwrap_or_else(|e| panic!("run slapadd: {e}"));
+        assert!(out.status.success(), "slapadd failed: {}", String::from_utf8_lossy(&out.stderr));
+        let port = free_port();
+        let mut cmd = Command::new(sbin.join("slapd"));
+        // -d 0: in the foreground (stopped on drop), without debug output.
+        cmd.arg("-h").arg(format!("ldap://127.0.0.1:{port}/")).arg("-f").arg(&conf).args(["-d", "0"]);
+        let mut process = spawn_logged("slapd", cmd);
+        wait_for_port(port, &mut process, "slapd");
+        Slapd { process, port, _dir: dir }
+    }
+
+    /// `ldap://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("ldap://127.0.0.1:{}", self.port)
+    }
+
+    /// The slapd process (for its log).
+    pub fn process(&self) -> &ChildProcess {
+        &self.process
     }
 }

@@ -1,0 +1,502 @@
+//! The Vault provider serving upstream's SecretStores and ClusterSecretStores
+//! (`spec.provider.vault`) against `vault server -dev` and the local control plane: userPass,
+//! LDAP (a real slapd) and TLS certificate logins; the tenant boundary of a SecretStore; extra
+//! headers, check-and-set writes; one login per token lifetime across many calls and client
+//! rebuilds, counted in Vault's audit log.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{ClusterSecretStore, SecretStore};
+use keyward_e2e::stores::{Slapd, VaultDev};
+use keyward_e2e::{ChildProcess, spawn_provider, with_temp_namespace};
+use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
+use keyward_proto::v1::{
+    ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRequest,
+    ValidateRequest,
+};
+use keyward_provider_runtime::testkit::{TestPki, connect, wait_ready};
+use keyward_provider_runtime::{Provider, check_provider_ref};
+use keyward_provider_vault::VaultProvider;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+const POLICY: &str = r#"
+path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }
+path "cas/*" { capabilities = ["create", "read", "update", "delete", "list"] }
+"#;
+
+struct Running {
+    child: ChildProcess,
+    client: SecretStoreProviderClient<Channel>,
+    _pki: TestPki,
+}
+
+async fn start_provider() -> Running {
+    let pki = TestPki::new().unwrap();
+    let (child, grpc, health) = spawn_provider("keyward-provider-vault", pki.tls_dir(), &[]).await;
+    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+        panic!("{e}\n{}", child.log());
+    }
+    let id = pki.client().unwrap();
+    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
+    Running { child, client, _pki: pki }
+}
+
+/// A dev server with the `keyward` policy, a userpass method with the user `app` (password
+/// `pw-1`) and a KV v2 engine at `cas/` that requires check-and-set.
+fn vault(v: VaultDev) -> VaultDev {
+    v.policy("keyward", POLICY);
+    v.cli(&["auth", "enable", "userpass"]);
+    v.cli(&["write", "auth/userpass/users/app", "password=pw-1", "token_policies=keyward"]);
+    v.cli(&["secrets", "enable", "-path=cas", "-version=2", "kv"]);
+    v.cli(&["write", "cas/config", "cas_required=true"]);
+    v
+}
+
+/// Vault's audit log in a file, with `headers` recorded in the clear.
+struct Audit(std::path::PathBuf);
+
+impl Audit {
+    fn enable(v: &VaultDev, headers: &[&str]) -> Audit {
+        let path = std::env::temp_dir().join(format!("vault-audit-{}-{:x}.log", std::process::id(), rand_suffix()));
+        v.cli(&["audit", "enable", "file", &format!("file_path={}", path.display())]);
+        for h in headers {
+            v.cli(&["write", &format!("sys/config/auditing/request-headers/{h}"), "hmac=false"]);
+        }
+        Audit(path)
+    }
+
+    /// Requests (not responses) Vault logged.
+    fn requests(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.0).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "request")
+            .map(|e| e["request"].clone())
+            .collect()
+    }
+
+    /// How many requests went to `path`.
+    fn count(&self, path: &str) -> usize {
+        self.requests().iter().filter(|r| r["path"] == path).count()
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
+    let data = data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect();
+    let s = Secret {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns).create(&PostParams::default(), &s).await.unwrap();
+}
+
+/// A SecretStore as upstream writes it, with `vault` as its provider.
+async fn secret_store(client: &Client, ns: &str, name: &str, vault: Value) {
+    let obj: SecretStore = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": name}, "spec": {"provider": {"vault": vault}}}))
+    .unwrap();
+    Api::<SecretStore>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap();
+}
+
+/// A ClusterSecretStore (deleted by the caller).
+async fn cluster_store(client: &Client, name: &str, vault: Value) {
+    let obj: ClusterSecretStore = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+        "metadata": {"name": name}, "spec": {"provider": {"vault": vault}}}))
+    .unwrap();
+    let api = Api::<ClusterSecretStore>::all(client.clone());
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+async fn delete_cluster_store(client: &Client, name: &str) {
+    let _ = Api::<ClusterSecretStore>::all(client.clone()).delete(name, &DeleteParams::default()).await;
+}
+
+/// The reference the reconciler sends for a SecretStore.
+fn store_ref(name: &str, ns: &str) -> ProviderReference {
+    ProviderReference {
+        api_version: "external-secrets.io/v1".into(),
+        kind: "SecretStore".into(),
+        name: name.into(),
+        namespace: ns.into(),
+        store_ref_kind: "SecretStore".into(),
+        authentication_scope: String::new(),
+    }
+}
+
+/// The reference the reconciler sends for a ClusterSecretStore.
+fn cluster_ref(name: &str) -> ProviderReference {
+    ProviderReference {
+        kind: "ClusterSecretStore".into(),
+        store_ref_kind: "ClusterSecretStore".into(),
+        ..store_ref(name, "")
+    }
+}
+
+fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretRequest {
+    GetSecretRequest {
+        provider_ref: Some(r.clone()),
+        source_namespace: ns.into(),
+        remote_ref: Some(ExternalSecretDataRemoteRef {
+            key: key.into(),
+            property: property.into(),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequest) -> Result<String, tonic::Status> {
+    c.get_secret(req).await.map(|r| String::from_utf8(r.into_inner().value).unwrap())
+}
+
+fn push(r: &ProviderReference, ns: &str, remote: &str, value: &str) -> PushSecretRequest {
+    PushSecretRequest {
+        provider_ref: Some(r.clone()),
+        source_namespace: ns.into(),
+        secret_data: [("v".to_string(), value.as_bytes().to_vec())].into(),
+        push_secret_data: Some(PushSecretData {
+            secret_key: "v".into(),
+            remote_key: remote.into(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// userPass and LDAP logins through SecretStores and a ClusterSecretStore; a SecretStore naming
+/// another namespace's Secret is refused; headers reach Vault; a mount that requires
+/// check-and-set takes writes with `checkAndSet.required` and refuses, clearly, writes without.
+#[tokio::test(flavor = "multi_thread")]
+async fn secret_stores_with_userpass_and_ldap_headers_and_check_and_set() {
+    let v = vault(VaultDev::start());
+    let audit = Audit::enable(&v, &["x-keyward-tenant"]);
+    let ldap = Slapd::start();
+    v.cli(&["auth", "enable", "ldap"]);
+    v.cli(&[
+        "write",
+        "auth/ldap/config",
+        &format!("url={}", ldap.url()),
+        &format!("userdn={}", Slapd::USERS_DN),
+        "userattr=uid",
+        &format!("groupdn={}", Slapd::BASE_DN),
+    ]);
+    v.cli(&["write", &format!("auth/ldap/users/{}", Slapd::USER), "policies=keyward"]);
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |_client, other| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let key = format!("{ns}/db");
+            v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+            secret(&client, &ns, "userpass", &[("password", "pw-1")]).await;
+            secret(&client, &other, "userpass", &[("password", "pw-1")]).await;
+            secret(&client, &ns, "ldap", &[("password", Slapd::PASSWORD)]).await;
+            secret(&client, &ns, "wrong", &[("password", "nope")]).await;
+            let server = v.address();
+            let userpass = |secret: Value| json!({"userPass": {"username": "app", "secretRef": secret}});
+            let store = |auth: Value, extra: Value| {
+                let mut spec = json!({"server": server, "path": "secret", "version": "v2", "auth": auth});
+                spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+                spec
+            };
+            let headers = json!({"headers": {"X-Keyward-Tenant": ns}, "readYourWrites": true});
+            secret_store(
+                &client,
+                &ns,
+                "userpass",
+                store(userpass(json!({"name": "userpass", "key": "password"})), headers),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "ldap",
+                store(
+                    json!({"ldap": {"username": Slapd::USER,
+                "secretRef": {"name": "ldap", "key": "password"}}}),
+                    json!({}),
+                ),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "wrong",
+                store(userpass(json!({"name": "wrong", "key": "password"})), json!({})),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "foreign",
+                store(
+                    userpass(json!({"name": "userpass", "key": "password",
+                "namespace": other})),
+                    json!({}),
+                ),
+            )
+            .await;
+            // The open-source server refuses to forward (an Enterprise option): proof the header arrives.
+            let forward = json!({"readYourWrites": true, "forwardInconsistent": true});
+            secret_store(
+                &client,
+                &ns,
+                "forward",
+                store(userpass(json!({"name": "userpass", "key": "password"})), forward),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "bad-header",
+                store(
+                    userpass(json!({"name": "userpass", "key": "password"})),
+                    json!({"headers": {"X-Keyward-Tenant": "a\nInjected: yes"}}),
+                ),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "cas",
+                store(
+                    userpass(json!({"name": "userpass", "key": "password"})),
+                    json!({"path": "cas", "checkAndSet": {"required": true}}),
+                ),
+            )
+            .await;
+            secret_store(
+                &client,
+                &ns,
+                "no-cas",
+                store(userpass(json!({"name": "userpass", "key": "password"})), json!({"path": "cas"})),
+            )
+            .await;
+            // A ClusterSecretStore's reference without a namespace resolves in the manifest's
+            // namespace; one naming a namespace reaches it (the operator's store).
+            let cluster = format!("{ns}-userpass");
+            let cluster_other = format!("{ns}-userpass-other");
+            cluster_store(
+                &client,
+                &cluster,
+                store(userpass(json!({"name": "userpass", "key": "password"})), json!({})),
+            )
+            .await;
+            cluster_store(
+                &client,
+                &cluster_other,
+                store(
+                    userpass(json!({"name": "userpass", "key": "password",
+                "namespace": other})),
+                    json!({}),
+                ),
+            )
+            .await;
+
+            let c = &mut p.client;
+            for r in
+                [store_ref("userpass", &ns), store_ref("ldap", &ns), cluster_ref(&cluster), cluster_ref(&cluster_other)]
+            {
+                assert_eq!(get_text(c, get(&r, &ns, &key, "user")).await.unwrap(), "app", "{r:?}");
+            }
+            assert!(audit.count("auth/userpass/login/app") >= 1);
+            assert_eq!(audit.count(&format!("auth/ldap/login/{}", Slapd::USER)), 1, "one LDAP login");
+
+            // The headers arrived, on the login and on the read.
+            let tagged: Vec<Value> =
+                audit.requests().into_iter().filter(|r| r["headers"]["x-keyward-tenant"] == json!([ns])).collect();
+            let paths: Vec<&str> = tagged.iter().filter_map(|r| r["path"].as_str()).collect();
+            assert!(paths.contains(&"auth/userpass/login/app"), "{paths:?}");
+            assert!(paths.contains(&format!("secret/data/{key}").as_str()), "{paths:?}");
+            let e = get_text(c, get(&store_ref("forward", &ns), &ns, &key, "user")).await.unwrap_err();
+            assert!(e.message().contains("X-Vault-Inconsistent=forward-active-node"), "{}", e.message());
+
+            // Refusals: wrong password, another namespace's Secret, a header value with a line break.
+            let e = get_text(c, get(&store_ref("wrong", &ns), &ns, &key, "user")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("auth/userpass/login/app"), "{}", e.message());
+            let e = get_text(c, get(&store_ref("foreign", &ns), &ns, &key, "user")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            assert!(e.message().contains("spec.auth.userPass.secretRef.namespace"), "{}", e.message());
+            assert!(e.message().contains(&format!("SecretStore {ns}/foreign")), "{}", e.message());
+            let e = get_text(c, get(&store_ref("bad-header", &ns), &ns, &key, "user")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+            assert!(e.message().contains("spec.headers"), "{}", e.message());
+            let valid = c
+                .validate(ValidateRequest { provider_ref: Some(store_ref("ldap", &ns)), source_namespace: ns.clone() })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(valid.valid, "{valid:?}");
+
+            // Check-and-set: create (cas 0), then update (cas 1); without it the mount refuses.
+            let remote = format!("{ns}/pushed");
+            c.push_secret(push(&store_ref("cas", &ns), &ns, &remote, "one")).await.unwrap();
+            c.push_secret(push(&store_ref("cas", &ns), &ns, &remote, "two")).await.unwrap();
+            let stored = v.json(&["kv", "get"], &[&format!("cas/{remote}")]);
+            assert_eq!(stored["data"]["data"], json!({"v": "two"}));
+            assert_eq!(stored["data"]["metadata"]["version"], 2);
+            let e = c.push_secret(push(&store_ref("no-cas", &ns), &ns, &remote, "three")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+            assert!(e.message().contains("check-and-set"), "{}", e.message());
+            assert!(e.message().contains("spec.checkAndSet.required"), "{}", e.message());
+            let stored = v.json(&["kv", "get"], &[&format!("cas/{remote}")]);
+            assert_eq!(stored["data"]["data"], json!({"v": "two"}), "nothing written without check-and-set");
+
+            delete_cluster_store(&client, &cluster).await;
+            delete_cluster_store(&client, &cluster_other).await;
+        })
+        .await
+    })
+    .await;
+    drop(ldap);
+    drop(p.child);
+}
+
+/// Vault's cert auth method over HTTPS: the client certificate from two Secret keys is
+/// presented on the login, through a SecretStore and a ClusterSecretStore; a certificate of
+/// another CA is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn cert_login_over_tls() {
+    use base64::Engine;
+    use keyward_certs::{CertificateAuthority, Usage};
+    let v = vault(VaultDev::start_tls());
+    let ca = CertificateAuthority::generate("vault clients", Duration::from_secs(3600)).unwrap();
+    let leaf = ca.issue(&["keyward-client"], Usage::Client, Duration::from_secs(3600)).unwrap();
+    let stranger = CertificateAuthority::generate("someone else", Duration::from_secs(3600))
+        .unwrap()
+        .issue(&["keyward-client"], Usage::Client, Duration::from_secs(3600))
+        .unwrap();
+    v.cli(&["auth", "enable", "cert"]);
+    v.cli(&[
+        "write",
+        "auth/cert/certs/app",
+        "display_name=app",
+        "token_policies=keyward",
+        &format!("certificate={}", ca.cert_pem()),
+    ]);
+    let server_ca = base64::engine::general_purpose::STANDARD.encode(v.ca_pem());
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let key = format!("{ns}/db");
+        v.cli(&["kv", "put", &format!("secret/{key}"), "user=cert"]);
+        secret(&client, &ns, "client-cert", &[("tls.crt", &leaf.cert_pem), ("tls.key", &leaf.key_pem)]).await;
+        secret(&client, &ns, "stranger", &[("tls.crt", &stranger.cert_pem), ("tls.key", &stranger.key_pem)]).await;
+        let store = |secret: &str, role: Option<&str>| {
+            let mut cert = json!({"clientCert": {"name": secret, "key": "tls.crt"},
+                                  "secretRef": {"name": secret, "key": "tls.key"}});
+            if let Some(role) = role {
+                cert["vaultRole"] = json!(role);
+            }
+            json!({"server": v.address(), "path": "secret", "caBundle": server_ca, "auth": {"cert": cert}})
+        };
+        secret_store(&client, &ns, "cert", store("client-cert", Some("app"))).await;
+        secret_store(&client, &ns, "stranger", store("stranger", None)).await;
+        let cluster = format!("{ns}-cert");
+        cluster_store(&client, &cluster, store("client-cert", None)).await;
+        let c = &mut p.client;
+        for r in [store_ref("cert", &ns), cluster_ref(&cluster)] {
+            assert_eq!(get_text(c, get(&r, &ns, &key, "user")).await.unwrap(), "cert", "{r:?}");
+        }
+        let e = get_text(c, get(&store_ref("stranger", &ns), &ns, &key, "user")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        assert!(e.message().contains("auth/cert/login"), "{}", e.message());
+        delete_cluster_store(&client, &cluster).await;
+    })
+    .await;
+    drop(p.child);
+}
+
+async fn read_user(
+    provider: Arc<VaultProvider>,
+    ctx: keyward_provider_runtime::RequestContext,
+    remote: ExternalSecretDataRemoteRef,
+) -> Result<String, keyward_provider_runtime::ProviderError> {
+    provider.get_secret(&ctx, &remote).await.map(|v| String::from_utf8(v).unwrap())
+}
+
+/// A store used by many ExternalSecrets logs in once per token lifetime: many calls, and
+/// clients rebuilt (as the client cache does every few minutes), share one token, counted in
+/// Vault's audit log. Rotated credentials and a new store generation log in again; a revoked
+/// token is replaced by one new login. The provider runs in process here, so the test can
+/// rebuild its clients.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_login_per_token_lifetime_across_client_rebuilds() {
+    let v = vault(VaultDev::start());
+    let audit = Audit::enable(&v, &[]);
+    with_temp_namespace(&[], |client, ns| async move {
+        let key = format!("{ns}/db");
+        v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+        secret(&client, &ns, "userpass", &[("password", "pw-1")]).await;
+        let spec = json!({"server": v.address(), "path": "secret",
+            "auth": {"userPass": {"username": "app", "secretRef": {"name": "userpass", "key": "password"}}}});
+        secret_store(&client, &ns, "vault", spec).await;
+        let provider = Arc::new(VaultProvider::new(client.clone()));
+        let r = store_ref("vault", &ns);
+        let ctx = check_provider_ref("GetSecret", Some(&r), &ns, true).unwrap();
+        let remote = ExternalSecretDataRemoteRef { key: key.clone(), property: "user".into(), ..Default::default() };
+        let logins = || audit.count("auth/userpass/login/app");
+        let read = || read_user(provider.clone(), ctx.clone(), remote.clone());
+
+        // Many ExternalSecrets at once, then one after another, then after rebuilds.
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            tasks.spawn(read());
+        }
+        let all = tasks.join_all().await;
+        assert!(all.iter().all(|a| a.as_deref() == Ok("app")), "{all:?}");
+        for _ in 0..10 {
+            assert_eq!(read().await.unwrap(), "app");
+        }
+        for _ in 0..3 {
+            provider.forget_client(&ctx, Some(1));
+            assert_eq!(read().await.unwrap(), "app");
+        }
+        assert_eq!(logins(), 1, "one login for 33 reads and 3 rebuilds");
+
+        // A revoked token: one new login, reused again after a rebuild.
+        v.cli(&["token", "revoke", "-mode=path", "auth/userpass"]);
+        assert_eq!(read().await.unwrap(), "app");
+        provider.forget_client(&ctx, Some(1));
+        assert_eq!(read().await.unwrap(), "app");
+        assert_eq!(logins(), 2, "a revoked token is replaced once");
+
+        // Rotated credentials: the rebuilt client logs in with them.
+        v.cli(&["write", "auth/userpass/users/app/password", "password=pw-2"]);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let patch = json!({"stringData": {"password": "pw-2"}});
+        secrets.patch("userpass", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        provider.forget_client(&ctx, Some(1));
+        assert_eq!(read().await.unwrap(), "app");
+        assert_eq!(logins(), 3, "new credentials, a new login");
+
+        // A new generation of the store: a new login too.
+        let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+        let patch = json!({"spec": {"provider": {"vault": {"readYourWrites": true}}}});
+        stores.patch("vault", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        assert_eq!(read().await.unwrap(), "app");
+        for _ in 0..5 {
+            assert_eq!(read().await.unwrap(), "app");
+        }
+        assert_eq!(logins(), 4, "one login for the new generation");
+    })
+    .await;
+}
