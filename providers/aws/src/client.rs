@@ -1,4 +1,4 @@
-//! Secrets Manager clients built from a `SecretsManager` config object: credentials (static
+//! AWS clients built from a `SecretsManager` config object: credentials (static
 //! keys from a Secret, a ServiceAccount token exchanged through STS, or the process's default
 //! chain), then the role chain (`additionalRoles`, then `role`).
 
@@ -19,7 +19,8 @@ pub const STS_AUDIENCE: &str = "sts.amazonaws.com";
 const TOKEN_SECONDS: i64 = 3600;
 const SESSION_NAME: &str = "keyward-provider-aws";
 
-/// Maps an SDK error. `ResourceNotFoundException` is the typed "no secret".
+/// Maps an SDK error (Secrets Manager, Parameter Store, STS). `ResourceNotFoundException` and
+/// Parameter Store's `ParameterNotFound` / `ParameterVersionNotFound` are the typed "no secret".
 pub fn map_sdk_error<E, R>(e: SdkError<E, R>, what: &str) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -29,7 +30,9 @@ where
     let msg = format!("{what}: {}", DisplayErrorContext(&e));
     match e {
         SdkError::ServiceError(_) => match code.as_deref().unwrap_or_default() {
-            "ResourceNotFoundException" => ProviderError::NoSecret(msg),
+            "ResourceNotFoundException" | "ParameterNotFound" | "ParameterVersionNotFound" => {
+                ProviderError::NoSecret(msg)
+            }
             "AccessDeniedException" | "AccessDenied" => ProviderError::PermissionDenied(msg),
             "UnrecognizedClientException"
             | "InvalidClientTokenId"
@@ -38,12 +41,34 @@ where
             | "ExpiredTokenException"
             | "ExpiredToken"
             | "InvalidIdentityToken" => ProviderError::Unauthenticated(msg),
-            "InvalidParameterException" | "InvalidRequestException" | "ValidationException" => {
-                ProviderError::InvalidArgument(msg)
-            }
-            "ThrottlingException" | "InternalServiceError" | "LimitExceededException" => {
-                ProviderError::Unavailable(msg)
-            }
+            "InvalidParameterException"
+            | "InvalidRequestException"
+            | "ValidationException"
+            | "InvalidKeyId"
+            | "InvalidAllowedPatternException"
+            | "InvalidFilterKey"
+            | "InvalidFilterOption"
+            | "InvalidFilterValue"
+            | "InvalidNextToken"
+            | "InvalidPolicyTypeException"
+            | "InvalidPolicyAttributeException"
+            | "IncompatiblePolicyException"
+            | "PoliciesLimitExceededException"
+            | "ParameterPatternMismatchException"
+            | "ParameterLimitExceeded"
+            | "ParameterMaxVersionLimitExceeded"
+            | "HierarchyLevelLimitExceededException"
+            | "HierarchyTypeMismatchException"
+            | "UnsupportedParameterType"
+            | "TooManyTagsError" => ProviderError::InvalidArgument(msg),
+            // A concurrent writer (the parameter appeared since it was read) or a busy service:
+            // the next attempt may succeed.
+            "ThrottlingException"
+            | "InternalServiceError"
+            | "InternalServerError"
+            | "LimitExceededException"
+            | "TooManyUpdates"
+            | "ParameterAlreadyExists" => ProviderError::Unavailable(msg),
             _ => ProviderError::Internal(msg),
         },
         SdkError::ConstructionFailure(_) => ProviderError::BadConfig(msg),

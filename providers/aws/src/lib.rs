@@ -1,20 +1,25 @@
-//! The AWS Secrets Manager provider.
+//! The AWS provider: Secrets Manager and Parameter Store.
 //!
 //! Each request names a `SecretsManager` config object (`provider.external-secrets.io/v2alpha1`),
-//! read from `providerRef.namespace` when set, else from the source namespace. Its credentials
-//! and roles give a Secrets Manager client, cached per config object, generation and owner
-//! for a few minutes. Secret references resolve in the config's namespace; a tenant's config
-//! naming another namespace, or relying on the provider's own credentials, is refused.
+//! read from `providerRef.namespace` when set, else from the source namespace, or the
+//! SecretStore / ClusterSecretStore whose `spec.provider.aws` it reaches (`service:
+//! SecretsManager` or `ParameterStore`). Its credentials and roles give the AWS clients, cached
+//! per config object, generation and owner for a few minutes. Secret references resolve in the
+//! config's namespace; a tenant's config naming another namespace, or relying on the provider's
+//! own credentials, is refused.
 
 pub mod client;
 pub mod mapping;
+pub mod parameter_store;
 
 use std::collections::BTreeMap;
 
 use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::primitives::Blob;
 use aws_sdk_secretsmanager::types::{Filter, FilterNameStringType, Tag};
-use keyward_crds::SecretsManager;
+use keyward_crds::rules::StoreBackend;
+use keyward_crds::secrets_manager::AwsService;
+use keyward_crds::{SecretsManager, SecretsManagerSpec};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
@@ -27,10 +32,15 @@ use crate::mapping::{
 };
 use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map, value_property, without_property};
 
-/// A resolved request: the client, the config's name prefix and delete options.
+/// Most secrets or parameters a find lists (listing stops there).
+pub(crate) const FIND_LIMIT: usize = 10_000;
+
+/// A resolved request: the service, its client, the config's name prefix and delete options.
 #[derive(Clone)]
 struct Target {
+    service: AwsService,
     client: Client,
+    ssm: aws_sdk_ssm::Client,
     sdk: aws_config::SdkConfig,
     prefix: String,
     force_delete: bool,
@@ -46,6 +56,11 @@ impl Target {
     fn name(&self, key: &str) -> Result<String, ProviderError> {
         secret_name(&self.prefix, key)
     }
+
+    /// Whether the store is Parameter Store (else Secrets Manager).
+    fn parameter_store(&self) -> bool {
+        self.service == AwsService::ParameterStore
+    }
 }
 
 /// A secret as described by DescribeSecret.
@@ -60,7 +75,7 @@ impl Described {
     }
 }
 
-/// The AWS Secrets Manager provider.
+/// The AWS provider (Secrets Manager and Parameter Store).
 pub struct SecretsManagerProvider {
     refs: ClusterRefs,
     clients: ClientCache<Target>,
@@ -73,23 +88,42 @@ impl SecretsManagerProvider {
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
-        let config: SecretsManager = self
+        // A SecretsManager config object, or the `spec.provider.aws` block of the store the
+        // request names, checked with the same rules.
+        let config = self
             .refs
-            .valid_config(ctx, |c: &SecretsManager| keyward_crds::rules::validate_secrets_manager(&c.spec))
+            .resolve_config::<SecretsManager, (AwsService, SecretsManagerSpec), _>(
+                ctx,
+                |c| (AwsService::SecretsManager, c.spec),
+                |b| match b {
+                    StoreBackend::Aws(service, spec) => Ok((service, *spec)),
+                    other => Err(other),
+                },
+                |(_, spec)| keyward_crds::rules::validate_secrets_manager(spec),
+            )
             .await?;
+        let (service, spec) = config.spec;
         // The tenant boundary, for the whole config at once so the message lists every field.
-        check_reach(ctx, &keyward_crds::rules::secrets_manager_reach(&config.spec))?;
-        let key = CacheKey::of(ctx, config.metadata.generation);
+        check_reach(ctx, &keyward_crds::rules::secrets_manager_reach(&spec))?;
+        let key = CacheKey::of(ctx, config.generation);
         self.clients
             .get_or_build(&key, async {
-                let sdk = build_config(&self.refs, ctx, &config.spec).await?;
-                let opts = config.spec.secrets_manager.clone().unwrap_or_default();
-                let region = &config.spec.region;
-                tracing::info!(generation = key.generation, region = %region, "built a Secrets Manager client");
+                let sdk = build_config(&self.refs, ctx, &spec).await?;
+                let opts = spec.secrets_manager.clone().unwrap_or_default();
+                let region = &spec.region;
+                tracing::info!(
+                    generation = key.generation,
+                    region = %region,
+                    service = service.as_str(),
+                    config = %config.what,
+                    "built an AWS client"
+                );
                 Ok(Target {
+                    service,
                     client: Client::new(&sdk),
+                    ssm: aws_sdk_ssm::Client::new(&sdk),
                     sdk,
-                    prefix: config.spec.prefix.clone().unwrap_or_default(),
+                    prefix: spec.prefix.clone().unwrap_or_default(),
                     force_delete: opts.force_delete_without_recovery,
                     recovery_days: opts.recovery_window_in_days,
                     key: key.clone(),
@@ -203,6 +237,9 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_get_secret(&target, remote_ref).await;
+        }
         let name = target.name(&remote_ref.key)?;
         if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
             let d = self
@@ -228,6 +265,9 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_get_secret_map(&target, remote_ref).await;
+        }
         let name = target.name(&remote_ref.key)?;
         let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
         value_map(&raw, &name, &remote_ref.property)
@@ -240,6 +280,9 @@ impl Provider for SecretsManagerProvider {
     ) -> Result<SecretMap, ProviderError> {
         let regex = keyward_provider_runtime::json::find_regex(find)?;
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_get_all_secrets(&target, find).await;
+        }
         // The name filter narrows the listing to the prefix; everything is checked again here.
         let prefix = target.name(&find.path)?;
         let mut list = target.client.list_secrets().max_results(100);
@@ -248,8 +291,10 @@ impl Provider for SecretsManagerProvider {
         }
         let mut pages = list.into_paginator().send();
         let mut names = Vec::new();
+        let mut walked = 0usize;
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.fail(&target, map_sdk_error(e, "listing secrets")))?;
+            walked += page.secret_list().len();
             for s in page.secret_list() {
                 let Some(full) = s.name() else { continue };
                 let Some(name) = full.strip_prefix(&target.prefix) else { continue };
@@ -264,6 +309,10 @@ impl Provider for SecretsManagerProvider {
                 if find_matches(name, &tags, regex.as_ref(), &find.path, &find.tags) {
                     names.push((name.to_string(), full.to_string()));
                 }
+            }
+            if walked >= FIND_LIMIT {
+                tracing::warn!(limit = FIND_LIMIT, "find stopped at the limit");
+                break;
             }
         }
         let mut out = SecretMap::new();
@@ -282,8 +331,11 @@ impl Provider for SecretsManagerProvider {
         secret_data: &SecretMap,
         data: &PushSecretData,
     ) -> Result<(), ProviderError> {
-        let meta = parse_push_metadata(&data.metadata)?;
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_push_secret(&target, secret_data, data).await;
+        }
+        let meta = parse_push_metadata(&data.metadata)?;
         let name = target.name(&data.remote_key)?;
         match self.describe(&target, &name).await? {
             None => {
@@ -342,6 +394,9 @@ impl Provider for SecretsManagerProvider {
 
     async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_delete_secret(&target, remote_ref).await;
+        }
         let name = target.name(&remote_ref.remote_key)?;
         let Some(d) = self.describe(&target, &name).await? else {
             return Ok(());
@@ -374,6 +429,9 @@ impl Provider for SecretsManagerProvider {
         remote_ref: &PushSecretRemoteRef,
     ) -> Result<bool, ProviderError> {
         let target = self.target(ctx).await?;
+        if target.parameter_store() {
+            return self.ps_secret_exists(&target, remote_ref).await;
+        }
         let name = target.name(&remote_ref.remote_key)?;
         match self.describe(&target, &name).await? {
             None => Ok(false),

@@ -1,6 +1,7 @@
-//! The AWS Secrets Manager provider as a process, over real mTLS, against moto's server (real
-//! Secrets Manager and STS APIs on loopback) and the local control plane: reads by version and
-//! property, finds, pushes and deletes, assumed roles, web identity, and the tenant boundary.
+//! The AWS provider as a process, over real mTLS, against moto's server (real Secrets Manager,
+//! Parameter Store and STS APIs on loopback) and the local control plane: reads by version and
+//! property, finds, pushes and deletes, assumed roles, web identity, SecretStores and
+//! ClusterSecretStores with `spec.provider.aws`, and the tenant boundary.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,6 +10,8 @@ use std::time::Duration;
 use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::Credentials;
 use aws_sdk_secretsmanager::Client as Sm;
+use aws_sdk_ssm::Client as Ssm;
+use aws_sdk_ssm::types::ParameterType;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::SecretsManager;
@@ -21,7 +24,7 @@ use keyward_proto::v1::{
     SecretExistsRequest, ValidateRequest,
 };
 use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tonic::transport::Channel;
@@ -56,7 +59,16 @@ async fn start_provider(moto: &Moto) -> Running {
 
 /// A Secrets Manager client of the test itself, to seed and inspect moto.
 async fn sm(moto: &Moto) -> Sm {
-    let conf = aws_config::defaults(BehaviorVersion::latest())
+    Sm::new(&sdk(moto).await)
+}
+
+/// A Parameter Store client of the test itself, to seed and inspect moto.
+async fn ssm(moto: &Moto) -> Ssm {
+    Ssm::new(&sdk(moto).await)
+}
+
+async fn sdk(moto: &Moto) -> aws_config::SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(REGION))
         .endpoint_url(moto.endpoint())
         .credentials_provider(Credentials::new("test", "test", None, None, "test"))
@@ -68,8 +80,7 @@ async fn sm(moto: &Moto) -> Sm {
                 .build_https(),
         )
         .load()
-        .await;
-    Sm::new(&conf)
+        .await
 }
 
 fn meta(name: &str) -> ObjectMeta {
@@ -478,4 +489,303 @@ async fn default_chain_web_identity_serves_the_operator_config() {
         drop(child);
     })
     .await;
+}
+
+/// Creates a SecretStore in `ns` (a ClusterSecretStore without one) with `spec.provider.aws`.
+async fn store(client: &Client, ns: Option<&str>, name: &str, aws: serde_json::Value) {
+    let kind = if ns.is_some() { "SecretStore" } else { "ClusterSecretStore" };
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("external-secrets.io", "v1", kind));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1", "kind": kind,
+        "metadata": {"name": name}, "spec": {"provider": {"aws": aws}}}))
+    .unwrap();
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+async fn delete_cluster_store(client: &Client, name: &str) {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("external-secrets.io", "v1", "ClusterSecretStore"));
+    let _ = Api::<DynamicObject>::all_with(client.clone(), &ar).delete(name, &DeleteParams::default()).await;
+}
+
+/// A reference as the reconciler sends it for a SecretStore (in `ns`) or a ClusterSecretStore.
+fn store_ref(kind: &str, name: &str, ns: &str) -> ProviderReference {
+    ProviderReference { api_version: "external-secrets.io/v1".into(), ..provider_ref(kind, name, ns, kind) }
+}
+
+fn aws_store(service: &str, prefix: &str, auth: serde_json::Value) -> serde_json::Value {
+    json!({"service": service, "region": REGION, "prefix": prefix, "auth": auth})
+}
+
+fn find_req(r: &ProviderReference, ns: &str, regexp: &str, path: &str, tags: &[(&str, &str)]) -> GetAllSecretsRequest {
+    GetAllSecretsRequest {
+        provider_ref: Some(r.clone()),
+        source_namespace: ns.into(),
+        find: Some(ExternalSecretFind {
+            name: (!regexp.is_empty()).then(|| FindName { regexp: regexp.into() }),
+            path: path.into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn found(c: &mut SecretStoreProviderClient<Channel>, req: GetAllSecretsRequest) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = c
+        .get_all_secrets(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .secrets
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8(v).unwrap()))
+        .collect();
+    all.sort();
+    all
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secret_stores_serve_secrets_manager_and_parameter_store() {
+    let moto = Moto::start();
+    let mut p = start_provider(&moto).await;
+    let sm = sm(&moto).await;
+    let ssm = ssm(&moto).await;
+    with_temp_namespace(&[], |client, other| async move {
+        keys_secret(&client, &other).await;
+        with_temp_namespace(&[], |client, ns| async move {
+            keys_secret(&client, &ns).await;
+            let pfx = format!("/{ns}/");
+            store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await;
+            store(&client, Some(&ns), "sm", aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await;
+            // A tenant's store naming the keys of another namespace.
+            store(&client, Some(&ns), "foreign", aws_store("ParameterStore", &pfx, keys(Some(&other)))).await;
+            let (cps, csm) = (format!("{ns}-ps"), format!("{ns}-sm"));
+            // The operator's stores: credentials named without a namespace are the source
+            // namespace's, as upstream.
+            store(&client, None, &cps, aws_store("ParameterStore", &pfx, keys(None))).await;
+            store(&client, None, &csm, aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await;
+
+            let put = |name: String, value: &str, kind: ParameterType| {
+                ssm.put_parameter().name(name).value(value).r#type(kind)
+            };
+            let team_a = aws_sdk_ssm::types::Tag::builder().key("team").value("a").build().unwrap();
+            put(format!("{pfx}app/db"), r#"{"user":"app","password":"one"}"#, ParameterType::String)
+                .send()
+                .await
+                .unwrap();
+            put(
+                format!("{pfx}app/db"),
+                r#"{"user":"app","password":"two","conn":{"host":"db"}}"#,
+                ParameterType::String,
+            )
+            .overwrite(true)
+            .send()
+            .await
+            .unwrap();
+            put(format!("{pfx}app/token"), "s3cret", ParameterType::SecureString).send().await.unwrap();
+            put(format!("{pfx}web/conf"), "plain", ParameterType::String).tags(team_a.clone()).send().await.unwrap();
+            // Outside the store's prefix.
+            put(format!("/{other}/web/conf"), "theirs", ParameterType::String).tags(team_a).send().await.unwrap();
+            sm.create_secret().name(format!("{ns}/db")).secret_string("sm-value").send().await.unwrap();
+
+            let c = &mut p.client;
+            let ps = store_ref("SecretStore", "ps", &ns);
+            assert_eq!(get_text(c, get(&ps, &ns, "app/db", "password", "")).await.unwrap(), "two");
+            assert_eq!(get_text(c, get(&ps, &ns, "app/db", "password", "1")).await.unwrap(), "one", "name:version");
+            assert_eq!(get_text(c, get(&ps, &ns, "app/db", "conn.host", "")).await.unwrap(), "db");
+            assert_eq!(get_text(c, get(&ps, &ns, "app/token", "", "")).await.unwrap(), "s3cret", "decrypted");
+            let mut fetch = get(&ps, &ns, "web/conf", "team", "");
+            fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
+            assert_eq!(get_text(c, fetch).await.unwrap(), "a", "metadataPolicy Fetch reads tags");
+            for (key, version) in [("app/nope", ""), ("app/db", "9")] {
+                let e = get_text(c, get(&ps, &ns, key, "", version)).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::NotFound, "{key}:{version} {e:?}");
+            }
+            let e = get_text(c, get(&ps, &ns, "app/db", "nope", "")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+            for key in [format!("../{other}/web/conf"), "app/%2e%2e/x".into(), "app/db?x".into()] {
+                let e = get_text(c, get(&ps, &ns, &key, "", "")).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::InvalidArgument, "{key}: {e:?}");
+            }
+            let map = c
+                .get_secret_map(GetSecretMapRequest {
+                    provider_ref: Some(ps.clone()),
+                    source_namespace: ns.clone(),
+                    remote_ref: get(&ps, &ns, "app/db", "", "").remote_ref,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .secrets;
+            assert_eq!(map.get("password").map(Vec::as_slice), Some(&b"two"[..]));
+
+            let s = |k: &str, v: &str| (k.to_string(), v.to_string());
+            let db = s("app/db", r#"{"user":"app","password":"two","conn":{"host":"db"}}"#);
+            let by_path = found(c, find_req(&ps, &ns, "", "app", &[])).await;
+            assert_eq!(by_path, [db.clone(), s("app/token", "s3cret")], "by path, decrypted");
+            let by_name = found(c, find_req(&ps, &ns, "token$", "", &[])).await;
+            assert_eq!(by_name, [s("app/token", "s3cret")]);
+            let by_tags = found(c, find_req(&ps, &ns, "", "", &[("team", "a")])).await;
+            assert_eq!(by_tags, [s("web/conf", "plain")], "tags, within the prefix only");
+            assert!(found(c, find_req(&ps, &ns, "", "app", &[("team", "a")])).await.is_empty());
+
+            let v = c
+                .validate(ValidateRequest { provider_ref: Some(ps.clone()), source_namespace: ns.clone() })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(v.valid, "{v:?}");
+
+            // The same through the ClusterSecretStore, and Secrets Manager through both kinds.
+            let cps_ref = store_ref("ClusterSecretStore", &cps, "");
+            assert_eq!(get_text(c, get(&cps_ref, &ns, "app/token", "", "")).await.unwrap(), "s3cret");
+            let sm_ref = store_ref("SecretStore", "sm", &ns);
+            assert_eq!(get_text(c, get(&sm_ref, &ns, "db", "", "")).await.unwrap(), "sm-value");
+            let csm_ref = store_ref("ClusterSecretStore", &csm, "");
+            assert_eq!(get_text(c, get(&csm_ref, &ns, "db", "", "")).await.unwrap(), "sm-value");
+
+            // A tenant's SecretStore naming another namespace's Secret is refused before any
+            // call, as is a SecretStore of another namespace.
+            let e =
+                get_text(c, get(&store_ref("SecretStore", "foreign", &ns), &ns, "app/db", "", "")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            assert!(e.message().contains("accessKeyIDSecretRef.namespace"), "{}", e.message());
+            let e = get_text(c, get(&store_ref("SecretStore", "ps", &other), &ns, "app/db", "", "")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+
+            delete_cluster_store(&client, &cps).await;
+            delete_cluster_store(&client, &csm).await;
+        })
+        .await
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parameter_store_pushes_and_deletes() {
+    let moto = Moto::start();
+    let mut p = start_provider(&moto).await;
+    let ssm = ssm(&moto).await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let pfx = format!("/{ns}/");
+        keys_secret(&client, &ns).await;
+        store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await;
+        let r = store_ref("SecretStore", "ps", &ns);
+        let c = &mut p.client;
+        let source: std::collections::HashMap<String, Vec<u8>> =
+            [("password".to_string(), b"p1".to_vec()), ("user".to_string(), b"app".to_vec())].into();
+        let push = |key: &str, remote: &str, prop: &str, meta: serde_json::Value| PushSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            secret_data: source.clone(),
+            push_secret_data: Some(PushSecretData {
+                secret_key: key.into(),
+                remote_key: remote.into(),
+                property: prop.into(),
+                metadata: if meta.is_null() { vec![] } else { meta.to_string().into_bytes() },
+            }),
+        };
+        let remote = |ssm: &Ssm, name: String| {
+            let ssm = ssm.clone();
+            async move {
+                let p = ssm.get_parameter().name(&name).with_decryption(true).send().await.unwrap();
+                let p = p.parameter().unwrap().clone();
+                let tags = ssm
+                    .list_tags_for_resource()
+                    .resource_type(aws_sdk_ssm::types::ResourceTypeForTagging::Parameter)
+                    .resource_id(&name)
+                    .send()
+                    .await
+                    .unwrap();
+                let tags: std::collections::BTreeMap<String, String> =
+                    tags.tag_list().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+                (p.value().unwrap().to_string(), p.r#type().unwrap().clone(), p.version(), tags)
+            }
+        };
+
+        // New: a String parameter tagged managed-by.
+        c.push_secret(push("password", "pushed/pw", "", serde_json::Value::Null)).await.unwrap();
+        let (value, kind, version, tags) = remote(&ssm, format!("{pfx}pushed/pw")).await;
+        assert_eq!((value.as_str(), kind, version), ("p1", ParameterType::String, 1));
+        assert_eq!(tags.get("managed-by").map(String::as_str), Some("external-secrets"), "{tags:?}");
+        c.push_secret(push("password", "pushed/pw", "", serde_json::Value::Null)).await.unwrap();
+        assert_eq!(remote(&ssm, format!("{pfx}pushed/pw")).await.2, 1, "an unchanged value is not written again");
+        // A managed parameter is overwritten.
+        c.push_secret(push("user", "pushed/pw", "", serde_json::Value::Null)).await.unwrap();
+        let (value, _, version, _) = remote(&ssm, format!("{pfx}pushed/pw")).await;
+        assert_eq!((value.as_str(), version), ("app", 2));
+
+        // Properties merge into one JSON value.
+        c.push_secret(push("password", "pushed/json", "pw", serde_json::Value::Null)).await.unwrap();
+        c.push_secret(push("user", "pushed/json", "user", serde_json::Value::Null)).await.unwrap();
+        let value: serde_json::Value =
+            serde_json::from_str(&remote(&ssm, format!("{pfx}pushed/json")).await.0).unwrap();
+        assert_eq!(value, json!({"pw": "p1", "user": "app"}));
+
+        // The metadata's type and tags; a SecureString reads back decrypted.
+        let meta = |owner: &str| {
+            json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata",
+                   "spec": {"secretType": "SecureString", "tags": {"owner": owner}}})
+        };
+        c.push_secret(push("password", "pushed/secure", "", meta("team-a"))).await.unwrap();
+        let (_, kind, _, tags) = remote(&ssm, format!("{pfx}pushed/secure")).await;
+        assert_eq!(kind, ParameterType::SecureString);
+        assert_eq!(tags.get("owner").map(String::as_str), Some("team-a"), "{tags:?}");
+        assert_eq!(get_text(c, get(&r, &ns, "pushed/secure", "", "")).await.unwrap(), "p1");
+        c.push_secret(push("password", "pushed/secure", "", meta("team-b"))).await.unwrap();
+        let tags = remote(&ssm, format!("{pfx}pushed/secure")).await.3;
+        assert_eq!(tags.get("owner").map(String::as_str), Some("team-b"), "tags follow the metadata");
+        let bad = json!({"spec": {"tags": {"managed-by": "me"}}});
+        let e = c.push_secret(push("password", "pushed/secure", "", bad)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+
+        // Without a secret key: the whole Secret as JSON, Base64 values as upstream.
+        c.push_secret(push("", "pushed/all", "", serde_json::Value::Null)).await.unwrap();
+        let value: serde_json::Value = serde_json::from_str(&remote(&ssm, format!("{pfx}pushed/all")).await.0).unwrap();
+        assert_eq!(value, json!({"password": "cDE=", "user": "YXBw"}));
+
+        // A parameter nobody pushed is left alone.
+        ssm.put_parameter()
+            .name(format!("{pfx}foreign"))
+            .value("mine")
+            .r#type(ParameterType::String)
+            .send()
+            .await
+            .unwrap();
+        let refused = c.push_secret(push("password", "foreign", "", serde_json::Value::Null)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+        let e = c.push_secret(push("password", "../escape", "", serde_json::Value::Null)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+
+        let remote_ref = |remote: &str, prop: &str| {
+            Some(PushSecretRemoteRef { remote_key: remote.into(), property: prop.into(), ..Default::default() })
+        };
+        let exists = |remote: &str, prop: &str| SecretExistsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: remote_ref(remote, prop),
+        };
+        let delete = |remote: &str, prop: &str| DeleteSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: remote_ref(remote, prop),
+        };
+        assert!(c.secret_exists(exists("pushed/json", "pw")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/json", "pw")).await.unwrap();
+        assert!(!c.secret_exists(exists("pushed/json", "pw")).await.unwrap().into_inner().exists);
+        assert!(c.secret_exists(exists("pushed/json", "")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/json", "")).await.unwrap();
+        assert!(!c.secret_exists(exists("pushed/json", "")).await.unwrap().into_inner().exists);
+        c.delete_secret(delete("pushed/json", "")).await.expect("deleting what is gone succeeds");
+        let e = get_text(c, get(&r, &ns, "pushed/json", "", "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+        c.delete_secret(delete("foreign", "")).await.unwrap();
+        assert_eq!(get_text(c, get(&r, &ns, "foreign", "", "")).await.unwrap(), "mine", "kept");
+    })
+    .await;
+    drop(p.child);
 }
