@@ -33,7 +33,7 @@ use crate::mapping::{
     secret_map, secret_value, tags_selector,
 };
 use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, check_reach, store_backend};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 
 /// Secrets asked for per page when listing the target cluster.
 const LIST_PAGE: u32 = 100;
@@ -68,43 +68,21 @@ impl KubernetesProvider {
     }
 
     /// The configuration a request names: a `Kubernetes` object, or the `spec.provider.kubernetes`
-    /// of a SecretStore or ClusterSecretStore (translated by `keyward_crds::rules::store_backend`);
-    /// checked by the configuration rules either way.
+    /// of a SecretStore or ClusterSecretStore, checked by the configuration rules either way
+    /// (`ClusterRefs::resolve_config`, shared by every provider).
     async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Option<i64>), ProviderError> {
-        let ns = ctx.config_namespace();
-        let (spec, generation, what) = match store_backend(&self.own, ctx).await? {
-            Some((StoreBackend::Kubernetes(spec), generation)) => {
-                (*spec, generation, format!("{} {ns}/{}", ctx.kind, ctx.name))
-            }
-            Some((other, _)) => {
-                return Err(ProviderError::BadConfig(format!(
-                    "{} {}: spec.provider.{} is served by another provider process",
-                    ctx.kind,
-                    ctx.name,
-                    other.provider_name()
-                )));
-            }
-            None => {
-                let api: Api<Kubernetes> = Api::namespaced(self.own.clone(), ns);
-                let config = api
-                    .get_opt(&ctx.name)
-                    .await
-                    .map_err(|e| match map_kube_error(e, &format!("reading Kubernetes {ns}/{}", ctx.name)) {
-                        ProviderError::NoSecret(m) => ProviderError::BadConfig(m),
-                        other => other,
-                    })?
-                    .ok_or_else(|| {
-                        ProviderError::BadConfig(format!(
-                            "Kubernetes {ns}/{} not found (looked up in providerRef.namespace, else the source namespace)",
-                            ctx.name
-                        ))
-                    })?;
-                (config.spec, config.metadata.generation, format!("Kubernetes {ns}/{}", ctx.name))
-            }
-        };
-        keyward_crds::rules::validate_kubernetes(&spec)
-            .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
-        Ok((spec, generation))
+        let resolved = ClusterRefs::new(self.own.clone())
+            .resolve_config(
+                ctx,
+                |k: Kubernetes| k.spec,
+                |backend| match backend {
+                    StoreBackend::Kubernetes(spec) => Ok(*spec),
+                    other => Err(other),
+                },
+                keyward_crds::rules::validate_kubernetes,
+            )
+            .await?;
+        Ok((resolved.spec, resolved.generation))
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
