@@ -151,8 +151,8 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
 }
 
 /// The Vault and AWS providers are off by default; enabled, each gets its Deployment (running
-/// its own binary), Service, ServiceAccount and a ClusterRole with only what its configs name,
-/// and the API server accepts the objects.
+/// its own binary), Service, ServiceAccount and a ClusterRole with only what its configs and
+/// the stores it serves name, and the API server accepts the objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_providers_deploy_with_their_own_rules_when_enabled() {
     with_temp_namespace(&[], |_client, ns| async move {
@@ -222,6 +222,11 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
                     .collect()
             };
             assert_eq!(resources("provider.external-secrets.io"), [own_kind], "{p}: only its own config kind");
+            assert_eq!(
+                resources("external-secrets.io"),
+                ["secretstores", "clustersecretstores"],
+                "{p}: the SecretStores and ClusterSecretStores it serves, read as configs"
+            );
             let mut got = resources("");
             got.sort();
             let mut want: Vec<String> = core.iter().map(|s| s.to_string()).collect();
