@@ -86,41 +86,41 @@ impl Token {
 /// The token of one configuration, shared by the clients built for it.
 type Slot = Arc<Mutex<Option<Token>>>;
 
-/// Vault tokens per configuration (its [`CacheKey`]), kept across client rebuilds: a client
-/// built again for the same configuration, from the same credentials, takes the token the
-/// previous one held instead of logging in again. A token is reused only by a client whose
-/// server, namespaces and login credentials hash the same (`fingerprint`), so rotated
-/// credentials, or a new generation of the configuration, log in afresh.
+/// Vault tokens per configuration (its [`CacheKey`]) and credentials, kept across client
+/// rebuilds: a client built again for the same configuration, from the same credentials, takes
+/// the token the previous one held instead of logging in again. A token is reused only by a
+/// client whose server, login namespace and credentials hash the same (`fingerprint`), so
+/// rotated credentials, or a new generation of the configuration, log in afresh. A
+/// ClusterSecretStore is one configuration for every namespace it serves: the requests of all
+/// namespaces that resolve to the same credentials share one token.
 #[derive(Default)]
 pub struct TokenCache {
-    slots: std::sync::Mutex<HashMap<CacheKey, (u64, Slot)>>,
+    slots: std::sync::Mutex<HashMap<(CacheKey, u64), Slot>>,
 }
 
 impl TokenCache {
     fn slot(&self, key: &CacheKey, fingerprint: u64) -> Slot {
+        let mut key = key.clone();
+        if key.kind == "ClusterSecretStore" {
+            key.namespace.clear();
+        }
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        // Other generations of the same configuration, and tokens no client holds that are
-        // gone or expired, are forgotten.
-        slots.retain(|k, (_, slot)| {
+        slots.retain(|(k, f), slot| {
             let same_config =
                 k.kind == key.kind && k.namespace == key.namespace && k.name == key.name && k.operator == key.operator;
-            if same_config {
-                return k.generation == key.generation;
+            if same_config && k.generation != key.generation {
+                // Another generation of the configuration.
+                return false;
             }
+            // Tokens no client holds that are superseded by other credentials, gone or expired.
             let unused = Arc::strong_count(slot) == 1;
-            !(unused && slot.try_lock().is_ok_and(|t| t.as_ref().is_none_or(Token::expired)))
+            let superseded = same_config && *f != fingerprint;
+            !(unused && (superseded || slot.try_lock().is_ok_and(|t| t.as_ref().is_none_or(Token::expired))))
         });
-        match slots.get(key) {
-            Some((f, slot)) if *f == fingerprint => slot.clone(),
-            _ => {
-                let slot = Slot::default();
-                slots.insert(key.clone(), (fingerprint, slot.clone()));
-                slot
-            }
-        }
+        slots.entry((key, fingerprint)).or_default().clone()
     }
 
-    /// Number of configurations with a kept token slot.
+    /// Number of kept token slots (configurations and credentials).
     pub fn len(&self) -> usize {
         self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -846,29 +846,39 @@ mod tests {
 
     #[test]
     fn tokens_are_kept_per_configuration_and_credentials() {
-        let key = |generation| CacheKey {
-            kind: "SecretStore".into(),
-            namespace: "team-a".into(),
+        let key = |kind: &str, ns: &str, generation| CacheKey {
+            kind: kind.into(),
+            namespace: ns.into(),
             name: "vault".into(),
             generation,
-            operator: false,
+            operator: kind == "ClusterSecretStore",
         };
         let cache = TokenCache::default();
-        let first = cache.slot(&key(1), 7);
-        assert!(Arc::ptr_eq(&first, &cache.slot(&key(1), 7)), "a rebuilt client shares the token");
-        let rotated = cache.slot(&key(1), 8);
+        let first = cache.slot(&key("SecretStore", "a", 1), 7);
+        assert!(Arc::ptr_eq(&first, &cache.slot(&key("SecretStore", "a", 1), 7)), "a rebuilt client shares the token");
+        let rotated = cache.slot(&key("SecretStore", "a", 1), 8);
         assert!(!Arc::ptr_eq(&first, &rotated), "other credentials log in again");
-        let next = cache.slot(&key(2), 8);
+        assert_eq!(cache.len(), 2, "the first token is still held");
+        drop(first);
+        drop(cache.slot(&key("SecretStore", "a", 1), 8));
+        assert_eq!(cache.len(), 1, "a superseded token nobody holds is forgotten");
+        let next = cache.slot(&key("SecretStore", "a", 2), 8);
         assert!(!Arc::ptr_eq(&rotated, &next), "a new generation logs in again");
         assert_eq!(cache.len(), 1, "older generations are forgotten");
-        let mut other = key(1);
-        other.name = "other".into();
-        drop(cache.slot(&other, 1));
-        assert_eq!(cache.len(), 2);
+        // Another namespace's SecretStore of the same name is another configuration.
+        let other = cache.slot(&key("SecretStore", "b", 2), 8);
+        assert!(!Arc::ptr_eq(&other, &next));
+        // A ClusterSecretStore's namespaces share a token when their credentials are the same.
+        let cluster_a = cache.slot(&key("ClusterSecretStore", "a", 1), 8);
+        assert!(Arc::ptr_eq(&cluster_a, &cache.slot(&key("ClusterSecretStore", "b", 1), 8)));
+        let cluster_c = cache.slot(&key("ClusterSecretStore", "c", 1), 9);
+        assert!(!Arc::ptr_eq(&cluster_a, &cluster_c), "other credentials, another token");
+        assert_eq!(cache.len(), 4);
         // A slot nobody holds whose token is gone is pruned on the next insert.
+        drop((other, cluster_a, cluster_c));
+        drop(cache.slot(&key("SecretStore", "a", 2), 8));
+        assert_eq!(cache.len(), 1, "only the held slot stays");
         drop(next);
-        drop(cache.slot(&key(2), 8));
-        assert_eq!(cache.len(), 1, "the unused, empty slot of `other` went");
     }
 
     #[derive(Debug)]

@@ -497,6 +497,22 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
             assert_eq!(read().await.unwrap(), "app");
         }
         assert_eq!(logins(), 4, "one login for the new generation");
+
+        // A ClusterSecretStore used from several namespaces, with the same credentials: one
+        // token for all of them.
+        let cluster = format!("{ns}-shared");
+        let spec = json!({"server": v.address(), "path": "secret",
+            "auth": {"userPass": {"username": "app", "secretRef": {"name": "userpass", "key": "password", "namespace": ns}}}});
+        cluster_store(&client, &cluster, spec).await;
+        let r = cluster_ref(&cluster);
+        for source in [ns.as_str(), "team-b", "team-c"] {
+            let ctx = check_provider_ref("GetSecret", Some(&r), source, true).unwrap();
+            for _ in 0..3 {
+                assert_eq!(read_user(provider.clone(), ctx.clone(), remote.clone()).await.unwrap(), "app", "{source}");
+            }
+        }
+        assert_eq!(logins(), 5, "one login for the ClusterSecretStore, whichever namespace asks");
+        delete_cluster_store(&client, &cluster).await;
     })
     .await;
 }
