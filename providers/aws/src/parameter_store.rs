@@ -235,6 +235,24 @@ impl SecretsManagerProvider {
         Ok(out.tag_list().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect())
     }
 
+    /// The KMS key of a SecureString parameter.
+    async fn parameter_key_id(&self, target: &Target, name: &str) -> Result<Option<String>, ProviderError> {
+        let filter = ParameterStringFilter::builder()
+            .key("Name")
+            .option("Equals")
+            .values(name)
+            .build()
+            .map_err(|e| ProviderError::Internal(e.to_string()))?;
+        let out = target
+            .ssm
+            .describe_parameters()
+            .parameter_filters(filter)
+            .send()
+            .await
+            .map_err(|e| self.fail(target, map_sdk_error(e, &format!("describing parameter {name:?}"))))?;
+        Ok(out.parameters().iter().find_map(|p| p.key_id()).map(str::to_string))
+    }
+
     async fn put_parameter(
         &self,
         target: &Target,
@@ -513,7 +531,13 @@ impl SecretsManagerProvider {
             if rest != current.value.as_bytes() {
                 let rest = utf8(rest, &name)?;
                 let kind = current.kind.unwrap_or(ParameterType::String);
-                let req = target.ssm.put_parameter().name(&name).value(rest).r#type(kind).overwrite(true);
+                // A SecureString keeps its KMS key (AWS's default key would replace it).
+                let key_id = match kind {
+                    ParameterType::SecureString => self.parameter_key_id(target, &name).await?,
+                    _ => None,
+                };
+                let req =
+                    target.ssm.put_parameter().name(&name).value(rest).r#type(kind).set_key_id(key_id).overwrite(true);
                 req.send()
                     .await
                     .map_err(|e| self.fail(target, map_sdk_error(e, &format!("writing parameter {name:?}"))))?;

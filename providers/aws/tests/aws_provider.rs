@@ -739,6 +739,39 @@ async fn parameter_store_pushes_and_deletes() {
         c.push_secret(push("password", "pushed/secure", "", meta("team-b"))).await.unwrap();
         let tags = remote(&ssm, format!("{pfx}pushed/secure")).await.3;
         assert_eq!(tags.get("owner").map(String::as_str), Some("team-b"), "tags follow the metadata");
+        // Property pushes to a SecureString with its own KMS key; taking a property out keeps
+        // the type and the key.
+        let kms = json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata",
+                         "spec": {"secretType": "SecureString", "kmsKeyID": "alias/team-a"}});
+        c.push_secret(push("password", "pushed/kms", "pw", kms.clone())).await.unwrap();
+        c.push_secret(push("user", "pushed/kms", "user", kms)).await.unwrap();
+        let delete_pw = DeleteSecretRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            remote_ref: Some(PushSecretRemoteRef {
+                remote_key: "pushed/kms".into(),
+                property: "pw".into(),
+                ..Default::default()
+            }),
+        };
+        c.delete_secret(delete_pw).await.unwrap();
+        let (value, kind, _, _) = remote(&ssm, format!("{pfx}pushed/kms")).await;
+        assert_eq!((value.as_str(), kind), (r#"{"user":"app"}"#, ParameterType::SecureString));
+        let described = ssm
+            .describe_parameters()
+            .parameter_filters(
+                aws_sdk_ssm::types::ParameterStringFilter::builder()
+                    .key("Name")
+                    .option("Equals")
+                    .values(format!("{pfx}pushed/kms"))
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(described.parameters()[0].key_id(), Some("alias/team-a"), "the KMS key is kept");
+
         let bad = json!({"spec": {"tags": {"managed-by": "me"}}});
         let e = c.push_secret(push("password", "pushed/secure", "", bad)).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
