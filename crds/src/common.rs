@@ -86,9 +86,8 @@ pub struct SecretStoreRef {
     /// Name of the Provider or ClusterProvider.
     pub name: String,
     /// Kind of the store: `SecretStore`, `ClusterSecretStore`, `Provider` or `ClusterProvider`.
-    /// When omitted, the Provider of that name in the same namespace if one exists, else the
-    /// SecretStore of that name (upstream's default): `rules::store_ref_kind`, decided where the
-    /// reference is used.
+    /// When omitted, the SecretStore of that name in the same namespace, as upstream
+    /// (`rules::store_ref_kind`); the omission is kept in the object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<StoreKind>,
 }

@@ -121,11 +121,12 @@ impl From<&PushSecretRewrite> for ExternalSecretRewrite {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PushSecretStoreRef {
-    /// Name of the Provider or ClusterProvider.
+    /// Name of the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Kind of the store. When omitted, a Provider of that name is tried, then a ClusterProvider;
-    /// the omission is kept as written (it is never defaulted).
+    /// Kind of the store. When omitted, a SecretStore (for a labelSelector: the SecretStores it
+    /// matches), as upstream (`rules::store_ref_kind`); the omission is kept as written (it is
+    /// never defaulted) and carried to the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<StoreKind>,
     /// Push to every store whose labels match, instead of a name.

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,10 +50,11 @@ pub struct SecretStoreSpec {
     /// How often a failed provider call is retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_settings: Option<SecretStoreRetrySettings>,
-    /// How often the store is checked again, in seconds; empty or 0 uses the reconciler's
-    /// provider check interval.
+    /// How often the store is checked again: an integer of seconds or a Go duration (`1h`,
+    /// `30s`), as upstream; empty or 0 uses the reconciler's provider check interval
+    /// (`rules::store_refresh_interval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refresh_interval: Option<i64>,
+    pub refresh_interval: Option<IntOrString>,
     /// Namespaces allowed to use a ClusterSecretStore; any one condition admits. Ignored on a
     /// SecretStore (as upstream), which only its own namespace uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -197,7 +199,11 @@ mod tests {
                     refreshInterval: 30\nretrySettings: {maxRetries: 3, retryInterval: 5s}\ncontroller: dev\n";
         let spec: SecretStoreSpec = serde_yaml::from_str(yaml).expect("parses");
         assert_eq!(spec.provider.names(), vec!["vault"]);
-        assert_eq!(spec.refresh_interval, Some(30));
+        assert_eq!(spec.refresh_interval, Some(IntOrString::Int(30)));
+        let s: SecretStoreSpec =
+            serde_yaml::from_str("provider: {fake: {data: []}}\nrefreshInterval: 1h\n").expect("parses");
+        assert_eq!(s.refresh_interval, Some(IntOrString::String("1h".into())));
+        assert_eq!(serde_json::to_value(&s).expect("json")["refreshInterval"], "1h", "kept as written");
         let back = serde_json::to_value(&spec).expect("json");
         assert_eq!(back["provider"]["vault"]["auth"]["tokenSecretRef"]["name"], "t");
         assert_eq!(back["retrySettings"]["retryInterval"], "5s");
@@ -222,6 +228,8 @@ mod tests {
         assert_eq!(provider["x-kubernetes-preserve-unknown-fields"], true, "{provider}");
         assert!(provider["properties"]["kubernetes"]["properties"]["auth"].is_object(), "{provider}");
         assert!(provider["properties"]["fake"].is_object(), "{provider}");
+        let refresh = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["refreshInterval"];
+        assert_eq!(refresh["x-kubernetes-int-or-string"], true, "{refresh}");
         assert_eq!(crd["spec"]["scope"], "Cluster");
         assert_eq!(serde_json::to_value(SecretStore::crd()).expect("json")["spec"]["scope"], "Namespaced");
     }

@@ -82,7 +82,7 @@ async fn same_writes(client: &Client, ns: &str, n: usize, cp_dir: &std::path::Pa
     create_all(&ess, n, |i| {
         serde_json::from_value(json!({
             "metadata": {"name": format!("writes-{i}"), "labels": {label: "true"}},
-            "spec": {"refreshInterval": "0", "secretStoreRef": {"name": "fake"},
+            "spec": {"refreshInterval": "0", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                      "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]},
         }))
         .unwrap()
@@ -254,7 +254,7 @@ async fn run(client: Client, ns: String, n: usize) {
     create_all(&ess, n, |i| {
         serde_json::from_value(json!({
             "metadata": {"name": format!("es-{i}"), "labels": {CLASS_LABEL: ns}},
-            "spec": {"refreshInterval": "0", "secretStoreRef": {"name": "fake"},
+            "spec": {"refreshInterval": "0", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                      "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]},
         }))
         .unwrap()

@@ -169,7 +169,8 @@ async fn lead(
             },
             metrics.clone(),
         )
-        .with_store_providers(cli.store_providers()),
+        .with_store_providers(cli.store_providers())
+        .with_controller_class(cli.controller_class.clone()),
     );
     {
         let stop = stop.clone();

@@ -22,7 +22,7 @@ fn external_secret(name: &str, ns: &str, policy: &str) -> serde_json::Value {
     json!({
         "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
         "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {"refreshInterval": "1h", "secretStoreRef": {"name": "fake"},
+        "spec": {"refreshInterval": "1h", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                  "target": {"name": name, "creationPolicy": policy},
                  "data": [{"secretKey": "password", "remoteRef": {"key": "db"}}]},
     })

@@ -77,7 +77,7 @@ async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metric
             external_secret(
                 "app",
                 &ns,
-                json!({"name": "fake"}),
+                json!({"name": "fake", "kind": "Provider"}),
                 json!({
                     "refreshInterval": "1s",
                     "target": {"name": "app-secret"},
@@ -131,7 +131,7 @@ async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metric
             external_secret(
                 "once",
                 &ns,
-                json!({"name": "fake"}),
+                json!({"name": "fake", "kind": "Provider"}),
                 json!({
                     "refreshInterval": "1s",
                     "refreshPolicy": "CreatedOnce",
@@ -260,7 +260,7 @@ async fn six_external_secrets_share_one_connection() {
                 external_secret(
                     &format!("es-{i}"),
                     &ns,
-                    json!({"name": "fake"}),
+                    json!({"name": "fake", "kind": "Provider"}),
                     json!({"refreshInterval": "1s", "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]}),
                 ),
             )

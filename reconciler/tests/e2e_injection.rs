@@ -93,7 +93,7 @@ fn external_secret(name: &str, ns: &str, key: &str) -> serde_json::Value {
         "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
         "spec": {
             "refreshInterval": "1s",
-            "secretStoreRef": {"name": "fake"},
+            "secretStoreRef": {"name": "fake", "kind": "Provider"},
             "target": {"name": format!("{name}-secret")},
             "data": [{"secretKey": "value", "remoteRef": {"key": key}}],
         },

@@ -22,7 +22,7 @@ fn external_secret(name: &str, ns: &str) -> serde_json::Value {
     json!({
         "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
         "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+        "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                  "data": [{"secretKey": "v", "remoteRef": {"key": "k"}}]},
     })
 }

@@ -18,7 +18,7 @@ use support::*;
 const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread")]
-async fn push_secret_with_omitted_kind_pushes_and_delete_policy_removes_the_remote_copy() {
+async fn push_secret_through_a_provider_pushes_and_delete_policy_removes_the_remote_copy() {
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -52,7 +52,7 @@ async fn push_secret_with_omitted_kind_pushes_and_delete_policy_removes_the_remo
                 "spec": {
                     "refreshInterval": "1h",
                     "deletionPolicy": "Delete",
-                    "secretStoreRefs": [{"name": "fake"}],
+                    "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
                     "selector": {"secret": {"name": "source"}},
                     "data": [{"match": {"secretKey": "password", "remoteRef": {"remoteKey": "remote-db"}},
                               "metadata": {"labels": {"a": "b"}}}],
@@ -67,7 +67,7 @@ async fn push_secret_with_omitted_kind_pushes_and_delete_policy_removes_the_remo
         })
         .await;
         let status = ps.status.unwrap();
-        let synced = status.synced_push_secrets.get("Provider/fake").expect("omitted kind resolved to the Provider");
+        let synced = status.synced_push_secrets.get("Provider/fake").expect("pushed through the Provider");
         assert!(synced.contains_key("remote-db"));
         assert_eq!(synced["remote-db"].metadata, Some(json!({"labels": {"a": "b"}})));
         assert!(
@@ -81,7 +81,7 @@ async fn push_secret_with_omitted_kind_pushes_and_delete_policy_removes_the_remo
             json!({
                 "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
                 "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
-                "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+                "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                          "data": [{"secretKey": "v", "remoteRef": {"key": "remote-db"}}]},
             }),
         )
@@ -144,8 +144,8 @@ async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external
                     "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
                     "selector": {"secret": {"name": "app-secrets"}},
                     "dataTo": [
-                        {"storeRef": {"name": "fake"}, "remoteKey": "app-config", "match": {"regexp": "^DB_"}},
-                        {"storeRef": {"name": "fake"}, "match": {"regexp": "^API_"},
+                        {"storeRef": {"name": "fake", "kind": "Provider"}, "remoteKey": "app-config", "match": {"regexp": "^DB_"}},
+                        {"storeRef": {"name": "fake", "kind": "Provider"}, "match": {"regexp": "^API_"},
                          "rewrite": [{"regexp": {"source": "^API_", "target": "api-"}},
                                      {"transform": {"template": "{{ .value | lower }}"}}]},
                     ],
@@ -173,7 +173,7 @@ async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external
             json!({
                 "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
                 "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
-                "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+                "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                          "data": [{"secretKey": "token", "remoteRef": {"key": "api-token"}},
                                   {"secretKey": "url", "remoteRef": {"key": "endpoints", "property": "api"}}],
                          "dataFrom": [{"extract": {"key": "app-config"}}]},
@@ -220,7 +220,7 @@ async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_o
             "metadata": {"name": "by-label", "labels": {CLASS_LABEL: ns}},
             "spec": {"refreshInterval": "1s", "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
                      "selector": {"secret": {"selector": {"matchLabels": {"push": "yes"}}}},
-                     "dataTo": [{"storeRef": {"name": "fake"}}]},
+                     "dataTo": [{"storeRef": {"name": "fake", "kind": "Provider"}}]},
         });
         apply(&pss, push_secret).await;
         let synced = eventually("both selected Secrets pushed", WAIT, || async {
@@ -234,7 +234,7 @@ async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_o
             &ess,
             json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
                    "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
-                   "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+                   "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                             "data": [{"secretKey": "a", "remoteRef": {"key": "alpha"}},
                                      {"secretKey": "b", "remoteRef": {"key": "beta"}}]}}),
         )

@@ -26,7 +26,7 @@ fn external_secret(ns: &str, generation: usize) -> serde_json::Value {
         "metadata": {"name": "app", "labels": {CLASS_LABEL: ns}, "annotations": {"touch": generation.to_string()}},
         "spec": {
             "refreshInterval": "1s",
-            "secretStoreRef": {"name": "fake"},
+            "secretStoreRef": {"name": "fake", "kind": "Provider"},
             "data": [{"secretKey": "value", "remoteRef": {"key": "db"}}],
         },
     })

@@ -3,7 +3,9 @@
 //! provider reads and translates it), ExternalSecrets referencing them synced; a store naming a
 //! provider Keyward lacks and a ClusterSecretStore that does not admit the namespace reported
 //! Ready=False with the reason. The stores themselves report Ready and capabilities, as
-//! upstream's do, from the reconciler's own check of the provider process.
+//! upstream's do, from the reconciler's own check of the provider process, at their own
+//! `refreshInterval` when they set one. A reference without a kind means a SecretStore, as
+//! upstream, even where a Provider of that name exists.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,7 +14,9 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{Capabilities, ClusterSecretStore, ExternalSecret, ProviderStatus, PushSecret, SecretStore};
+use keyward_crds::{
+    Capabilities, ClusterSecretStore, ExternalSecret, Fake, Provider, ProviderStatus, PushSecret, SecretStore,
+};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -157,8 +161,8 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             )
             .await;
 
-            // Without the webhook, an omitted kind reaches the reconciler as written: no Provider
-            // "k8s-store" exists, so it is the SecretStore (upstream's default).
+            // An omitted kind reaches the reconciler as written and means the SecretStore, as
+            // upstream.
             let mut omitted = external_secret("omitted-kind", &ns, "SecretStore", "k8s-store",
                                               json!([{"secretKey": "user", "remoteRef": {"key": "db", "property": "user"}}]));
             omitted["spec"]["secretStoreRef"].as_object_mut().unwrap().remove("kind");
@@ -174,7 +178,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
 
             let (status, reason, message) = wait_condition(&ess, "from-vault").await;
             assert_eq!((status.as_str(), reason.as_str()), ("False", "ProviderNotSupported"), "{message}");
-            assert!(message.contains("spec.provider.vault is not served by this controller"), "{message}");
+            assert!(message.contains("spec.provider.vault is served by Keyward's vault provider, which this installation does not run"), "{message}");
             let (status, _, message) = wait_condition(&ess, "from-closed").await;
             assert_eq!(status, "False", "{message}");
             assert!(
@@ -190,7 +194,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             assert_eq!((reason.as_str(), caps), ("Valid", Some(Capabilities::ReadWrite)), "{message}");
             let (reason, message, caps) = wait_store_status(&stores, "vault-backend", "False").await;
             assert_eq!(reason, "ProviderNotSupported", "{message}");
-            assert!(message.contains("spec.provider.vault is not served by this controller"), "{message}");
+            assert!(message.contains("spec.provider.vault is served by Keyward's vault provider, which this installation does not run"), "{message}");
             assert_eq!(caps, None, "no provider answered");
             // And in upstream's metrics, with upstream's names and labels.
             let text = reconciler.metrics().await;
@@ -274,6 +278,108 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
             }
         })
         .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_omitted_kind_means_the_secret_store_and_a_store_is_checked_at_its_refresh_interval() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let mut fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        // A Provider and a SecretStore of one name, serving different values.
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("greeting", "from-provider")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("twin", &ns, &fake.address(), "cfg")).await;
+        let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+        let store = |name: &str, extra: serde_json::Value| {
+            let mut s = json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                               "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+                               "spec": {"provider": {"fake": {"data": [{"key": "greeting", "value": "from-secretstore"}]}}}});
+            s["spec"].as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            s
+        };
+        // Upstream's int-or-string: a Go duration, kept as written.
+        apply(&stores, store("twin", json!({"refreshInterval": "1h"}))).await;
+        apply(&stores, store("every-check", json!({}))).await;
+        // A store for another controller instance: neither it nor what uses it is touched here.
+        apply(&stores, store("elsewhere", json!({"controller": "another-instance"}))).await;
+        let raw: kube::api::DynamicObject = Api::namespaced_with(
+            client.clone(),
+            &ns,
+            &kube::api::ApiResource::erase::<SecretStore>(&()),
+        )
+        .get("twin")
+        .await
+        .unwrap();
+        assert_eq!(raw.data["spec"]["refreshInterval"], "1h", "stored as written");
+
+        let flags = [
+            "--store-provider".to_string(),
+            format!("fake={}", fake.address()),
+            "--store-provider-tls-namespace".to_string(),
+            ns.clone(),
+        ];
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        // The reconciler's own check interval is 3s (the test default).
+        let _reconciler = Reconciler::start(&ns, &flags).await;
+
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        let data = json!([{"secretKey": "greeting", "remoteRef": {"key": "greeting"}}]);
+        let mut omitted = external_secret("omitted", &ns, "SecretStore", "twin", data.clone());
+        omitted["spec"]["secretStoreRef"].as_object_mut().unwrap().remove("kind");
+        apply(&ess, omitted).await;
+        apply(&ess, external_secret("explicit-provider", &ns, "Provider", "twin", data.clone())).await;
+        let per_entry = external_secret("per-entry", &ns, "Provider", "twin", json!([
+            {"secretKey": "greeting", "remoteRef": {"key": "greeting"}, "sourceRef": {"storeRef": {"name": "twin"}}}]));
+        apply(&ess, per_entry).await;
+        apply(&ess, external_secret("unserved", &ns, "SecretStore", "elsewhere", data)).await;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        wait_for_value(&secrets, "omitted", "greeting", "from-secretstore", WAIT).await;
+        wait_for_value(&secrets, "per-entry", "greeting", "from-secretstore", WAIT).await;
+        wait_for_value(&secrets, "explicit-provider", "greeting", "from-provider", WAIT).await;
+
+        // A PushSecret reference without a kind reaches the SecretStore too.
+        apply(
+            &secrets,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "to-push"}, "stringData": {"token": "t"}}),
+        )
+        .await;
+        let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &pss,
+            json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                   "metadata": {"name": "no-kind", "labels": {CLASS_LABEL: ns}},
+                   "spec": {"refreshInterval": "1h", "secretStoreRefs": [{"name": "twin"}],
+                            "selector": {"secret": {"name": "to-push"}},
+                            "data": [{"match": {"secretKey": "token", "remoteRef": {"remoteKey": "pushed"}}}]}}),
+        )
+        .await;
+        let pushed = eventually("the PushSecret without kind pushed", WAIT, || async {
+            let st = pss.get("no-kind").await.ok()?.status?;
+            (ready_of(&st.conditions)?.0 == "True").then_some(st.synced_push_secrets)
+        })
+        .await;
+        assert_eq!(pushed.keys().collect::<Vec<_>>(), ["SecretStore/twin"]);
+        let stored = pss.get("no-kind").await.unwrap();
+        assert_eq!(stored.spec.secret_store_refs[0].kind, None, "the kind stays omitted");
+
+        // Both stores are Ready; once the provider is gone, the store checked at the
+        // reconciler's interval notices, the one with refreshInterval 1h is not checked again.
+        wait_store_status(&stores, "twin", "True").await;
+        wait_store_status(&stores, "every-check", "True").await;
+        fake.stop();
+        let (reason, message, _) = wait_store_status(&stores, "every-check", "False").await;
+        assert!(!reason.is_empty(), "{message}");
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let twin = stores.get("twin").await.unwrap();
+        let (status, _, _) = ready_of(&twin.status.unwrap().conditions).unwrap();
+        assert_eq!(status, "True", "a store with refreshInterval 1h is not checked at the 3s default");
+
+        // The store of another controller, and the ExternalSecret using it, were left alone.
+        assert!(stores.get("elsewhere").await.unwrap().status.is_none(), "no status on another controller's store");
+        assert!(ess.get("unserved").await.unwrap().status.is_none(), "no status on an ExternalSecret using it");
+        assert!(secrets.get_opt("unserved").await.unwrap().is_none());
     })
     .await;
 }

@@ -22,7 +22,7 @@ fn external_secret(name: &str, ns: &str, kind: &str, schedule: &str) -> serde_js
     json!({
         "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
         "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake"},
+        "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
                  "syncWindows": {"kind": kind, "windows": [{"schedule": schedule, "duration": "1h"}]},
                  "data": [{"secretKey": "password", "remoteRef": {"key": "db"}}]},
     })

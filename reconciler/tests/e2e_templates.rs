@@ -23,7 +23,7 @@ fn external_secret(name: &str, ns: &str, template: serde_json::Value) -> serde_j
         "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
         "spec": {
             "refreshInterval": "1s",
-            "secretStoreRef": {"name": "fake"},
+            "secretStoreRef": {"name": "fake", "kind": "Provider"},
             "target": {"name": name, "template": template},
             "data": [
                 {"secretKey": "user", "remoteRef": {"key": "db", "property": "user"}},

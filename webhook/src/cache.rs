@@ -2,8 +2,8 @@
 //! the request path only reads it, so answering never calls the API server.
 //!
 //! Only what decisions need is kept: namespace labels, ClusterProvider specs, ClusterSecretStore
-//! namespace conditions, the names of Providers, and for ExternalSecrets and PushSecrets the
-//! ClusterProviders they reference.
+//! namespace conditions, the names of Providers and SecretStores, and for ExternalSecrets and
+//! PushSecrets the ClusterProviders they reference.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -32,17 +32,20 @@ pub enum Source {
     PushSecrets = 4,
     /// ClusterSecretStores (kept as their namespace conditions).
     ClusterSecretStores = 5,
+    /// SecretStores (metadata only).
+    SecretStores = 6,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 6] = [
+    pub const ALL: [Source; 7] = [
         Source::Namespaces,
         Source::ClusterProviders,
         Source::Providers,
         Source::ExternalSecrets,
         Source::PushSecrets,
         Source::ClusterSecretStores,
+        Source::SecretStores,
     ];
 
     /// Name for logs and metrics.
@@ -54,6 +57,7 @@ impl Source {
             Source::ExternalSecrets => "externalsecrets",
             Source::PushSecrets => "pushsecrets",
             Source::ClusterSecretStores => "clustersecretstores",
+            Source::SecretStores => "secretstores",
         }
     }
 
@@ -82,14 +86,11 @@ pub struct ObjectKey {
     pub name: String,
 }
 
-/// One ClusterProvider an object uses.
+/// One ClusterProvider an object uses (by an explicit kind: an omitted kind is a SecretStore).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StoreUse {
     /// Name of the ClusterProvider.
     pub cluster_provider: String,
-    /// `false` for a PushSecret reference without a kind: it uses the ClusterProvider only when
-    /// no Provider of that name exists in its namespace.
-    pub explicit: bool,
 }
 
 /// How many objects of a namespace use one ClusterProvider.
@@ -97,18 +98,15 @@ pub struct StoreUse {
 pub struct UseCounts {
     /// ExternalSecrets.
     pub external_secrets: u32,
-    /// PushSecrets naming the kind ClusterProvider.
+    /// PushSecrets.
     pub push_secrets: u32,
-    /// PushSecrets naming no kind (they use it when no Provider of the name exists).
-    pub push_secrets_unqualified: u32,
 }
 
 impl UseCounts {
-    fn slot(&mut self, kind: UserKind, explicit: bool) -> &mut u32 {
-        match (kind, explicit) {
-            (UserKind::ExternalSecret, _) => &mut self.external_secrets,
-            (UserKind::PushSecret, true) => &mut self.push_secrets,
-            (UserKind::PushSecret, false) => &mut self.push_secrets_unqualified,
+    fn slot(&mut self, kind: UserKind) -> &mut u32 {
+        match kind {
+            UserKind::ExternalSecret => &mut self.external_secrets,
+            UserKind::PushSecret => &mut self.push_secrets,
         }
     }
 
@@ -138,7 +136,7 @@ impl RefIndex {
                 .or_default()
                 .entry(key.namespace.clone())
                 .or_default();
-            *counts.slot(key.kind, u.explicit) += 1;
+            *counts.slot(key.kind) += 1;
         }
         self.by_object.insert(key, uses);
     }
@@ -149,7 +147,7 @@ impl RefIndex {
         for u in uses {
             let Some(per_ns) = self.by_cluster_provider.get_mut(&u.cluster_provider) else { continue };
             if let Some(counts) = per_ns.get_mut(&key.namespace) {
-                let slot = counts.slot(key.kind, u.explicit);
+                let slot = counts.slot(key.kind);
                 *slot = slot.saturating_sub(1);
                 if counts.is_zero() {
                     per_ns.remove(&key.namespace);
@@ -206,6 +204,8 @@ pub struct State {
     pub cluster_secret_stores: HashMap<String, CachedClusterSecretStore>,
     /// Namespace → names of its Providers.
     pub providers: HashMap<String, HashSet<String>>,
+    /// Namespace → names of its SecretStores.
+    pub secret_stores: HashMap<String, HashSet<String>>,
     /// Store references of ExternalSecrets and PushSecrets.
     pub refs: RefIndex,
     /// ExternalSecret targets and managed Secret data hashes, for Pod injection and reload.
@@ -220,16 +220,39 @@ impl State {
 
     /// Records a Provider.
     pub fn add_provider(&mut self, namespace: &str, name: &str) {
-        self.providers.entry(namespace.to_string()).or_default().insert(name.to_string());
+        add_name(&mut self.providers, namespace, name);
     }
 
     /// Forgets a Provider.
     pub fn remove_provider(&mut self, namespace: &str, name: &str) {
-        if let Some(names) = self.providers.get_mut(namespace) {
-            names.remove(name);
-            if names.is_empty() {
-                self.providers.remove(namespace);
-            }
+        remove_name(&mut self.providers, namespace, name);
+    }
+
+    /// Whether a SecretStore `name` exists in `namespace`.
+    pub fn secret_store_exists(&self, namespace: &str, name: &str) -> bool {
+        self.secret_stores.get(namespace).is_some_and(|names| names.contains(name))
+    }
+
+    /// Records a SecretStore.
+    pub fn add_secret_store(&mut self, namespace: &str, name: &str) {
+        add_name(&mut self.secret_stores, namespace, name);
+    }
+
+    /// Forgets a SecretStore.
+    pub fn remove_secret_store(&mut self, namespace: &str, name: &str) {
+        remove_name(&mut self.secret_stores, namespace, name);
+    }
+}
+
+fn add_name(names: &mut HashMap<String, HashSet<String>>, namespace: &str, name: &str) {
+    names.entry(namespace.to_string()).or_default().insert(name.to_string());
+}
+
+fn remove_name(names: &mut HashMap<String, HashSet<String>>, namespace: &str, name: &str) {
+    if let Some(set) = names.get_mut(namespace) {
+        set.remove(name);
+        if set.is_empty() {
+            names.remove(namespace);
         }
     }
 }
@@ -329,7 +352,7 @@ pub fn external_secret_uses(object: &Value) -> Vec<StoreUse> {
         if str_at(r, "/kind") == Some("ClusterProvider")
             && let Some(name) = str_at(r, "/name")
         {
-            let u = StoreUse { cluster_provider: name.to_string(), explicit: true };
+            let u = StoreUse { cluster_provider: name.to_string() };
             if !uses.contains(&u) {
                 uses.push(u);
             }
@@ -338,8 +361,8 @@ pub fn external_secret_uses(object: &Value) -> Vec<StoreUse> {
     uses
 }
 
-/// The ClusterProviders a PushSecret (as JSON) references by name: explicit ones, and
-/// references without a kind (which fall back to a ClusterProvider).
+/// The ClusterProviders a PushSecret (as JSON) references by name (a reference without a kind
+/// is a SecretStore).
 pub fn push_secret_uses(object: &Value) -> Vec<StoreUse> {
     let mut uses: Vec<StoreUse> = Vec::new();
     let Some(items) = object.pointer("/spec/secretStoreRefs").and_then(Value::as_array) else {
@@ -347,12 +370,10 @@ pub fn push_secret_uses(object: &Value) -> Vec<StoreUse> {
     };
     for r in items {
         let Some(name) = str_at(r, "/name") else { continue };
-        let explicit = match r.get("kind").and_then(Value::as_str) {
-            Some("ClusterProvider") => true,
-            None => false,
-            Some(_) => continue,
-        };
-        let u = StoreUse { cluster_provider: name.to_string(), explicit };
+        if r.get("kind").and_then(Value::as_str) != Some("ClusterProvider") {
+            continue;
+        }
+        let u = StoreUse { cluster_provider: name.to_string() };
         if !uses.contains(&u) {
             uses.push(u);
         }
@@ -370,7 +391,7 @@ mod tests {
     }
 
     fn uses(names: &[&str]) -> Vec<StoreUse> {
-        names.iter().map(|n| StoreUse { cluster_provider: n.to_string(), explicit: true }).collect()
+        names.iter().map(|n| StoreUse { cluster_provider: n.to_string() }).collect()
     }
 
     #[test]
@@ -422,13 +443,7 @@ mod tests {
             {"name": "c", "kind": "Provider"},
             {"labelSelector": {}}
         ]}});
-        assert_eq!(
-            push_secret_uses(&ps),
-            vec![
-                StoreUse { cluster_provider: "a".into(), explicit: true },
-                StoreUse { cluster_provider: "b".into(), explicit: false }
-            ]
-        );
+        assert_eq!(push_secret_uses(&ps), vec![StoreUse { cluster_provider: "a".into() }], "no kind: a SecretStore");
     }
 
     #[tokio::test]

@@ -28,6 +28,7 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
     let es = &spec.external_secret_spec;
     let mut refused: BTreeMap<(StoreKind, String), Vec<&str>> = BTreeMap::new();
     let mut without_provider: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut omitted_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut selected: Vec<(&String, &crate::cache::Labels)> = state
         .namespaces
         .iter()
@@ -52,12 +53,20 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
             refused.entry((d.kind, d.cluster_provider)).or_default().push(ns);
         }
         for (_, r) in es.store_refs() {
-            // Only an explicit Provider: an omitted kind without one means a SecretStore.
-            if r.kind == Some(StoreKind::Provider) && !r.name.is_empty() && !state.provider_exists(ns, &r.name) {
-                let missing = without_provider.entry(r.name.as_str()).or_default();
-                if missing.last() != Some(&ns.as_str()) {
-                    missing.push(ns);
+            if r.name.is_empty() {
+                continue;
+            }
+            let listing = match r.kind {
+                Some(StoreKind::Provider) if !state.provider_exists(ns, &r.name) => &mut without_provider,
+                // An omitted kind is a SecretStore, as upstream, also where only a Provider exists.
+                None if !state.secret_store_exists(ns, &r.name) && state.provider_exists(ns, &r.name) => {
+                    &mut omitted_kind
                 }
+                _ => continue,
+            };
+            let namespaces = listing.entry(r.name.as_str()).or_default();
+            if namespaces.last() != Some(&ns.as_str()) {
+                namespaces.push(ns);
             }
         }
     }
@@ -76,6 +85,13 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
             listed("namespace", &namespaces)
         ));
     }
+    for (store, namespaces) in omitted_kind {
+        out.push(format!(
+            "ClusterExternalSecret {name:?}: a store reference without kind means SecretStore {store:?}, as upstream; \
+             {} no SecretStore {store:?} but a Provider {store:?}: set kind: Provider to use the Provider",
+            listed_have("namespace", &namespaces)
+        ));
+    }
     for (path, r) in es.store_refs() {
         let known = match r.kind {
             Some(StoreKind::ClusterProvider) => state.cluster_providers.contains_key(&r.name),
@@ -91,6 +107,11 @@ pub fn warnings(state: &State, ces: &ClusterExternalSecret) -> Vec<String> {
         }
     }
     out
+}
+
+/// `namespace "a" has`, `namespaces "a", "b" and 3 more have`.
+fn listed_have(word: &str, names: &[&str]) -> String {
+    format!("{} {}", listed(word, names), if names.len() == 1 { "has" } else { "have" })
 }
 
 /// `namespace "a"`, `namespaces "a", "b" and 3 more`.

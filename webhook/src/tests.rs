@@ -200,22 +200,30 @@ fn missing_stores_are_allowed_with_a_warning() {
         ["spec.secretStoreRef: ClusterProvider \"later\" does not exist yet; nothing syncs until it does"]
     );
 
-    // An explicit Provider that does not exist warns; an omitted kind means the Provider when it
-    // exists, else a SecretStore (the namespace's own: nothing to check here).
+    // An explicit Provider that does not exist warns; an omitted kind means a SecretStore, as
+    // upstream (the namespace's own: nothing to check), and a warning says so where only a
+    // Provider of that name exists.
     let d =
         validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local", "kind": "Provider"})), &c);
     assert!(d.allowed);
     assert_eq!(d.warnings.len(), 1);
     assert!(d.warnings[0].contains("Provider \"local\" does not exist in namespace \"team-a\" yet"), "{d:?}");
     let d = validate(ES, "CREATE", Some("team-a"), external_secret("db", json!({"name": "local"})), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    let d = validate(ES, "CREATE", Some("team-b"), external_secret("db", json!({"name": "local"})), &c);
     assert!(d.allowed, "{d:?}");
     assert_eq!(
         d.warnings,
-        ["spec.secretStoreRef: no kind given and no Provider \"local\" exists in namespace \"team-a\", so the \
-          SecretStore \"local\" is used (upstream's default) until a Provider of that name exists; write the kind to \
-          choose"]
+        ["spec.secretStoreRef: no kind given, which means SecretStore \"local\", as upstream; namespace \"team-b\" \
+          has no SecretStore \"local\" but a Provider \"local\": set kind: Provider to use the Provider"]
     );
+    // Once the SecretStore exists the reference means it without doubt.
+    c.write().add_secret_store("team-b", "local");
     let d = validate(ES, "CREATE", Some("team-b"), external_secret("db", json!({"name": "local"})), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    c.write().remove_secret_store("team-b", "local");
+    let d =
+        validate(ES, "CREATE", Some("team-b"), external_secret("db", json!({"name": "local", "kind": "Provider"})), &c);
     assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
 
     let d = validate(
@@ -366,16 +374,22 @@ fn push_secret_store_refs_are_checked() {
             "spec.secretStoreRefs[0]: ClusterProvider \"shared\" does not allow namespace \"team-b\"",
         ],
     );
-    // Without a kind: no Provider "shared" in team-b, so the ClusterProvider is what it would use.
-    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared"}])), &c);
-    denied_with(&d, 403, &["spec.secretStoreRefs[0]: ClusterProvider \"shared\""]);
-    // A Provider of that name takes precedence.
-    c.write().add_provider("team-b", "shared");
+    // Without a kind: the SecretStore "shared" of team-b, as upstream, never the ClusterProvider.
     let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared"}])), &c);
     assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
-    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "nowhere"}])), &c);
-    assert!(d.allowed);
-    assert!(d.warnings[0].contains("neither a Provider \"nowhere\""), "{d:?}");
+    // Nor a Provider of that name: a warning says how to reach it.
+    c.write().add_provider("team-b", "shared");
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared"}])), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.warnings.len(), 1, "{d:?}");
+    assert!(
+        d.warnings[0]
+            .starts_with("spec.secretStoreRefs[0]: no kind given, which means SecretStore \"shared\", as upstream")
+            && d.warnings[0].ends_with("set kind: Provider to use the Provider"),
+        "{d:?}"
+    );
+    let d = validate(PS, "CREATE", Some("team-b"), push_secret(json!([{"name": "shared", "kind": "Provider"}])), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
     let d =
         validate(PS, "CREATE", Some("team-a"), push_secret(json!([{"name": "shared", "kind": "ClusterProvider"}])), &c);
     assert!(d.allowed, "{d:?}");
@@ -589,7 +603,7 @@ fn a_secret_store_naming_another_namespace_is_denied_and_a_cluster_secret_store_
             SS,
             "CREATE",
             Some("team-b"),
-            store("SecretStore", json!({"provider": {"vault": {"server": "http://v"}}})),
+            store("SecretStore", json!({"provider": {"gcpsm": {"projectID": "p"}}})),
             &c
         )
         .allowed
@@ -615,6 +629,48 @@ fn secret_store_fields_and_cluster_secret_store_conditions_are_validated() {
     );
     // No mutation for either kind.
     assert!(patched(&store("SecretStore", json!({"provider": {"fake": {"data": []}}})), SS).1.is_empty());
+    // A refreshInterval is seconds or a duration, as upstream.
+    for interval in [json!(30), json!("1h"), json!("0")] {
+        let s = json!({"provider": {"fake": {"data": []}}, "refreshInterval": interval});
+        let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", s), &c);
+        assert!(d.allowed && d.warnings.is_empty(), "{interval}: {d:?}");
+    }
+    for interval in [json!(-1), json!("soon")] {
+        let s = json!({"provider": {"fake": {"data": []}}, "refreshInterval": interval});
+        denied_with(
+            &validate(SS, "CREATE", Some("team-b"), store("SecretStore", s), &c),
+            400,
+            &["spec.refreshInterval: "],
+        );
+    }
+}
+
+#[test]
+fn secret_stores_warn_where_keyward_differs_from_upstream() {
+    let c = caches();
+    let unserved = json!({"provider": {"gcpsm": {"projectID": "p"}}});
+    for (review, ns, kind) in [(SS, Some("team-b"), "SecretStore"), (CSS, None, "ClusterSecretStore")] {
+        let d = validate(review, "CREATE", ns, store(kind, unserved.clone()), &c);
+        assert!(d.allowed, "{d:?}");
+        assert_eq!(d.warnings.len(), 1, "{d:?}");
+        assert!(d.warnings[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{d:?}");
+    }
+    let vault = json!({"provider": {"vault": {"server": "http://v", "auth": {"iam": {"vaultRole": "r"}}}}});
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", vault), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.warnings.len(), 1, "{d:?}");
+    assert!(d.warnings[0].starts_with("spec.provider.vault.auth.iam: "), "{d:?}");
+    let aws = json!({"provider": {"aws": {"service": "SecretsManager", "region": "eu-west-1",
+        "auth": {"secretRef": {"accessKeyIDSecretRef": {"name": "a", "key": "id"},
+                               "secretAccessKeySecretRef": {"name": "a", "key": "secret"}}},
+        "sessionTagsPolicy": "Custom", "customSessionTags": {"team": "a"}}}});
+    let d = validate(CSS, "CREATE", None, store("ClusterSecretStore", aws), &c);
+    assert!(d.allowed, "{d:?}");
+    let fields: Vec<&str> = d.warnings.iter().filter_map(|w| w.split_once(':').map(|(f, _)| f)).collect();
+    assert_eq!(fields, ["spec.provider.aws.sessionTagsPolicy", "spec.provider.aws.customSessionTags"], "{d:?}");
+    let served = json!({"provider": {"fake": {"data": []}}});
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", served), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
     assert!(patched(&store("ClusterSecretStore", json!({"provider": {"fake": {"data": []}}})), CSS).1.is_empty());
 }
 
@@ -653,7 +709,7 @@ fn push_remote_namespace_overrides_through_tenant_owned_stores_are_denied() {
 
 fn use_index(c: &Caches) {
     let mut s = c.write();
-    let uses = vec![StoreUse { cluster_provider: "shared".into(), explicit: true }];
+    let uses = vec![StoreUse { cluster_provider: "shared".into() }];
     for (kind, ns, name) in [
         (UserKind::ExternalSecret, "team-a", "es1"),
         (UserKind::ExternalSecret, "team-a", "es2"),
@@ -902,12 +958,13 @@ fn external_secret_defaults_are_json_patches() {
     assert_eq!(doc["spec"]["data"][0]["sourceRef"]["storeRef"], json!({"name": "x"}));
     assert_eq!(doc["spec"]["data"][1]["sourceRef"]["storeRef"]["kind"], "ClusterProvider");
     assert_eq!(doc["spec"]["dataFrom"][0]["sourceRef"]["storeRef"], json!({"name": "z"}));
-    // Validation says which omitted kinds mean a SecretStore ("x" is a Provider in team-a).
+    // Validation warns where an omitted kind means a SecretStore but only a Provider of that
+    // name exists ("x" is a Provider in team-a).
     let d = validate(ES, "CREATE", Some("team-a"), doc.clone(), &caches());
     let omitted: Vec<&str> =
         d.warnings.iter().filter_map(|w| w.split_once(": no kind given").map(|(path, _)| path)).collect();
     assert!(d.allowed, "{d:?}");
-    assert_eq!(omitted, ["spec.secretStoreRef", "spec.dataFrom[0].sourceRef.storeRef"], "{:?}", d.warnings);
+    assert_eq!(omitted, ["spec.data[0].sourceRef.storeRef"], "{:?}", d.warnings);
 
     // Nothing to do: no patch at all; explicit values are never overwritten.
     let mut explicit = doc.clone();

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
     check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
-    secret_store_boundary, secrets_manager_reach, store_ref_kind, validate_cluster_external_secret,
-    validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes, validate_provider,
-    validate_push_secret, validate_secret_store, validate_secrets_manager, validate_vault, vault_reach,
+    secret_store_boundary, secret_store_warnings, secrets_manager_reach, store_ref_kind,
+    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_fake,
+    validate_kubernetes, validate_provider, validate_push_secret, validate_secret_store, validate_secrets_manager,
+    validate_vault, vault_reach,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Fake, Kubernetes,
@@ -145,16 +146,8 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 ));
             }
             for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
-                let kind = store_ref_kind(r.kind, || state.provider_exists(ns, &r.name));
-                if r.kind.is_none() && kind == StoreKind::SecretStore {
-                    check.warnings.push(format!(
-                        "{path}: no kind given and no Provider {name:?} exists in namespace {ns:?}, so the SecretStore \
-                         {name:?} is used (upstream's default) until a Provider of that name exists; write the kind \
-                         to choose",
-                        name = r.name
-                    ));
-                }
-                check.store_ref(state, ns, &path, &r.name, Some(kind));
+                check.omitted_kind(state, ns, &path, &r.name, r.kind);
+                check.store_ref(state, ns, &path, &r.name, store_ref_kind(r.kind));
             }
         }
         Kind::ClusterExternalSecret => {
@@ -174,8 +167,9 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             for (i, r) in ps.spec.secret_store_refs.iter().enumerate() {
                 if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
                     let path = format!("spec.secretStoreRefs[{i}]");
-                    check.store_ref(state, ns, &path, store, r.kind);
-                    check.push_overrides(state, ns, &path, store, r.kind, &ps);
+                    check.omitted_kind(state, ns, &path, store, r.kind);
+                    check.store_ref(state, ns, &path, store, store_ref_kind(r.kind));
+                    check.push_overrides(state, ns, &path, store, store_ref_kind(r.kind), &ps);
                 }
             }
         }
@@ -207,6 +201,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             };
             check.spec(validate_secret_store(Some(ns), &s.spec));
             check.policy(secret_store_boundary(ns, &s.spec));
+            check.warnings.extend(secret_store_warnings(&s.spec));
         }
         Kind::ClusterSecretStore => {
             let s: ClusterSecretStore = match parse(kind, object) {
@@ -214,6 +209,7 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Err(d) => return d,
             };
             check.spec(validate_secret_store(None, &s.spec.store));
+            check.warnings.extend(secret_store_warnings(&s.spec.store));
         }
         Kind::Kubernetes => {
             let k: Kubernetes = match parse(kind, object) {
@@ -277,12 +273,20 @@ impl Check {
         }
     }
 
-    fn store_ref(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: Option<StoreKind>) {
+    /// A reference without a kind means a SecretStore, as upstream: when there is none of that
+    /// name but a Provider of that name (what an omitted kind meant in Keyward before), say so.
+    fn omitted_kind(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: Option<StoreKind>) {
+        if kind.is_none() && !state.secret_store_exists(ns, name) && state.provider_exists(ns, name) {
+            self.warnings.push(omitted_kind_warning(path, name, ns));
+        }
+    }
+
+    fn store_ref(&mut self, state: &State, ns: &str, path: &str, name: &str, kind: StoreKind) {
         match kind {
-            Some(k @ (StoreKind::ClusterProvider | StoreKind::ClusterSecretStore)) => {
+            k @ (StoreKind::ClusterProvider | StoreKind::ClusterSecretStore) => {
                 self.cluster_store_use(state, ns, path, k, name)
             }
-            Some(StoreKind::Provider) => {
+            StoreKind::Provider => {
                 if !state.provider_exists(ns, name) {
                     self.warnings.push(format!(
                         "{path}: Provider {name:?} does not exist in namespace {ns:?} yet; nothing syncs until it does"
@@ -291,15 +295,7 @@ impl Check {
             }
             // A SecretStore is in the manifest's own namespace: nothing to admit; the reconciler
             // reports one that is missing or cannot be served.
-            Some(StoreKind::SecretStore) => {}
-            None if state.provider_exists(ns, name) => {}
-            None if state.cluster_providers.contains_key(name) => {
-                self.cluster_store_use(state, ns, path, StoreKind::ClusterProvider, name)
-            }
-            None => self.warnings.push(format!(
-                "{path}: neither a Provider {name:?} in namespace {ns:?} nor a ClusterProvider {name:?} exists yet; \
-                 nothing is pushed until one does"
-            )),
+            StoreKind::SecretStore => {}
         }
     }
 
@@ -369,20 +365,7 @@ impl Check {
     /// Push entries that ask for their own remoteNamespace, through a store whose configuration
     /// is tenant-owned (a Provider, a ClusterProvider with ManifestNamespace): refused, whatever
     /// the configuration says. ClusterProviders not known yet are left to the reconciler.
-    fn push_overrides(
-        &mut self,
-        state: &State,
-        ns: &str,
-        path: &str,
-        store: &str,
-        kind: Option<StoreKind>,
-        ps: &PushSecret,
-    ) {
-        let kind = kind.unwrap_or(if state.provider_exists(ns, store) {
-            StoreKind::Provider
-        } else {
-            StoreKind::ClusterProvider
-        });
+    fn push_overrides(&mut self, state: &State, ns: &str, path: &str, store: &str, kind: StoreKind, ps: &PushSecret) {
         let (scope, config_ns) = match kind {
             StoreKind::ClusterProvider => match state.cluster_providers.get(store) {
                 Some(Ok(spec)) => (Some(spec.authentication_scope), spec.config.provider_ref.namespace.as_deref()),
@@ -426,6 +409,14 @@ pub fn namespace_owner(state: &State, ns: &str) -> ConfigOwner {
     if named { ConfigOwner::Operator } else { ConfigOwner::Tenant }
 }
 
+/// The warning for a store reference without a kind that names a Provider but no SecretStore.
+pub fn omitted_kind_warning(path: &str, name: &str, ns: &str) -> String {
+    format!(
+        "{path}: no kind given, which means SecretStore {name:?}, as upstream; namespace {ns:?} has no SecretStore \
+         {name:?} but a Provider {name:?}: set kind: Provider to use the Provider"
+    )
+}
+
 /// Namespaces shown in a warning before "and N more".
 const MAX_LISTED_NAMESPACES: usize = 10;
 
@@ -450,10 +441,7 @@ pub fn excluded_users_warning(
         {
             continue;
         }
-        let mut push = counts.push_secrets;
-        if !state.provider_exists(ns, name) {
-            push += counts.push_secrets_unqualified;
-        }
+        let push = counts.push_secrets;
         if counts.external_secrets + push > 0 {
             lost.insert(ns, (counts.external_secrets, push));
         }
@@ -490,7 +478,7 @@ pub fn excluded_users_warning(
 /// The warning for deleting a ClusterProvider that objects still use.
 pub fn in_use_warning(state: &State, name: &str) -> Option<String> {
     let users = state.refs.users_of(name)?;
-    let total: u32 = users.values().map(|c| c.external_secrets + c.push_secrets + c.push_secrets_unqualified).sum();
+    let total: u32 = users.values().map(|c| c.external_secrets + c.push_secrets).sum();
     (total > 0).then(|| {
         format!(
             "ClusterProvider {name:?} is still used by {} in {}; they stop syncing until it is back",

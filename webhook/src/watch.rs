@@ -1,4 +1,4 @@
-//! Watches that feed the caches. Namespaces and Providers are watched metadata-only;
+//! Watches that feed the caches. Namespaces, Providers and SecretStores are watched metadata-only;
 //! ClusterProviders keep their spec, ClusterSecretStores their namespace conditions; ExternalSecrets and PushSecrets only leave their
 //! ClusterProvider references in a small index (ExternalSecrets also their injection target).
 //! No Secret is ever watched: the webhook has no access to Secrets at all.
@@ -9,7 +9,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use keyward_crds::{
     ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
-    PushSecret,
+    PushSecret, SecretStore,
 };
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
@@ -103,6 +103,22 @@ impl Feed<PartialObjectMeta<Provider>> for Providers {
     }
     fn delete(&self, state: &mut State, p: PartialObjectMeta<Provider>) {
         state.remove_provider(&p.namespace().unwrap_or_default(), &p.name_any());
+    }
+}
+
+struct SecretStores;
+impl Feed<PartialObjectMeta<SecretStore>> for SecretStores {
+    fn replace(&self, state: &mut State, items: Vec<PartialObjectMeta<SecretStore>>) {
+        state.secret_stores.clear();
+        for s in items {
+            state.add_secret_store(&s.namespace().unwrap_or_default(), &s.name_any());
+        }
+    }
+    fn apply(&self, state: &mut State, s: PartialObjectMeta<SecretStore>) {
+        state.add_secret_store(&s.namespace().unwrap_or_default(), &s.name_any());
+    }
+    fn delete(&self, state: &mut State, s: PartialObjectMeta<SecretStore>) {
+        state.remove_secret_store(&s.namespace().unwrap_or_default(), &s.name_any());
     }
 }
 
@@ -236,8 +252,14 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         tokio::spawn(run(
             Source::ClusterSecretStores,
             watcher(dynamic(ApiResource::erase::<ClusterSecretStore>(&())), cfg()).backoff(retry()).modify(strip),
-            caches,
+            caches.clone(),
             ClusterSecretStores,
+        )),
+        tokio::spawn(run(
+            Source::SecretStores,
+            watcher(Api::<PartialObjectMeta<SecretStore>>::all(client.clone()), cfg()).backoff(retry()),
+            caches,
+            SecretStores,
         )),
     ]
 }

@@ -358,12 +358,11 @@ async fn admission_through_the_api_server() {
         assert!(out.contains("Warning: spec.secretStoreRef: ClusterProvider"), "{out}");
         assert!(out.contains("does not exist yet"), "{out}");
 
-        // 4b. An omitted kind without a Provider of that name means a SecretStore (upstream's
-        //     default): said in a warning; the object keeps the kind as written (omitted).
+        // 4b. An omitted kind means a SecretStore, as upstream: nothing to warn about while no
+        //     Provider of that name exists; the object keeps the kind as written (omitted).
         let no_kind = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: no-kind\nspec:\n  secretStoreRef:\n    name: upstream-store\n  data:\n    - secretKey: password\n      remoteRef:\n        key: db\n";
         let out = accepts_in(&ns, no_kind);
-        assert!(out.contains("Warning: spec.secretStoreRef: no kind given and no Provider \"upstream-store\""), "{out}");
-        assert!(out.contains("so the SecretStore \"upstream-store\" is used (upstream's default)"), "{out}");
+        assert!(!out.contains("no kind given"), "{out}");
         let stored = run(kubectl().args(["get", "externalsecret", "no-kind", "-n", &ns, "-o", "jsonpath={.spec.secretStoreRef}"]));
         assert!(!stored.contains("kind"), "{stored}");
         run(kubectl().args(["delete", "externalsecret", "no-kind", "-n", &ns]));
@@ -373,7 +372,7 @@ async fn admission_through_the_api_server() {
         accepts_in(&ns, provider);
         let stored = run(kubectl().args(["get", "provider", "local", "-n", &ns, "-o", "jsonpath={.spec.config.providerRef.apiVersion}"]));
         assert_eq!(stored, "provider.external-secrets.io/v2alpha1");
-        let local_es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: local\nspec:\n  refreshInterval: \"0\"\n  secretStoreRef:\n    name: local\n  data:\n    - secretKey: password\n      remoteRef:\n        key: db\n";
+        let local_es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: local\nspec:\n  refreshInterval: \"0\"\n  secretStoreRef:\n    name: local\n    kind: Provider\n  data:\n    - secretKey: password\n      remoteRef:\n        key: db\n";
         let out = eventually(&ns, local_es, "a clean accept once the Provider is cached", |ok, out| {
             ok && !out.contains("Warning")
         })
@@ -388,7 +387,17 @@ async fn admission_through_the_api_server() {
             "-o",
             "jsonpath={.spec.target.name}/{.spec.refreshPolicy}/{.spec.secretStoreRef.kind}",
         ]));
-        assert_eq!(stored, "local/OnChange/", "the kind stays omitted: the Provider is found where it is used");
+        assert_eq!(stored, "local/OnChange/Provider");
+        // Without the kind it means SecretStore "local", as upstream: with only a Provider of that
+        // name, admission says so; the kind stays omitted.
+        let out = accepts_in(&ns, &local_es.replace("    kind: Provider\n", ""));
+        assert!(
+            out.contains("Warning: spec.secretStoreRef: no kind given, which means SecretStore \"local\", as upstream")
+                && out.contains("set kind: Provider"),
+            "{out}"
+        );
+        let stored = run(kubectl().args(["get", "externalsecret", "local", "-n", &ns, "-o", "jsonpath={.spec.secretStoreRef}"]));
+        assert!(!stored.contains("kind"), "{stored}");
 
         // A PushSecret store kind is never defaulted.
         let push_local = "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata:\n  name: push-local\nspec:\n  secretStoreRefs:\n    - name: local\n  selector:\n    secret:\n      name: source\n  data:\n    - match:\n        secretKey: k\n        remoteRef:\n          remoteKey: r\n";

@@ -30,7 +30,8 @@ pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};
 pub use secret_store::{
-    SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, secret_store_boundary, store_backend, store_ref_kind,
+    SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, StoreRetry, secret_store_boundary, secret_store_warnings,
+    store_backend, store_controller_matches, store_ref_kind, store_refresh_interval, store_retry,
     validate_secret_store,
 };
 pub use selector::{SelectorError, label_selector_matches, validate_label_selector};

@@ -7,6 +7,10 @@
 //! turn the store they read into the configuration they already serve, and the webhook validates
 //! that configuration with the provider kind's own rules.
 
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
 use super::boundary::{ConfigOwner, check_boundary};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
 use super::stores::{validate_secrets_manager, validate_vault};
@@ -63,33 +67,116 @@ pub enum StoreProviderError {
         served = SERVED_STORE_PROVIDERS.join(", ")
     )]
     NotSupported(String),
+    /// A provider Keyward serves whose process this installation does not run.
+    #[error(
+        "spec.provider.{0} is served by Keyward's {0} provider, which this installation does not run: enable it \
+         (chart value providers[].enabled for {0}; reconciler flag --store-provider {0}=host:port)"
+    )]
+    NotEnabled(String),
 }
 
 impl StoreProviderError {
     /// The condition reason for a store that cannot be served.
     pub fn reason(&self) -> &'static str {
         match self {
-            StoreProviderError::NotSupported(_) => "ProviderNotSupported",
+            StoreProviderError::NotSupported(_) | StoreProviderError::NotEnabled(_) => "ProviderNotSupported",
             _ => "InvalidProviderConfig",
         }
     }
 }
 
-/// The kind an ExternalSecret store reference (`secretStoreRef`, `sourceRef.storeRef`) means.
-///
-/// An explicit kind is kept. An omitted kind means the Provider of that name in the manifest's
-/// namespace when one exists (what an omitted kind has always meant in Keyward), else a
-/// SecretStore (upstream's default), so manifests written for either controller keep working.
-/// Both are namespaced: an omitted kind never reaches a cluster-scoped store. The kind stays
-/// omitted in the object: the webhook decides with its caches (and warns when it means a
-/// SecretStore), the reconciler on each sync, so a Provider applied together with the
-/// ExternalSecret is found whichever arrives first.
-pub fn store_ref_kind(kind: Option<StoreKind>, provider_exists: impl FnOnce() -> bool) -> StoreKind {
-    match kind {
-        Some(kind) => kind,
-        None if provider_exists() => StoreKind::Provider,
-        None => StoreKind::SecretStore,
+/// The kind a store reference (`secretStoreRef`, `sourceRef.storeRef`, a PushSecret's
+/// `secretStoreRefs[]`) means: an explicit kind is kept, an omitted one is a SecretStore, as
+/// upstream. The kind stays omitted in the object (and on the wire, where the omission is
+/// carried): this is where the omission is given its meaning.
+pub fn store_ref_kind(kind: Option<StoreKind>) -> StoreKind {
+    kind.unwrap_or(StoreKind::SecretStore)
+}
+
+/// A store's `spec.refreshInterval` as a duration: an integer of seconds or a Go duration
+/// string. `None` when unset or 0 (the reconciler's provider check interval applies).
+pub fn store_refresh_interval(spec: &SecretStoreSpec) -> Result<Option<Duration>, String> {
+    let interval = match &spec.refresh_interval {
+        None => return Ok(None),
+        Some(IntOrString::Int(i)) if *i < 0 => {
+            return Err(format!("{i} is negative: give seconds or a duration such as \"1h\", or 0 for the default"));
+        }
+        Some(IntOrString::Int(i)) => Duration::from_secs(u64::from(i.unsigned_abs())),
+        Some(IntOrString::String(s)) => match s.trim().parse::<i64>() {
+            Ok(i) if i < 0 => {
+                return Err(format!(
+                    "{s:?} is negative: give seconds or a duration such as \"1h\", or 0 for the default"
+                ));
+            }
+            Ok(i) => Duration::from_secs(i.unsigned_abs()),
+            Err(_) => super::parse_go_duration(s).map_err(|e| e.to_string())?,
+        },
+    };
+    Ok(Some(interval).filter(|d| !d.is_zero()))
+}
+
+/// A store's `spec.retrySettings`: how many times a failed provider call through the store is
+/// retried, and the pause between tries. Either part unset keeps the reconciler's default for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreRetry {
+    /// `maxRetries` (negative counts as 0).
+    pub max_retries: Option<u32>,
+    /// `retryInterval`.
+    pub retry_interval: Option<Duration>,
+}
+
+/// Reads `spec.retrySettings`; `None` when unset or when it sets nothing usable (an invalid
+/// `retryInterval`, refused at admission, is ignored here).
+pub fn store_retry(spec: &SecretStoreSpec) -> Option<StoreRetry> {
+    let r = spec.retry_settings.as_ref()?;
+    let retry = StoreRetry {
+        max_retries: r.max_retries.map(|n| u32::try_from(n).unwrap_or(0)),
+        retry_interval: r.retry_interval.as_deref().and_then(|i| super::parse_go_duration(i).ok()),
+    };
+    (retry != StoreRetry::default()).then_some(retry)
+}
+
+/// Whether a store is served by the controller instance of class `controller_class` (empty when
+/// the instance has none), as upstream: a store without `spec.controller` is served by every
+/// instance, one naming a controller only by the instance of that class; every other instance
+/// leaves the store, and what uses it, alone.
+pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) -> bool {
+    spec.controller.as_deref().is_none_or(|c| c.is_empty() || c == controller_class)
+}
+
+/// Where Keyward still differs from upstream for this store, each naming the field: an unserved
+/// provider, a Vault login Keyward does not serve, AWS session tags Keyward does not apply.
+/// Admission returns them as warnings; the store still applies.
+pub fn secret_store_warnings(spec: &SecretStoreSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v) = &spec.provider.vault {
+        for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
+            out.push(format!(
+                "spec.provider.vault.auth.{m}: this Vault login is not served by this controller; the store reports \
+                 Ready=False (ProviderNotSupported): use tokenSecretRef, appRole, kubernetes, jwt, ldap, userPass or cert"
+            ));
+        }
     }
+    match store_backend(&spec.provider) {
+        Err(StoreProviderError::NotSupported(what)) if what.starts_with("vault.auth.") => {}
+        Err(e @ StoreProviderError::NotSupported(_)) => out.push(e.to_string()),
+        _ => {}
+    }
+    if let Some(aws) = &spec.provider.aws {
+        if let Some(p) = aws.session_tags_policy.as_deref().filter(|p| !p.is_empty() && *p != "None") {
+            out.push(format!(
+                "spec.provider.aws.sessionTagsPolicy: {p:?} is not applied by this controller (it behaves as None): \
+                 no session tags are derived from the ExternalSecret or PushSecret; set explicit sessionTags instead"
+            ));
+        }
+        if !aws.custom_session_tags.is_empty() {
+            out.push(
+                "spec.provider.aws.customSessionTags: not applied by this controller; set explicit sessionTags instead"
+                    .to_string(),
+            );
+        }
+    }
+    out
 }
 
 /// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
@@ -179,10 +266,8 @@ pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) ->
     {
         errs.push("spec.retrySettings.retryInterval", e.to_string());
     }
-    if let Some(i) = spec.refresh_interval
-        && i < 0
-    {
-        errs.push("spec.refreshInterval", format!("{i} is negative: give seconds, or 0 for the default"));
+    if let Err(e) = store_refresh_interval(spec) {
+        errs.push("spec.refreshInterval", e);
     }
     errs.into_result()
 }
@@ -337,14 +422,79 @@ mod tests {
     }
 
     #[test]
-    fn an_omitted_kind_means_the_provider_if_there_is_one_else_a_secret_store() {
-        assert_eq!(store_ref_kind(None, || true), StoreKind::Provider);
-        assert_eq!(store_ref_kind(None, || false), StoreKind::SecretStore);
+    fn an_omitted_kind_means_a_secret_store_as_upstream() {
+        assert_eq!(store_ref_kind(None), StoreKind::SecretStore);
         for kind in
             [StoreKind::SecretStore, StoreKind::ClusterSecretStore, StoreKind::Provider, StoreKind::ClusterProvider]
         {
-            assert_eq!(store_ref_kind(Some(kind), || panic!("an explicit kind needs no lookup")), kind);
+            assert_eq!(store_ref_kind(Some(kind)), kind);
         }
+    }
+
+    #[test]
+    fn refresh_interval_is_seconds_or_a_duration() {
+        let interval = |yaml: &str| store_refresh_interval(&spec(&format!("provider: {{fake: {{data: []}}}}\n{yaml}")));
+        assert_eq!(interval(""), Ok(None));
+        assert_eq!(interval("refreshInterval: 0"), Ok(None), "0 is the default");
+        assert_eq!(interval("refreshInterval: '0'"), Ok(None));
+        assert_eq!(interval("refreshInterval: 30"), Ok(Some(Duration::from_secs(30))));
+        assert_eq!(interval("refreshInterval: '45'"), Ok(Some(Duration::from_secs(45))));
+        assert_eq!(interval("refreshInterval: 1h"), Ok(Some(Duration::from_secs(3600))));
+        assert_eq!(interval("refreshInterval: 1m30s"), Ok(Some(Duration::from_secs(90))));
+        assert!(interval("refreshInterval: -5").unwrap_err().contains("negative"));
+        assert!(interval("refreshInterval: '-5'").unwrap_err().contains("negative"));
+        assert!(interval("refreshInterval: soon").unwrap_err().contains("is not a duration"));
+        assert!(interval("refreshInterval: -1h").unwrap_err().contains("is not a duration"));
+    }
+
+    #[test]
+    fn retry_settings_and_controller_class() {
+        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 2, retryInterval: 3s}");
+        assert_eq!(
+            store_retry(&s),
+            Some(StoreRetry { max_retries: Some(2), retry_interval: Some(Duration::from_secs(3)) })
+        );
+        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: -1}");
+        assert_eq!(store_retry(&s), Some(StoreRetry { max_retries: Some(0), retry_interval: None }));
+        assert_eq!(store_retry(&spec("provider: {fake: {data: []}}\nretrySettings: {}")), None);
+        assert_eq!(store_retry(&spec("provider: {fake: {data: []}}")), None);
+
+        let any = spec("provider: {fake: {data: []}}");
+        assert!(store_controller_matches(&any, ""), "no controller: every instance");
+        assert!(store_controller_matches(&any, "dev"));
+        assert!(store_controller_matches(&spec("provider: {fake: {data: []}}\ncontroller: ''"), "dev"));
+        let dev = spec("provider: {fake: {data: []}}\ncontroller: dev");
+        assert!(store_controller_matches(&dev, "dev"));
+        assert!(!store_controller_matches(&dev, ""), "the instance without a class is not dev");
+        assert!(!store_controller_matches(&dev, "prod"));
+    }
+
+    #[test]
+    fn warnings_name_the_fields_keyward_does_not_serve() {
+        let w = |yaml: &str| secret_store_warnings(&spec(yaml));
+        assert_eq!(w("provider: {fake: {data: []}}"), Vec::<String>::new());
+        assert_eq!(
+            w("provider: {vault: {server: 'http://v', auth: {tokenSecretRef: {name: t, key: k}}}}"),
+            Vec::<String>::new()
+        );
+        let gcpsm = w("provider: {gcpsm: {projectID: p}}");
+        assert_eq!(gcpsm.len(), 1, "{gcpsm:?}");
+        assert!(gcpsm[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{gcpsm:?}");
+        let acm = w("provider: {aws: {service: CertificateManager, region: r}}");
+        assert!(acm.len() == 1 && acm[0].starts_with("spec.provider.aws.service: CertificateManager"), "{acm:?}");
+        let iam = w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}, gcp: {role: g}}}}");
+        assert_eq!(iam.len(), 2, "one warning per login, none repeated: {iam:?}");
+        assert!(iam[0].starts_with("spec.provider.vault.auth.iam: ") && iam[0].contains("not served"), "{iam:?}");
+        assert!(iam[1].starts_with("spec.provider.vault.auth.gcp: "), "{iam:?}");
+        let tags = w("provider: {aws: {service: SecretsManager, region: r, sessionTagsPolicy: Simple, \
+             customSessionTags: {team: a}}}");
+        assert_eq!(tags.len(), 2, "{tags:?}");
+        assert!(tags[0].starts_with("spec.provider.aws.sessionTagsPolicy: \"Simple\" is not applied"), "{tags:?}");
+        assert!(tags[1].starts_with("spec.provider.aws.customSessionTags: not applied"), "{tags:?}");
+        assert_eq!(
+            w("provider: {aws: {service: SecretsManager, region: r, sessionTagsPolicy: None}}"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -395,6 +545,11 @@ mod tests {
                 "spec.retrySettings.retryInterval",
             ),
             (Some("a"), "provider: {fake: {data: []}}\nrefreshInterval: -1", "spec.refreshInterval: -1 is negative"),
+            (
+                Some("a"),
+                "provider: {fake: {data: []}}\nrefreshInterval: hourly",
+                "spec.refreshInterval: \"hourly\" is not",
+            ),
         ];
         for (ns, yaml, want) in cases {
             let got = errors(ns, yaml);

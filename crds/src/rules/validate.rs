@@ -271,12 +271,14 @@ fn check_data_to(errs: &mut ValidationErrors, path: &str, d: &PushSecretDataTo, 
         (None, None) => errs.push(format!("{path}.storeRef"), "set storeRef.name or storeRef.labelSelector"),
         (Some(_), Some(_)) => errs.push(format!("{path}.storeRef"), "set name or labelSelector, not both"),
         (Some(n), None) => {
-            let kind = d.store_ref.as_ref().and_then(|r| r.kind);
-            let listed = refs
-                .iter()
-                .any(|r| r.name.as_deref() == Some(n) && (kind.is_none() || r.kind.is_none() || r.kind == kind));
+            // Omitted kinds are SecretStores on both sides, as upstream.
+            let kind = super::store_ref_kind(d.store_ref.as_ref().and_then(|r| r.kind));
+            let listed = refs.iter().any(|r| r.name.as_deref() == Some(n) && super::store_ref_kind(r.kind) == kind);
             if !listed {
-                errs.push(format!("{path}.storeRef.name"), format!("{n:?} is not listed in spec.secretStoreRefs"));
+                errs.push(
+                    format!("{path}.storeRef.name"),
+                    format!("{kind} {n:?} is not listed in spec.secretStoreRefs (an omitted kind is SecretStore)"),
+                );
             }
         }
         (None, Some(sel)) => {

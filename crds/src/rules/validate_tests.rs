@@ -308,7 +308,7 @@ fn push_secret_table() {
         (
             "dataTo bundle, as upstream's guide",
             format!(
-                "{PS_BASE}secretStoreRefs: [{{name: s, kind: Provider}}]\ndataTo: [{{storeRef: {{name: s}}, remoteKey: my-app/config, match: {{regexp: '^DB_'}}, metadata: {{a: b}}}}]\n"
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, remoteKey: my-app/config, match: {{regexp: '^DB_'}}, metadata: {{a: b}}}}]\n"
             ),
             None,
         ),
@@ -335,6 +335,11 @@ fn push_secret_table() {
             "dataTo store not listed",
             format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: other}}}}]\n"),
             Some(("spec.dataTo[0].storeRef.name", "\"other\" is not listed in spec.secretStoreRefs")),
+        ),
+        (
+            "dataTo store listed with another kind",
+            format!("{PS_BASE}secretStoreRefs: [{{name: s, kind: Provider}}]\ndataTo: [{{storeRef: {{name: s}}}}]\n"),
+            Some(("spec.dataTo[0].storeRef.name", "SecretStore \"s\" is not listed in spec.secretStoreRefs")),
         ),
         (
             "dataTo store of another kind",

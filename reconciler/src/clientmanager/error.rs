@@ -66,6 +66,22 @@ pub enum ClientError {
     /// The pool refused (closed manager, unusable TLS material).
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// The store names another controller instance in `spec.controller`: this one leaves it,
+    /// and what uses it, alone (as upstream).
+    #[error(
+        "{kind} {name:?} is served by controller {controller:?} (spec.controller), not by this instance{}",
+        .class.as_ref().map(|c| format!(" of class {c:?}")).unwrap_or_default()
+    )]
+    NotServed {
+        /// Kind of the store.
+        kind: StoreKind,
+        /// Its name.
+        name: String,
+        /// Its `spec.controller`.
+        controller: String,
+        /// This instance's controller class.
+        class: Option<String>,
+    },
     /// Reading from the API server failed.
     #[error("reading {what}: {message}")]
     Api {

@@ -78,6 +78,8 @@ pub struct ClientManager {
     config: ManagerConfig,
     stores: StoreProviders,
     metrics: Arc<Metrics>,
+    /// This instance's `--controller-class` (stores naming another controller are left alone).
+    controller_class: Option<String>,
 }
 
 impl ClientManager {
@@ -97,6 +99,7 @@ impl ClientManager {
             config,
             stores: StoreProviders::default(),
             metrics,
+            controller_class: None,
         }
     }
 
@@ -106,29 +109,35 @@ impl ClientManager {
         self
     }
 
+    /// The controller class of this instance: a SecretStore or ClusterSecretStore whose
+    /// `spec.controller` names another is not served (`StoreObject::served_by`).
+    pub fn with_controller_class(mut self, class: Option<String>) -> Self {
+        self.controller_class = class;
+        self
+    }
+
+    /// Whether this instance serves every store the references name (kind as written, an
+    /// omitted one is a SecretStore). A store naming another controller in `spec.controller`
+    /// is that controller's, and so is what uses it: the caller leaves the object alone, as
+    /// upstream. A store that cannot be found counts as served (the sync reports it).
+    pub async fn serves_stores(&self, refs: &[(Option<StoreKind>, &str)], manifest_ns: &str) -> bool {
+        for &(kind, name) in refs {
+            let kind = keyward_crds::rules::store_ref_kind(kind);
+            if !matches!(kind, StoreKind::SecretStore | StoreKind::ClusterSecretStore) || name.is_empty() {
+                continue;
+            }
+            if let Ok(store) = self.find_store(kind, name, manifest_ns).await
+                && !store.served_by(self.controller_class.as_deref())
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Where SecretStores and ClusterSecretStores are served.
     pub fn store_providers(&self) -> &StoreProviders {
         &self.stores
-    }
-
-    /// The kind an ExternalSecret store reference means in `manifest_ns`: its own, or for an
-    /// omitted one the Provider of that name if it exists, else a SecretStore
-    /// (`keyward_crds::rules::store_ref_kind`, the rule the webhook applies at admission).
-    pub async fn store_ref_kind(
-        &self,
-        kind: Option<StoreKind>,
-        name: &str,
-        manifest_ns: &str,
-    ) -> Result<StoreKind, ClientError> {
-        if let Some(kind) = kind {
-            return Ok(kind);
-        }
-        let provider = match self.find_store(StoreKind::Provider, name, manifest_ns).await {
-            Ok(_) => true,
-            Err(ClientError::StoreNotFound { .. }) => false,
-            Err(e) => return Err(e),
-        };
-        Ok(keyward_crds::rules::store_ref_kind(None, || provider))
     }
 
     /// Finds the store a reference points at.
@@ -176,6 +185,14 @@ impl ClientManager {
         manifest_ns: &str,
         need: Need,
     ) -> Result<ProviderClient, ClientError> {
+        if !store.served_by(self.controller_class.as_deref()) {
+            return Err(ClientError::NotServed {
+                kind: store.kind(),
+                name: store.name(),
+                controller: store.store_spec().and_then(|s| s.controller.clone()).unwrap_or_default(),
+                class: self.controller_class.clone(),
+            });
+        }
         check_capabilities(store, need)?;
         let labels = if store.needs_namespace_labels() {
             let labels = self
@@ -260,10 +277,15 @@ impl ClientManager {
             }
         };
         self.publish_pool_stats();
+        // A store's own retrySettings replace the defaults for calls through it.
+        let mut settings = self.config.call;
+        if let Some(retry) = store.store_spec().and_then(keyward_crds::rules::store_retry) {
+            settings.retry = settings.retry.for_store(retry);
+        }
         Ok(ProviderClient {
             core,
             pool: self.pool.clone(),
-            settings: self.config.call,
+            settings,
             metrics: self.metrics.clone(),
             recovery: self.recovery.clone(),
         })

@@ -131,6 +131,23 @@ impl StoreObject {
         }
     }
 
+    /// The spec of a SecretStore or ClusterSecretStore (none for a Provider or ClusterProvider).
+    pub fn store_spec(&self) -> Option<&keyward_crds::SecretStoreSpec> {
+        match self {
+            StoreObject::SecretStore(s) => Some(&s.spec),
+            StoreObject::ClusterSecretStore(s) => Some(&s.spec.store),
+            StoreObject::Provider(_) | StoreObject::ClusterProvider(_) => None,
+        }
+    }
+
+    /// Whether the controller instance of class `class` serves this store: a SecretStore or
+    /// ClusterSecretStore that names a controller in `spec.controller` only by the instance of
+    /// that class, as upstream (`rules::store_controller_matches`); every store otherwise.
+    pub fn served_by(&self, class: Option<&str>) -> bool {
+        self.store_spec()
+            .is_none_or(|spec| keyward_crds::rules::store_controller_matches(spec, class.unwrap_or_default()))
+    }
+
     /// The namespace conditions of a cluster-scoped store (none for namespaced ones).
     pub fn conditions(&self) -> &[ClusterProviderCondition] {
         match self {
@@ -273,7 +290,7 @@ fn store_reference(
         .addresses
         .get(backend.provider_name())
         .cloned()
-        .ok_or_else(|| unserved(StoreProviderError::NotSupported(backend.provider_name().to_string())))?;
+        .ok_or_else(|| unserved(StoreProviderError::NotEnabled(backend.provider_name().to_string())))?;
     let reference = ProviderReference {
         api_version: SECRET_STORE_API_VERSION.to_string(),
         kind: store.kind().as_str().to_string(),
@@ -491,14 +508,16 @@ pub(crate) mod tests {
 
     #[test]
     fn a_store_without_a_served_provider_says_so() {
-        let vault = secret_store("a", "provider: {vault: {server: 'http://v'}}");
-        let err = resolve(&vault, "a", None, &stores()).unwrap_err();
+        let gcp = secret_store("a", "provider: {gcpsm: {projectID: p}}");
+        let err = resolve(&gcp, "a", None, &stores()).unwrap_err();
         assert_eq!(err.reason(), Some("ProviderNotSupported"));
-        assert!(err.to_string().starts_with("SecretStore \"store\": spec.provider.vault is not served"), "{err}");
+        assert!(err.to_string().starts_with("SecretStore \"store\": spec.provider.gcpsm is not served"), "{err}");
         // Served by Keyward, but no process configured for it here.
-        let fake = secret_store("a", "provider: {fake: {data: []}}");
-        let err = resolve(&fake, "a", None, &stores()).unwrap_err();
+        let vault =
+            secret_store("a", "provider: {vault: {server: 'http://v', auth: {tokenSecretRef: {name: t, key: k}}}}");
+        let err = resolve(&vault, "a", None, &stores()).unwrap_err();
         assert_eq!(err.reason(), Some("ProviderNotSupported"), "{err}");
+        assert!(err.to_string().contains("which this installation does not run: enable it"), "{err}");
         let none = secret_store("a", "provider: {}");
         assert_eq!(resolve(&none, "a", None, &stores()).unwrap_err().reason(), Some("InvalidProviderConfig"));
     }

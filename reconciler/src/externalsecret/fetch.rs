@@ -114,11 +114,7 @@ impl Clients<'_> {
         let r = entry_ref.or(self.default_ref).ok_or_else(|| {
             FetchError::Config(format!("{entry} has no sourceRef.storeRef and spec.secretStoreRef is not set"))
         })?;
-        let kind = self
-            .manager
-            .store_ref_kind(r.kind, &r.name, &self.namespace)
-            .await
-            .map_err(|error| FetchError::Client { store: r.name.clone(), error })?;
+        let kind = keyward_crds::rules::store_ref_kind(r.kind);
         let store = format!("{kind}/{}", r.name);
         if let Some(c) = self.by_store.get(&(kind, r.name.clone())) {
             return Ok((c.clone(), store));

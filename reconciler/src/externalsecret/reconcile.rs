@@ -112,6 +112,14 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     if es.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    // A store naming another controller in spec.controller is that controller's, and so is an
+    // ExternalSecret using it: nothing is written here, not even status (as upstream).
+    let refs: Vec<(Option<keyward_crds::StoreKind>, &str)> =
+        es.store_refs().into_iter().map(|(_, r)| (r.kind, r.name.as_str())).collect();
+    if !ctx.manager.serves_stores(&refs, &ns).await {
+        tracing::debug!(namespace = %ns, name = %name, "a store it uses names another controller; left alone");
+        return Ok(Action::await_change());
+    }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let policy = es.spec.target.creation_policy;
     let target_name = es.target_secret_name();

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::rules::store_refresh_interval;
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -37,29 +38,32 @@ async fn reconcile_provider(p: Arc<Provider>, ctx: Arc<Context>) -> Result<Actio
     let ns = p.namespace().unwrap_or_default();
     let api: Api<Provider> = Api::namespaced(ctx.client.clone(), &ns);
     let store = StoreObject::Provider(p.clone());
-    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, &ns).await
+    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, &ns, None).await
 }
 
 async fn reconcile_cluster(p: Arc<ClusterProvider>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ClusterProvider> = Api::all(ctx.client.clone());
     let store = StoreObject::ClusterProvider(p.clone());
-    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, "").await
+    reconcile_store(&ctx, api, p.as_ref(), p.status.clone().unwrap_or_default(), store, "", None).await
 }
 
 async fn reconcile_secret_store(s: Arc<SecretStore>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = s.namespace().unwrap_or_default();
     let api: Api<SecretStore> = Api::namespaced(ctx.client.clone(), &ns);
     let store = StoreObject::SecretStore(s.clone());
-    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, &ns).await
+    let interval = store_refresh_interval(&s.spec).ok().flatten();
+    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, &ns, interval).await
 }
 
 async fn reconcile_cluster_secret_store(s: Arc<ClusterSecretStore>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<ClusterSecretStore> = Api::all(ctx.client.clone());
     let store = StoreObject::ClusterSecretStore(s.clone());
-    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, "").await
+    let interval = store_refresh_interval(&s.spec.store).ok().flatten();
+    reconcile_store(&ctx, api, s.as_ref(), s.status.clone().unwrap_or_default(), store, "", interval).await
 }
 
-/// Checks one store, writes its status when it changed, reports it.
+/// Checks one store, writes its status when it changed, reports it; `interval` is the store's
+/// own check interval (a SecretStore's `spec.refreshInterval`), else the reconciler's.
 async fn reconcile_store<K>(
     ctx: &Context,
     api: Api<K>,
@@ -67,6 +71,7 @@ async fn reconcile_store<K>(
     previous: keyward_crds::ProviderStatus,
     store: StoreObject,
     ns: &str,
+    interval: Option<std::time::Duration>,
 ) -> Result<Action, Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -87,7 +92,7 @@ where
         .await?;
     }
     report(ctx, &object.object_ref(&()), &previous, &checked).await;
-    Ok(next(ctx, checked.ready))
+    Ok(next(interval.unwrap_or(ctx.settings.provider_check_interval), checked.ready))
 }
 
 async fn report(
@@ -103,8 +108,7 @@ async fn report(
     }
 }
 
-fn next(ctx: &Context, ready: bool) -> Action {
-    let interval = ctx.settings.provider_check_interval;
+fn next(interval: std::time::Duration, ready: bool) -> Action {
     // A provider that did not answer is retried sooner, so it turns Ready soon after it is up.
     Action::requeue(if ready { interval } else { interval.min(std::time::Duration::from_secs(10)) })
 }
@@ -227,9 +231,10 @@ fn follow<K: Store>(
         watched.hook(move |change| match change {
             Change::Applied(p) => {
                 let key = caches::key(p);
-                // Stores of another controller class are cached (manifests may use them) but
-                // never checked here: no trigger of any kind.
-                if !of_class(p, class.as_deref()) {
+                // Stores of another controller class (or, for a SecretStore or ClusterSecretStore,
+                // naming another controller in spec.controller) are cached (manifests may use
+                // them) but never checked here: no trigger of any kind.
+                if !of_class(p, class.as_deref()) || !Arc::new(p.clone()).store_object().served_by(class.as_deref()) {
                     seen.remove(&key);
                     lock(&index).set(key, None);
                     return;

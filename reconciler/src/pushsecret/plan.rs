@@ -15,7 +15,7 @@ use keyward_crds::push_secret::{
     PushSecretConversionStrategy, PushSecretData, PushSecretDataTo, PushSecretMatch, PushSecretRemoteRef,
     PushSecretSpec,
 };
-use keyward_crds::rules::label_selector_matches;
+use keyward_crds::rules::{label_selector_matches, store_ref_kind};
 use regex::Regex;
 
 use crate::externalsecret::decode::rewrite;
@@ -81,8 +81,12 @@ pub fn plan(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Ve
 /// Whether a rule names this store.
 fn targets(d: &PushSecretDataTo, store: Store<'_>) -> Result<bool, String> {
     let Some(r) = &d.store_ref else { return Ok(false) };
+    // An omitted kind is a SecretStore, as upstream, for a name and a label selector alike.
+    if store_ref_kind(r.kind) != store.kind {
+        return Ok(false);
+    }
     if let Some(name) = r.name.as_deref().filter(|n| !n.is_empty()) {
-        return Ok(name == store.name && r.kind.is_none_or(|k| k == store.kind));
+        return Ok(name == store.name);
     }
     match &r.label_selector {
         Some(sel) => label_selector_matches(sel, store.labels).map_err(|e| e.to_string()),
@@ -158,7 +162,7 @@ mod tests {
     }
 
     fn store(labels: &BTreeMap<String, String>) -> Store<'_> {
-        Store { name: "s", kind: StoreKind::Provider, labels }
+        Store { name: "s", kind: StoreKind::SecretStore, labels }
     }
 
     fn remotes(pushes: &[Push]) -> Vec<(Option<&str>, &str)> {
@@ -208,6 +212,11 @@ mod tests {
         assert!(plan(&s, store(&BTreeMap::new()), &src).unwrap().is_empty());
         let prod = BTreeMap::from([("tier".to_string(), "prod".to_string())]);
         assert_eq!(remotes(&plan(&s, store(&prod), &src).unwrap()), vec![(None, "z")]);
+        // Without a kind a rule names a SecretStore, as upstream: a Provider "s" is another store.
+        let provider = Store { name: "s", kind: StoreKind::Provider, labels: &prod };
+        assert!(plan(&s, provider, &src).unwrap().is_empty());
+        let s = spec(&format!("{BASE}dataTo: [{{storeRef: {{name: s, kind: Provider}}, remoteKey: p}}]"));
+        assert_eq!(remotes(&plan(&s, provider, &src).unwrap()), vec![(None, "p")]);
     }
 
     #[test]

@@ -323,7 +323,7 @@ async fn push_to(
     let client =
         ctx.manager.client_for_store(&t.store, ns, Need::Write).await.map_err(|e| format!("{}: {e}", t.key))?;
     if t.requested_kind.is_none() {
-        tracing::debug!(store = %t.key, "secretStoreRefs kind omitted; resolved by lookup");
+        tracing::debug!(store = %t.key, "secretStoreRefs kind omitted: a SecretStore, as upstream");
     }
     let store = Store { name: &t.store.name(), kind: t.store.kind(), labels: t.store.labels() };
     let pushes = plan(&ps.spec, store, secret_data).map_err(|e| format!("{}: {e}", t.key))?;

@@ -1,10 +1,11 @@
-//! Which stores a PushSecret pushes to: by name (an omitted kind tries a Provider first, then a
-//! ClusterProvider, and the omission is remembered) or by label selector (of one kind, or with
-//! the kind omitted, the Providers, ClusterProviders and SecretStores the selector matches).
+//! Which stores a PushSecret pushes to: by name or by label selector, of the kind written, or
+//! with the kind omitted of a SecretStore, as upstream (`keyward_crds::rules::store_ref_kind`);
+//! the omission is remembered.
 
 use std::sync::Arc;
 
 use keyward_crds::push_secret::PushSecretStoreRef;
+use keyward_crds::rules::store_ref_kind;
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore, StoreKind};
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -61,16 +62,7 @@ async fn by_name(
     name: &str,
     kind: Option<StoreKind>,
 ) -> Result<Target, ClientError> {
-    match kind {
-        Some(k) => Ok(target(manager.find_store(k, name, namespace).await?, kind)),
-        None => match manager.find_store(StoreKind::Provider, name, namespace).await {
-            Ok(s) => Ok(target(s, None)),
-            Err(ClientError::StoreNotFound { .. }) => {
-                Ok(target(manager.find_store(StoreKind::ClusterProvider, name, namespace).await?, None))
-            }
-            Err(e) => Err(e),
-        },
-    }
+    Ok(target(manager.find_store(store_ref_kind(kind), name, namespace).await?, kind))
 }
 
 async fn by_labels(
@@ -81,26 +73,26 @@ async fn by_labels(
 ) -> Result<Vec<Target>, kube::Error> {
     let params = ListParams::default().labels(selector);
     let mut out = Vec::new();
-    if matches!(kind, None | Some(StoreKind::Provider)) {
+    let kind_meant = store_ref_kind(kind);
+    if kind_meant == StoreKind::Provider {
         let api: Api<Provider> = Api::namespaced(client.clone(), namespace);
         for p in api.list(&params).await? {
             out.push(target(StoreObject::Provider(Arc::new(p)), kind));
         }
     }
-    if matches!(kind, None | Some(StoreKind::ClusterProvider)) {
+    if kind_meant == StoreKind::ClusterProvider {
         let api: Api<ClusterProvider> = Api::all(client.clone());
         for p in api.list(&params).await? {
             out.push(target(StoreObject::ClusterProvider(Arc::new(p)), kind));
         }
     }
-    // An omitted kind means SecretStore upstream, so its SecretStores are selected too.
-    if matches!(kind, None | Some(StoreKind::SecretStore)) {
+    if kind_meant == StoreKind::SecretStore {
         let api: Api<SecretStore> = Api::namespaced(client.clone(), namespace);
         for s in api.list(&params).await? {
             out.push(target(StoreObject::SecretStore(Arc::new(s)), kind));
         }
     }
-    if kind == Some(StoreKind::ClusterSecretStore) {
+    if kind_meant == StoreKind::ClusterSecretStore {
         let api: Api<ClusterSecretStore> = Api::all(client.clone());
         for s in api.list(&params).await? {
             out.push(target(StoreObject::ClusterSecretStore(Arc::new(s)), kind));

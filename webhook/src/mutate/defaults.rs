@@ -5,9 +5,8 @@
 //! - ExternalSecret `spec.refreshPolicy` ← `OnChange` when `refreshInterval` is zero (no periodic
 //!   refresh), else `Periodic`.
 //!
-//! Store references are never given a kind: an omitted kind is resolved where it is used, from
-//! the namespace's current state (`keyward_crds::rules::store_ref_kind`), so a Provider applied
-//! together with an ExternalSecret naming it is found however the two arrive.
+//! Store references are never given a kind: an omitted kind means a SecretStore, as upstream
+//! (`keyward_crds::rules::store_ref_kind`), and stays omitted in the object.
 //! - Provider/ClusterProvider `spec.config.providerRef.apiVersion` ← the provider config API
 //!   version when the kind is one of Keyward's provider config kinds.
 
