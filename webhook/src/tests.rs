@@ -904,6 +904,28 @@ fn cluster_external_secret_spec_errors_deny_and_an_empty_selection_warns() {
 }
 
 #[test]
+fn cluster_external_secret_warns_where_an_omitted_kind_names_only_a_provider() {
+    let c = caches();
+    // team-b has a Provider "local" and no SecretStore "local"; team-a has neither.
+    let selection = json!({"namespaces": ["team-a", "team-b"]});
+    let d = validate(CES, "CREATE", None, cluster_external_secret(selection.clone(), json!({"name": "local"})), &c);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.warnings,
+        ["ClusterExternalSecret \"shared-db\": a store reference without kind means SecretStore \"local\", as \
+          upstream; namespace \"team-b\" has no SecretStore \"local\" but a Provider \"local\": set kind: Provider \
+          to use the Provider"]
+    );
+    c.write().add_secret_store("team-b", "local");
+    let d = validate(CES, "CREATE", None, cluster_external_secret(selection.clone(), json!({"name": "local"})), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    let explicit = json!({"name": "local", "kind": "Provider"});
+    let d = validate(CES, "CREATE", None, cluster_external_secret(selection, explicit), &c);
+    assert!(d.allowed, "{d:?}");
+    assert!(d.warnings.iter().all(|w| !w.contains("without kind")), "{d:?}");
+}
+
+#[test]
 fn unknown_kinds_missing_and_unreadable_objects_are_denied_with_a_message() {
     let c = caches();
     let d = validate(("", "v1", "ConfigMap"), "CREATE", Some("team-a"), json!({"metadata": {"name": "x"}}), &c);
