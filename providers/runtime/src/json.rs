@@ -18,12 +18,16 @@ pub fn json_bytes(v: &serde_json::Value) -> Vec<u8> {
     }
 }
 
-/// One property of a JSON object value: the key as written, else a dotted path (`db.user`).
+/// One property of a JSON object value: the key as written, else a dotted path (`db.user`)
+/// whose numeric parts index arrays (`friends.1.first`), as upstream's gjson paths do.
 pub fn property<'a>(value: &'a serde_json::Value, property: &str) -> Option<&'a serde_json::Value> {
     if let Some(v) = value.get(property) {
         return Some(v);
     }
-    property.split('.').try_fold(value, |v, part| v.get(part))
+    property.split('.').try_fold(value, |v, part| match v {
+        serde_json::Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => v.get(part),
+    })
 }
 
 /// Reads a secret value as a JSON object, naming the secret when it is not one.
@@ -149,6 +153,10 @@ mod tests {
         assert_eq!(value_property(raw, "s", "port").unwrap(), b"5432");
         assert_eq!(value_property(raw, "s", "db.host").unwrap(), b"h", "dotted path");
         assert_eq!(value_property(raw, "s", "a.b").unwrap(), b"literal", "a literal key wins");
+        let list = br#"{"friends":[{"first":"Dale"},{"first":"Roger"}]}"#;
+        assert_eq!(value_property(list, "s", "friends.1.first").unwrap(), b"Roger", "array index");
+        assert!(value_property(list, "s", "friends.2.first").unwrap_err().is_not_found());
+        assert!(value_property(list, "s", "friends.x").unwrap_err().is_not_found());
         assert_eq!(value_property(raw, "s", "db").unwrap(), br#"{"host":"h"}"#);
         let e = value_property(raw, "s", "nope").unwrap_err();
         assert!(e.is_not_found(), "{e}");
