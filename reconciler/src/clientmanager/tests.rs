@@ -15,6 +15,7 @@ use super::*;
 struct FakeLookup {
     providers: StdMutex<Vec<Arc<Provider>>>,
     cluster_providers: StdMutex<Vec<Arc<ClusterProvider>>>,
+    secret_stores: StdMutex<Vec<Arc<keyward_crds::SecretStore>>>,
     labels: StdMutex<BTreeMap<String, BTreeMap<String, String>>>,
     tls: StdMutex<BTreeMap<String, TlsMaterial>>,
 }
@@ -37,10 +38,17 @@ impl Lookup for FakeLookup {
     }
     fn secret_store<'a>(
         &'a self,
-        _: &'a str,
-        _: &'a str,
+        ns: &'a str,
+        name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Arc<keyward_crds::SecretStore>>, String>> {
-        Box::pin(async move { Ok(None) })
+        let found = self
+            .secret_stores
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name))
+            .cloned();
+        Box::pin(async move { Ok(found) })
     }
     fn cluster_secret_store<'a>(
         &'a self,
@@ -188,6 +196,49 @@ async fn missing_stores_and_tls_are_clear_errors() {
     let err = m.client_for(StoreKind::Provider, "p", "a", Need::Read).await.unwrap_err();
     assert!(err.to_string().contains("Secret a/keyward-provider-tls not found"), "{err}");
     assert_eq!(count.0.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_store_s_retry_settings_and_controller_apply_to_calls_through_it() {
+    let lookup = Arc::new(FakeLookup::default());
+    let store = |name: &str, extra: serde_json::Value| {
+        let mut spec = serde_json::json!({"provider": {"fake": {"data": []}}});
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let mut s = keyward_crds::SecretStore::new(name, serde_json::from_value(spec).unwrap());
+        s.metadata.namespace = Some("a".into());
+        Arc::new(s)
+    };
+    lookup.secret_stores.lock().unwrap().extend([
+        store("retrying", serde_json::json!({"retrySettings": {"maxRetries": 4, "retryInterval": "1s"}})),
+        store("plain", serde_json::json!({})),
+        store("elsewhere", serde_json::json!({"controller": "other"})),
+    ]);
+    lookup.tls.lock().unwrap().insert("keyward".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let m = m.with_store_providers(StoreProviders {
+        addresses: [("fake".to_string(), "127.0.0.1:9443".to_string())].into(),
+        tls_namespace: "keyward".into(),
+    });
+    let (c, _) = m.client_for(StoreKind::SecretStore, "retrying", "a", Need::Read).await.unwrap();
+    assert_eq!(c.settings.retry.max_attempts, 5, "four retries after the first attempt");
+    assert_eq!((c.settings.retry.base, c.settings.retry.fixed), (std::time::Duration::from_secs(1), true));
+    let (c, _) = m.client_for(StoreKind::SecretStore, "plain", "a", Need::Read).await.unwrap();
+    assert_eq!(c.settings.retry, RetryPolicy::default(), "no retrySettings: the defaults");
+
+    // A store naming another controller is not served by this instance, nor what uses it.
+    let err = m.client_for(StoreKind::SecretStore, "elsewhere", "a", Need::Read).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "SecretStore \"elsewhere\" is served by controller \"other\" (spec.controller), not by this instance"
+    );
+    assert!(!m.serves_stores(&[(None, "plain"), (None, "elsewhere")], "a").await);
+    assert!(
+        m.serves_stores(&[(None, "plain"), (Some(StoreKind::Provider), "elsewhere"), (None, "missing")], "a").await
+    );
+    let m = m.with_controller_class(Some("other".into()));
+    assert!(m.client_for(StoreKind::SecretStore, "elsewhere", "a", Need::Read).await.is_ok());
+    assert!(m.serves_stores(&[(None, "plain"), (None, "elsewhere")], "a").await, "no controller: every instance");
 }
 
 #[tokio::test]
