@@ -197,7 +197,11 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             let mut vault_push_store = adapt(guide("vault-secretstore.yaml").remove(0), &ns, vault);
             vault_push_store["metadata"]["name"] = json!("vault-secretstore");
             kubectl_apply(&ns, &vault_push_store);
-            for doc in guide("vault-pushsecret.yaml") {
+            // Both guides name their PushSecret `pushsecret-example`; this one is renamed.
+            for mut doc in guide("vault-pushsecret.yaml") {
+                if doc["kind"] == "PushSecret" {
+                    doc["metadata"]["name"] = json!("vault-pushsecret-example");
+                }
                 kubectl_apply(&ns, &adapt(doc, &ns, vault));
             }
             let mut ps_store = adapt(guide("aws-parameter-store.yaml").remove(0), &ns, vault);
@@ -212,6 +216,7 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             for doc in guide("aws-pm-push-secret-with-metadata.yaml") {
                 kubectl_apply(&ns, &adapt(doc, &ns, vault));
             }
+            wait_pushed(&pushes, "vault-pushsecret-example").await;
             wait_pushed(&pushes, "pushsecret-example").await;
             let secret1 = vault.json(&["kv", "get"], &["secret/vault/secret1"]);
             assert_eq!(secret1["data"]["data"]["foo"], "bar", "{secret1}");
