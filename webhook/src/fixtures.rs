@@ -109,7 +109,7 @@ pub fn sample_reviews() -> Vec<Vec<u8>> {
             "CREATE",
             Some("team-b"),
             json!({"metadata": {"name": "push"}, "spec": {
-                "secretStoreRefs": [{"name": SHARED}, {"name": "local", "kind": "Provider"}, {"labelSelector": {"matchLabels": {"a": "b"}}}],
+                "secretStoreRefs": [{"name": SHARED, "kind": "ClusterProvider"}, {"name": "local", "kind": "Provider"}, {"labelSelector": {"matchLabels": {"a": "b"}}}],
                 "selector": {"secret": {"name": "source"}},
                 "data": [{"match": {"secretKey": "k", "remoteRef": {"remoteKey": "r", "property": "p"}}, "metadata": {"labels": {}}}]
             }}),

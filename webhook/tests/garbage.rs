@@ -188,7 +188,7 @@ fn sample_reviews_are_answered_as_expected() {
         let v: Value = serde_json::from_slice(&out).expect("json");
         let ns = serde_json::from_slice::<Value>(&body).expect("json")["request"]["namespace"].clone();
         let kind = serde_json::from_slice::<Value>(&body).expect("json")["request"]["kind"]["kind"].clone();
-        // Only the ExternalSecret in team-b (env=dev) and the PushSecret falling back to the
+        // Only the ExternalSecret in team-b (env=dev) and the PushSecret naming the
         // ClusterProvider from team-b are refused.
         let want = !(ns == "team-b" && (kind == "ExternalSecret" || kind == "PushSecret"));
         assert_eq!(v["response"]["allowed"], want, "{kind} in {ns}: {v}");
