@@ -230,7 +230,7 @@ async fn an_upstream_install_switches_in_place() {
                          "selector": {"secret": {"name": "source"}}, "data": [push_ref]}}),
                 json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "message": "PushSecret synced successfully"}],
                        "refreshTime": "2026-12-01T10:00:00Z", "syncedResourceVersion": "1-aa",
-                       "syncedPushSecrets": {format!("ClusterSecretStore/{css_name}"): {"pushed": push_ref}}})).await;
+                       "syncedPushSecrets": {format!("ClusterSecretStore/{css_name}"): {"pushed/token": push_ref}}})).await;
 
             // The switch: Keyward's CRDs over the same objects, then Keyward itself.
             apply_crds(&keyward_crds()).await;
