@@ -142,6 +142,26 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
                     kubectl_apply(&ns, &adapt(doc, &ns, vault));
                 }
             }
+            // The userPass login of the Vault guide: its store (renamed: the token store above
+            // has its name) with the user and password Secret it names, read by the same example.
+            vault.policy("read-secret", "path \"secret/*\" { capabilities = [\"read\"] }");
+            vault.cli(&["auth", "enable", "userpass"]);
+            vault.cli(&["write", "auth/userpass/users/username", "password=guide-password", "token_policies=read-secret"]);
+            apply(
+                &secrets,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "my-secret"},
+                       "stringData": {"password": "guide-password"}}),
+            )
+            .await;
+            let mut userpass_store = adapt(guide("vault-userpass-store.yaml").remove(0), &ns, vault);
+            userpass_store["metadata"]["name"] = json!("vault-userpass");
+            kubectl_apply(&ns, &userpass_store);
+            let mut via_userpass = adapt(guide("vault-externalsecret.yaml").remove(0), &ns, vault);
+            via_userpass["metadata"]["name"] = json!("vault-userpass-example");
+            via_userpass["spec"]["secretStoreRef"]["name"] = json!("vault-userpass");
+            via_userpass["spec"]["target"]["name"] = json!("example-userpass-sync");
+            kubectl_apply(&ns, &via_userpass);
+
             // The guide's note for a ClusterSecretStore: the same store, its token reference
             // naming the Secret's namespace.
             let mut cluster_store = adapt(guide("vault-secretstore.yaml").remove(0), &ns, vault);
@@ -170,6 +190,7 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             let vault_values = [("foobar", "s3cr3t"), ("developer", "alice")];
             wait_for_values(&secrets, "example-sync", &vault_values).await;
             wait_for_values(&secrets, "example-cluster-sync", &vault_values).await;
+            wait_for_values(&secrets, "example-userpass-sync", &vault_values).await;
             let tags = value(&secrets.get("example-sync").await.unwrap(), "tags").unwrap();
             assert_eq!(serde_json::from_str::<Value>(&tags).unwrap()["dev"], "alice", "{tags}");
             wait_for_values(&secrets, "friends", &[("my_name", "Tom"), ("first_friend", "Roger"), ("developer", "alice")])
@@ -189,6 +210,7 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
             force_sync(&ess, "extract-data", "rotated").await;
             wait_for_value(&secrets, "example-sync", "foobar", "rotated", WAIT).await;
+            wait_for_value(&secrets, "example-userpass-sync", "foobar", "rotated", WAIT).await;
             wait_for_values(&secrets, "extract-data", &[("my_name", "Tim"), ("first_friend", "Rita")]).await;
 
             // PushSecrets: the Vault guide's into a store of the name it uses, the Parameter
