@@ -74,6 +74,32 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Environment of an AWS provider process that talks to this server.
+    pub fn provider_env(&self) -> Vec<(&'static str, String)> {
+        vec![("AWS_ENDPOINT_URL", self.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".into())]
+    }
+
+    /// Runs Python `code` with boto3 (installed with moto) clients for this server in `region`:
+    /// `sm` (Secrets Manager) and `ssm` (Parameter Store), and `json` imported; returns stdout,
+    /// or stderr when it fails.
+    pub fn boto3(&self, region: &str, code: &str) -> Result<String, String> {
+        let venv = cached_tool("install-moto.sh");
+        let script = format!(
+            "import boto3,json\nkw=dict(region_name='{region}',endpoint_url='{}',aws_access_key_id='t',\
+             aws_secret_access_key='t')\nsm=boto3.client('secretsmanager',**kw)\nssm=boto3.client('ssm',**kw)\n{code}",
+            self.endpoint()
+        );
+        let out = Command::new(venv.join("bin/python"))
+            .args(["-c", &script])
+            .output()
+            .map_err(|e| format!("run python: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// The moto process (for its log).
     pub fn process(&self) -> &ChildProcess {
         &self.process

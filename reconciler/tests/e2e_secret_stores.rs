@@ -121,16 +121,8 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
                 .await;
             }
 
-            let store_flags = [
-                "--store-provider".to_string(),
-                format!("kubernetes={}", kube_provider.address()),
-                "--store-provider".to_string(),
-                format!("fake={}", fake.address()),
-                "--store-provider-tls-namespace".to_string(),
-                ns.clone(),
-            ];
-            let flags: Vec<&str> = store_flags.iter().map(String::as_str).collect();
-            let reconciler = Reconciler::start(&ns, &flags).await;
+            let served = [("kubernetes", &kube_provider), ("fake", &fake)];
+            let reconciler = Reconciler::start_with_stores(&ns, &served, &[]).await;
 
             let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
             apply(
@@ -314,15 +306,8 @@ async fn an_omitted_kind_means_the_secret_store_and_a_store_is_checked_at_its_re
         .unwrap();
         assert_eq!(raw.data["spec"]["refreshInterval"], "1h", "stored as written");
 
-        let flags = [
-            "--store-provider".to_string(),
-            format!("fake={}", fake.address()),
-            "--store-provider-tls-namespace".to_string(),
-            ns.clone(),
-        ];
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         // The reconciler's own check interval is 3s (the test default).
-        let _reconciler = Reconciler::start(&ns, &flags).await;
+        let _reconciler = Reconciler::start_with_stores(&ns, &[("fake", &fake)], &[]).await;
 
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         let data = json!([{"secretKey": "greeting", "remoteRef": {"key": "greeting"}}]);

@@ -80,20 +80,7 @@ struct AwsStore(Moto);
 
 impl AwsStore {
     fn aws(&self, args: &[&str]) -> Result<String, String> {
-        // boto3 (a dependency of moto, in the same virtualenv) changes the store's contents.
-        let venv = keyward_e2e::stores::cached_tool("install-moto.sh");
-        let script = format!(
-            "import boto3,sys,json\nc=boto3.client('secretsmanager',region_name='us-east-1',endpoint_url='{}',\
-             aws_access_key_id='t',aws_secret_access_key='t')\n{}",
-            self.0.endpoint(),
-            args.join("\n")
-        );
-        let out = std::process::Command::new(venv.join("bin/python")).args(["-c", &script]).output().unwrap();
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        self.0.boto3("us-east-1", &args.join("\n"))
     }
 }
 
@@ -102,7 +89,7 @@ impl Store for AwsStore {
         "keyward-provider-aws"
     }
     fn env(&self) -> Vec<(&'static str, String)> {
-        vec![("AWS_ENDPOINT_URL", self.0.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".into())]
+        self.0.provider_env()
     }
     fn kind(&self) -> &'static str {
         "SecretsManager"
@@ -121,18 +108,18 @@ impl Store for AwsStore {
     }
     fn put(&self, key: &str, user: &str) {
         let value = json!({"user": user}).to_string();
-        let create = format!("c.create_secret(Name='{key}', SecretString='{value}')");
+        let create = format!("sm.create_secret(Name='{key}', SecretString='{value}')");
         if self.aws(&[&create]).is_err() {
-            self.aws(&[&format!("c.put_secret_value(SecretId='{key}', SecretString='{value}')")]).unwrap();
+            self.aws(&[&format!("sm.put_secret_value(SecretId='{key}', SecretString='{value}')")]).unwrap();
         }
     }
     fn delete(&self, key: &str) {
-        self.aws(&[&format!("c.delete_secret(SecretId='{key}', ForceDeleteWithoutRecovery=True)")]).unwrap();
+        self.aws(&[&format!("sm.delete_secret(SecretId='{key}', ForceDeleteWithoutRecovery=True)")]).unwrap();
     }
     fn read_pw(&self, key: &str) -> Option<String> {
         let out = self
             .aws(&[&format!(
-                "v=c.get_secret_value(SecretId='{key}')\nprint(v.get('SecretString') or v['SecretBinary'].decode())"
+                "v=sm.get_secret_value(SecretId='{key}')\nprint(v.get('SecretString') or v['SecretBinary'].decode())"
             )])
             .ok()?;
         let v: serde_json::Value = serde_json::from_str(out.trim()).ok()?;

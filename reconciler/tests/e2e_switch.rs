@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ClusterExternalSecret, ExternalSecret, PushSecret};
-use keyward_e2e::stores::{Moto, VaultDev, cached_tool};
+use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::{control_plane, repo_root, with_temp_namespace};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -129,15 +129,7 @@ fn external_secret(name: &str, ns: &str, store: (&str, &str), key: &str) -> Valu
 }
 
 fn boto3_ssm(moto: &Moto, code: &str) -> String {
-    let venv = cached_tool("install-moto.sh");
-    let script = format!(
-        "import boto3\nssm=boto3.client('ssm',region_name='eu-central-1',endpoint_url='{}',aws_access_key_id='t',\
-         aws_secret_access_key='t')\n{code}",
-        moto.endpoint()
-    );
-    let out = std::process::Command::new(venv.join("bin/python")).args(["-c", &script]).output().unwrap();
-    assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    moto.boto3("eu-central-1", code).unwrap_or_else(|e| panic!("boto3: {e}\n{code}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -237,19 +229,11 @@ async fn an_upstream_install_switches_in_place() {
             let pki = Pki::new();
             pki.install(&client, &ns).await;
             let vault_provider = ProviderProcess::start("keyward-provider-vault", pki.provider_dir(), None).await;
-            let aws_env = [("AWS_ENDPOINT_URL", moto.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".into())];
+            let aws_env = moto.provider_env();
             let aws_env: Vec<(&str, &str)> = aws_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
             let aws_provider = ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &aws_env).await;
-            let flags = [
-                "--store-provider".to_string(),
-                format!("vault={}", vault_provider.address()),
-                "--store-provider".to_string(),
-                format!("aws={}", aws_provider.address()),
-                "--store-provider-tls-namespace".to_string(),
-                ns.clone(),
-            ];
-            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            let reconciler = Reconciler::start(&ns, &flags).await;
+            let stores = [("vault", &vault_provider), ("aws", &aws_provider)];
+            let reconciler = Reconciler::start_with_stores(&ns, &stores, &[]).await;
 
             // Every ExternalSecret is synced by Keyward (its own message), through its store.
             for name in ["from-vault", "from-ssm", "ces-made"] {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ExternalSecret, PushSecret};
-use keyward_e2e::stores::{Moto, VaultDev, cached_tool};
+use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -54,18 +54,9 @@ fn kubectl_apply(ns: &str, doc: &Value) {
     keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
 }
 
-/// Runs Python with boto3 clients `sm` (Secrets Manager) and `ssm` (Parameter Store) for moto in
-/// `eu-central-1` (the guides' region); returns stdout.
+/// Runs boto3 `code` against moto in `eu-central-1` (the guides' region); returns stdout.
 fn boto3(moto: &Moto, code: &str) -> String {
-    let venv = cached_tool("install-moto.sh");
-    let script = format!(
-        "import boto3,json\nkw=dict(region_name='eu-central-1',endpoint_url='{}',aws_access_key_id='t',\
-         aws_secret_access_key='t')\nsm=boto3.client('secretsmanager',**kw)\nssm=boto3.client('ssm',**kw)\n{code}",
-        moto.endpoint()
-    );
-    let out = std::process::Command::new(venv.join("bin/python")).args(["-c", &script]).output().unwrap();
-    assert!(out.status.success(), "boto3: {}\n{code}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    moto.boto3("eu-central-1", code).unwrap_or_else(|e| panic!("boto3: {e}\n{code}"))
 }
 
 /// Waits until Secret `name` has every `(key, value)`.
@@ -101,7 +92,7 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             let pki = Pki::new();
             pki.install(&client, &ns).await;
             let vault_provider = ProviderProcess::start("keyward-provider-vault", pki.provider_dir(), None).await;
-            let aws_env = [("AWS_ENDPOINT_URL", moto.endpoint()), ("AWS_EC2_METADATA_DISABLED", "true".into())];
+            let aws_env = moto.provider_env();
             let aws_env: Vec<(&str, &str)> = aws_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
             let aws_provider = ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &aws_env).await;
 
@@ -176,16 +167,8 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             via_cluster["spec"]["target"]["name"] = json!("example-cluster-sync");
             kubectl_apply(&ns, &via_cluster);
 
-            let store_flags = [
-                "--store-provider".to_string(),
-                format!("vault={}", vault_provider.address()),
-                "--store-provider".to_string(),
-                format!("aws={}", aws_provider.address()),
-                "--store-provider-tls-namespace".to_string(),
-                ns.clone(),
-            ];
-            let flags: Vec<&str> = store_flags.iter().map(String::as_str).collect();
-            let _reconciler = Reconciler::start(&ns, &flags).await;
+            let stores = [("vault", &vault_provider), ("aws", &aws_provider)];
+            let _reconciler = Reconciler::start_with_stores(&ns, &stores, &[]).await;
 
             let vault_values = [("foobar", "s3cr3t"), ("developer", "alice")];
             wait_for_values(&secrets, "example-sync", &vault_values).await;

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,41 +15,25 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ClusterSecretStore, SecretStore};
 use keyward_e2e::stores::{Slapd, VaultDev};
-use keyward_e2e::{ChildProcess, spawn_provider, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRequest,
     ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, wait_ready};
 use keyward_provider_runtime::{Provider, check_provider_ref};
 use keyward_provider_vault::VaultProvider;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+
+use common::start_provider;
 use tonic::transport::Channel;
 
 const POLICY: &str = r#"
 path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }
 path "cas/*" { capabilities = ["create", "read", "update", "delete", "list"] }
 "#;
-
-struct Running {
-    child: ChildProcess,
-    client: SecretStoreProviderClient<Channel>,
-    _pki: TestPki,
-}
-
-async fn start_provider() -> Running {
-    let pki = TestPki::new().unwrap();
-    let (child, grpc, health) = spawn_provider("keyward-provider-vault", pki.tls_dir(), &[]).await;
-    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
-        panic!("{e}\n{}", child.log());
-    }
-    let id = pki.client().unwrap();
-    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
-    Running { child, client, _pki: pki }
-}
 
 /// A dev server with the `keyward` policy, a userpass method with the user `app` (password
 /// `pw-1`) and a KV v2 engine at `cas/` that requires check-and-set.

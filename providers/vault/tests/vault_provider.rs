@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -13,40 +15,25 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::Vault;
 use keyward_e2e::hostile::{FloodingServer, peak_rss_kib};
 use keyward_e2e::stores::VaultDev;
-use keyward_e2e::{ChildProcess, control_plane, spawn_provider, with_temp_namespace};
+use keyward_e2e::{control_plane, with_temp_namespace};
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
     DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
+use keyward_provider_runtime::testkit::{operator_ref, provider_ref};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
+
+use common::start_provider;
 use tonic::transport::Channel;
 
 const POLICY: &str = r#"
 path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }
 path "kv1/*" { capabilities = ["create", "read", "update", "delete", "list"] }
 "#;
-
-struct Running {
-    child: ChildProcess,
-    client: SecretStoreProviderClient<Channel>,
-    _pki: TestPki,
-}
-
-async fn start_provider() -> Running {
-    let pki = TestPki::new().unwrap();
-    let (child, grpc, health) = spawn_provider("keyward-provider-vault", pki.tls_dir(), &[]).await;
-    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
-        panic!("{e}\n{}", child.log());
-    }
-    let id = pki.client().unwrap();
-    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
-    Running { child, client, _pki: pki }
-}
 
 /// A dev server with the `keyward` policy and a KV v1 engine at `kv1/`.
 fn vault() -> VaultDev {

@@ -262,6 +262,20 @@ impl Reconciler {
         r
     }
 
+    /// Starts a reconciler that serves SecretStores and ClusterSecretStores through
+    /// `providers` (the `spec.provider` key and its process), reached with the provider TLS
+    /// Secret of `ns`.
+    pub async fn start_with_stores(ns: &str, providers: &[(&str, &ProviderProcess)], extra: &[&str]) -> Reconciler {
+        let mut flags: Vec<String> = Vec::new();
+        for (name, process) in providers {
+            flags.extend(["--store-provider".to_string(), format!("{name}={}", process.address())]);
+        }
+        flags.extend(["--store-provider-tls-namespace".to_string(), ns.to_string()]);
+        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        Reconciler::start(ns, &args).await
+    }
+
     /// Starts a reconciler without waiting for it to lead.
     pub async fn spawn(ns: &str, extra: &[&str]) -> Reconciler {
         Reconciler::spawn_scoped(Some(ns), ns, ns, extra).await
