@@ -359,9 +359,11 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
             assert!(can_i(kc, &ns, &sa("reconciler"), verb, resource), "reconciler may {verb} {resource}");
         }
         assert!(!can_i(kc, &ns, &sa("webhook"), "create", "externalsecrets.external-secrets.io"));
-        // ClusterSecretStore namespace conditions are decided at admission from a watch.
+        // ClusterSecretStore namespace conditions, and which SecretStores exist (an omitted store
+        // kind means one), are decided at admission from watches.
         for verb in ["list", "watch"] {
             assert!(can_i(kc, &ns, &sa("webhook"), verb, "clustersecretstores.external-secrets.io"));
+            assert!(can_i(kc, &ns, &sa("webhook"), verb, "secretstores.external-secrets.io"));
         }
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));
         assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "get", "kubernetes.provider.external-secrets.io"));
