@@ -514,6 +514,24 @@ spec:
 "#;
 
 /// One key of a Secret, decoded.
+/// Waits until the API server reaches the webhook through its Service: `helm install --wait`
+/// returns once the Pods are Ready, and the Service may route to them a moment later.
+async fn webhook_reachable(kc: &Path) {
+    // Cluster-scoped, so the webhook is called whatever namespace selector the chart sets.
+    const PROBE: &str = "apiVersion: external-secrets.io/v1\nkind: ClusterSecretStore\n\
+                         metadata: {name: kw-webhook-probe}\nspec: {provider: {fake: {data: []}}}\n";
+    eventually(
+        "the API server reaches the webhook through its Service",
+        Duration::from_secs(60),
+        || {
+            let (ok, out) = kubectl_input(kc, &["apply", "--dry-run=server", "-f", "-"], PROBE);
+            (ok || !out.contains("failed calling webhook")).then_some(())
+        },
+        || output(kc, &["get", "pods,endpointslices", "-n", NS, "-o", "wide"]),
+    )
+    .await;
+}
+
 fn secret_key(kc: &Path, ns: &str, name: &str, key: &str) -> Option<String> {
     let jsonpath = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
     let b64 = output(kc, &["get", "secret", name, "-n", ns, "-o", &jsonpath]);
@@ -629,6 +647,7 @@ async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept
 
     // An operator configuration, a ClusterProvider admitting only labelled namespaces, and a
     // tenant namespace (kw-other) it does not admit.
+    webhook_reachable(kc).await;
     let cluster_ca = std::fs::read(cluster.dir().join("pki/ca.crt")).expect("cluster CA");
     tenants(kc, &BASE64.encode(cluster_ca));
     eventually(
