@@ -146,27 +146,6 @@ impl ClusterRefs {
             })
     }
 
-    /// The configuration object a request names, checked with `check` (its rules); a config
-    /// that breaks them is `FAILED_PRECONDITION` naming the object.
-    pub async fn valid_config<K, E>(
-        &self,
-        ctx: &RequestContext,
-        check: impl FnOnce(&K) -> Result<(), E>,
-    ) -> Result<K, ProviderError>
-    where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug,
-        E: std::fmt::Display,
-    {
-        let config: K = self.config(ctx).await?;
-        check(&config).map_err(|e| {
-            ProviderError::BadConfig(format!("{} {}/{}: {e}", K::kind(&()), ctx.config_namespace(), ctx.name))
-        })?;
-        Ok(config)
-    }
-
     /// The provider configuration a request reaches, written once for every provider: the
     /// configuration object of kind `K` (its spec taken by `spec_of`), or the `spec.provider`
     /// block of the SecretStore or ClusterSecretStore the request names, translated by
