@@ -5,7 +5,6 @@
 //! [`TokenCache`] that outlives the clients, so rebuilding a client does not log in again.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,11 +94,11 @@ type Slot = Arc<Mutex<Option<Token>>>;
 /// namespaces that resolve to the same credentials share one token.
 #[derive(Default)]
 pub struct TokenCache {
-    slots: std::sync::Mutex<HashMap<(CacheKey, u64), Slot>>,
+    slots: std::sync::Mutex<HashMap<(CacheKey, Fingerprint), Slot>>,
 }
 
 impl TokenCache {
-    fn slot(&self, key: &CacheKey, fingerprint: u64) -> Slot {
+    fn slot(&self, key: &CacheKey, fingerprint: Fingerprint) -> Slot {
         let mut key = key.clone();
         if key.kind == "ClusterSecretStore" {
             key.namespace.clear();
@@ -346,21 +345,42 @@ fn fixed_headers(spec: &VaultSpec) -> Result<HeaderMap, ProviderError> {
 
 /// What a token was obtained with: a client built again with the same value may use the
 /// token the last one held.
+/// SHA-256 of what a token is obtained with: a slot shared between namespaces (a
+/// ClusterSecretStore's) is found only by the very same server, namespace and credentials, never
+/// by a colliding short hash of someone else's.
+type Fingerprint = [u8; 32];
+
 fn fingerprint(
     spec: &VaultSpec,
     auth_namespace: Option<&str>,
     login: &Login,
     identity: Option<&(Vec<u8>, Vec<u8>)>,
-) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    spec.server.trim_end_matches('/').hash(&mut h);
-    auth_namespace.hash(&mut h);
+) -> Fingerprint {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    // Each part length-prefixed, so no two different inputs concatenate alike.
+    let mut part = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    };
+    part(spec.server.trim_end_matches('/').as_bytes());
+    part(auth_namespace.unwrap_or_default().as_bytes());
     match login {
-        Login::Token(t) => ("token", t).hash(&mut h),
-        Login::Post { path, body } => ("post", path, body.to_string()).hash(&mut h),
+        Login::Token(t) => {
+            part(b"token");
+            part(t.as_bytes());
+        }
+        Login::Post { path, body } => {
+            part(b"post");
+            part(path.as_bytes());
+            part(body.to_string().as_bytes());
+        }
     }
-    identity.hash(&mut h);
-    h.finish()
+    if let Some((cert, key)) = identity {
+        part(cert);
+        part(key);
+    }
+    h.finalize().into()
 }
 
 /// An error with its causes (`a: b: c`): reqwest's own message leaves out why a connection
@@ -854,31 +874,58 @@ mod tests {
             operator: kind == "ClusterSecretStore",
         };
         let cache = TokenCache::default();
-        let first = cache.slot(&key("SecretStore", "a", 1), 7);
-        assert!(Arc::ptr_eq(&first, &cache.slot(&key("SecretStore", "a", 1), 7)), "a rebuilt client shares the token");
-        let rotated = cache.slot(&key("SecretStore", "a", 1), 8);
+        let first = cache.slot(&key("SecretStore", "a", 1), [7; 32]);
+        assert!(
+            Arc::ptr_eq(&first, &cache.slot(&key("SecretStore", "a", 1), [7; 32])),
+            "a rebuilt client shares the token"
+        );
+        let rotated = cache.slot(&key("SecretStore", "a", 1), [8; 32]);
         assert!(!Arc::ptr_eq(&first, &rotated), "other credentials log in again");
         assert_eq!(cache.len(), 2, "the first token is still held");
         drop(first);
-        drop(cache.slot(&key("SecretStore", "a", 1), 8));
+        drop(cache.slot(&key("SecretStore", "a", 1), [8; 32]));
         assert_eq!(cache.len(), 1, "a superseded token nobody holds is forgotten");
-        let next = cache.slot(&key("SecretStore", "a", 2), 8);
+        let next = cache.slot(&key("SecretStore", "a", 2), [8; 32]);
         assert!(!Arc::ptr_eq(&rotated, &next), "a new generation logs in again");
         assert_eq!(cache.len(), 1, "older generations are forgotten");
         // Another namespace's SecretStore of the same name is another configuration.
-        let other = cache.slot(&key("SecretStore", "b", 2), 8);
+        let other = cache.slot(&key("SecretStore", "b", 2), [8; 32]);
         assert!(!Arc::ptr_eq(&other, &next));
         // A ClusterSecretStore's namespaces share a token when their credentials are the same.
-        let cluster_a = cache.slot(&key("ClusterSecretStore", "a", 1), 8);
-        assert!(Arc::ptr_eq(&cluster_a, &cache.slot(&key("ClusterSecretStore", "b", 1), 8)));
-        let cluster_c = cache.slot(&key("ClusterSecretStore", "c", 1), 9);
+        let cluster_a = cache.slot(&key("ClusterSecretStore", "a", 1), [8; 32]);
+        assert!(Arc::ptr_eq(&cluster_a, &cache.slot(&key("ClusterSecretStore", "b", 1), [8; 32])));
+        let cluster_c = cache.slot(&key("ClusterSecretStore", "c", 1), [9; 32]);
         assert!(!Arc::ptr_eq(&cluster_a, &cluster_c), "other credentials, another token");
         assert_eq!(cache.len(), 4);
         // A slot nobody holds whose token is gone is pruned on the next insert.
         drop((other, cluster_a, cluster_c));
-        drop(cache.slot(&key("SecretStore", "a", 2), 8));
+        drop(cache.slot(&key("SecretStore", "a", 2), [8; 32]));
         assert_eq!(cache.len(), 1, "only the held slot stays");
         drop(next);
+    }
+
+    #[test]
+    fn fingerprints_separate_every_part_of_the_credentials() {
+        let spec = |server: &str| VaultSpec { server: server.into(), ..Default::default() };
+        let token = |t: &str| Login::Token(t.into());
+        let base = fingerprint(&spec("https://v"), None, &token("t"), None);
+        assert_eq!(
+            base,
+            fingerprint(&spec("https://v/"), None, &token("t"), None),
+            "a trailing slash is the same server"
+        );
+        for other in [
+            fingerprint(&spec("https://w"), None, &token("t"), None),
+            fingerprint(&spec("https://v"), Some("team"), &token("t"), None),
+            fingerprint(&spec("https://v"), None, &token("u"), None),
+            fingerprint(&spec("https://v"), None, &token("t"), Some(&(b"c".to_vec(), b"k".to_vec()))),
+        ] {
+            assert_ne!(base, other);
+        }
+        // Length prefixes: moving a byte from one part to the next is another input.
+        let id =
+            |c: &[u8], k: &[u8]| fingerprint(&spec("https://v"), None, &token("t"), Some(&(c.to_vec(), k.to_vec())));
+        assert_ne!(id(b"ab", b"c"), id(b"a", b"bc"));
     }
 
     #[derive(Debug)]
