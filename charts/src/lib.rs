@@ -71,7 +71,7 @@ pub fn run_fails(mut cmd: Command) -> String {
 
 /// Values that keep an installed release from intercepting other tests' objects: no Pod of the
 /// chart runs on the local control plane, so a `failurePolicy: Fail` webhook would refuse
-/// everything it selects. Both providers are enabled. The shared control plane has Keyward's
+/// everything it selects. The Kubernetes (default) and Fake providers are enabled. The shared control plane has Keyward's
 /// CRDs already, owned by no release, so the chart does not install them.
 pub fn test_values(fullname: &str, cert_manager: bool) -> String {
     format!(
@@ -86,24 +86,8 @@ webhook:
   objectSelector:
     matchLabels: {{keyward.dev/chart-test: never}}
 providers:
-  - name: kubernetes
+  fake:
     enabled: true
-    command: keyward-provider-kubernetes
-    port: 8443
-    healthPort: 8080
-    rules:
-      - apiGroups: ["provider.external-secrets.io"]
-        resources: ["kubernetes"]
-        verbs: ["get"]
-  - name: fake
-    enabled: true
-    command: keyward-provider-fake
-    port: 8443
-    healthPort: 8080
-    rules:
-      - apiGroups: ["provider.external-secrets.io"]
-        resources: ["fakes"]
-        verbs: ["get", "list", "watch"]
 "#
     )
 }

@@ -90,6 +90,10 @@ fn helm_lint_passes_in_both_modes_and_the_schema_refuses_bad_values() {
         ("unknownKey=1", "unknownKey"),
         ("networkPolicy.enabled=maybe", "networkPolicy"),
         ("networkPolicy.metrics.from[0].everyone=true", "everyone"),
+        // A provider the chart does not know needs its whole entry; names are Service suffixes.
+        ("providers.mystore.enabled=true", "command"),
+        ("providers.Vault_2.enabled=true", "Vault_2"),
+        ("providers.vault.enabeld=true", "enabeld"),
     ] {
         let mut cmd = helm(kubeconfig);
         cmd.args(["template", "kw"]).arg(chart_dir()).args(["--set", bad]);
@@ -158,20 +162,10 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
     with_temp_namespace(&[], |_client, ns| async move {
         let cp = control_plane().await;
         let f = format!("{ns}-stores");
-        // The chart's own provider entries, switched on (`--set` on a list index would replace
-        // the whole list).
+        // A values file names only what it changes: the entries are keyed by provider name.
         let dir = tempfile::tempdir().expect("tempdir");
-        let defaults = std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml");
-        let defaults: serde_yaml::Value = serde_yaml::from_str(&defaults).expect("values yaml");
-        let mut providers = defaults["providers"].as_sequence().cloned().expect("providers list");
-        for p in providers.iter_mut() {
-            if matches!(p["name"].as_str(), Some("vault" | "aws")) {
-                p["enabled"] = true.into();
-            }
-        }
-        let mut on = serde_yaml::Mapping::new();
-        on.insert("providers".into(), serde_yaml::Value::Sequence(providers));
-        let values = write_values(dir.path(), "stores.yaml", &serde_yaml::to_string(&on).expect("yaml"));
+        let values =
+            write_values(dir.path(), "stores.yaml", "providers:\n  vault: {enabled: true}\n  aws: {enabled: true}\n");
         let render = |enable: bool| {
             let mut cmd = helm(cp.kubeconfig());
             cmd.args(["template", "kw"]).arg(chart_dir()).args(["-n", &ns, "--set", &format!("fullnameOverride={f}")]);

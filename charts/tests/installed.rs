@@ -18,6 +18,9 @@ use keyward_chart_tests::installed::{AdmissionStream, apply, eventually, image, 
 use keyward_chart_tests::{CertManagerOptions, cert_manager, chart_dir, helm, run};
 use keyward_e2e::node_cluster;
 
+#[path = "installed/switch.rs"]
+mod switch;
+
 /// Release name and namespace: the same in every mode, so a later install adopts the CRDs an
 /// earlier uninstall kept.
 const RELEASE: &str = "keyward";

@@ -13,6 +13,7 @@ mod namespace;
 mod outage;
 mod process;
 pub mod stores;
+pub mod switch;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,6 +88,21 @@ pub async fn node_cluster() -> &'static ControlPlane {
         std::panic::resume_unwind(e.into_panic());
     }
     NODE_CLUSTER.get().expect("node cluster was just started")
+}
+
+/// The host's address on the one-node cluster's Pod bridge (`node_ip` in
+/// `e2e/scripts/node.sh`, read from there): what Pods reach the host at, so a store server a
+/// Pod must reach listens there.
+///
+/// # Panics
+/// When `node.sh` no longer sets `node_ip`.
+pub fn node_ip() -> String {
+    let script = std::fs::read_to_string(repo_root().join("e2e/scripts/node.sh")).expect("read e2e/scripts/node.sh");
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix("node_ip="))
+        .map(|ip| ip.trim().to_string())
+        .expect("e2e/scripts/node.sh sets node_ip=")
 }
 
 impl ControlPlane {

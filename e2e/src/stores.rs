@@ -30,12 +30,12 @@ pub fn cached_tool(script: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-fn wait_for_port(port: u16, process: &mut ChildProcess, what: &str) {
-    wait_for(process, &format!("{what} listening on 127.0.0.1:{port}"), |_| listening(port));
+fn wait_for_port(host: &str, port: u16, process: &mut ChildProcess, what: &str) {
+    wait_for(process, &format!("{what} listening on {host}:{port}"), |_| listening(host, port));
 }
 
-fn listening(port: u16) -> bool {
-    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+fn listening(host: &str, port: u16) -> bool {
+    std::net::TcpStream::connect((host, port)).is_ok()
 }
 
 /// Waits up to 60 s for `ready`, failing early when the process exits.
@@ -51,27 +51,34 @@ fn wait_for(process: &mut ChildProcess, what: &str, ready: impl Fn(&ChildProcess
     panic!("not {what} within 60s:\n{}", process.log());
 }
 
-/// A moto server on loopback.
+/// A moto server.
 pub struct Moto {
     process: ChildProcess,
+    host: String,
     port: u16,
 }
 
 impl Moto {
     /// Installs (first run) and starts moto's server on a free loopback port.
     pub fn start() -> Moto {
+        Moto::start_on("127.0.0.1")
+    }
+
+    /// Like [`Moto::start`], listening on `host` (e.g. [`crate::node_ip`], where the one-node
+    /// cluster's Pods reach the host).
+    pub fn start_on(host: &str) -> Moto {
         let venv = cached_tool("install-moto.sh");
         let port = free_port();
         let mut cmd = Command::new(venv.join("bin/moto_server"));
-        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        cmd.args(["-H", host, "-p", &port.to_string()]);
         let mut process = spawn_logged("moto", cmd);
-        wait_for_port(port, &mut process, "moto_server");
-        Moto { process, port }
+        wait_for_port(host, port, &mut process, "moto_server");
+        Moto { process, host: host.to_string(), port }
     }
 
-    /// `http://127.0.0.1:<port>`: the endpoint the AWS SDK is pointed at.
+    /// `http://<host>:<port>`: the endpoint the AWS SDK is pointed at.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// Environment of an AWS provider process that talks to this server.
@@ -106,9 +113,10 @@ impl Moto {
     }
 }
 
-/// `vault server -dev` on loopback (in-memory, unsealed, KV v2 mounted at `secret/`).
+/// `vault server -dev` (in-memory, unsealed, KV v2 mounted at `secret/`).
 pub struct VaultDev {
     process: ChildProcess,
+    host: String,
     port: u16,
     root_token: String,
     bin: PathBuf,
@@ -119,16 +127,22 @@ pub struct VaultDev {
 impl VaultDev {
     /// Builds Vault (first run) and starts a dev server on a free loopback port (plain HTTP).
     pub fn start() -> VaultDev {
-        VaultDev::start_with(false)
+        VaultDev::start_with(false, "127.0.0.1")
+    }
+
+    /// Like [`VaultDev::start`], listening on `host` (e.g. [`crate::node_ip`], where the
+    /// one-node cluster's Pods reach the host).
+    pub fn start_on(host: &str) -> VaultDev {
+        VaultDev::start_with(false, host)
     }
 
     /// Like [`VaultDev::start`], serving HTTPS with a certificate for `127.0.0.1` signed by a CA
     /// the server generates (`-dev-tls`); [`VaultDev::ca_pem`] is that CA.
     pub fn start_tls() -> VaultDev {
-        VaultDev::start_with(true)
+        VaultDev::start_with(true, "127.0.0.1")
     }
 
-    fn start_with(tls: bool) -> VaultDev {
+    fn start_with(tls: bool, host: &str) -> VaultDev {
         let bin = cached_tool("build-vault.sh").join("vault");
         let port = crate::process::free_ports(2);
         let root_token = format!("root-{:016x}", rand::random::<u64>());
@@ -136,7 +150,7 @@ impl VaultDev {
         let mut cmd = Command::new(&bin);
         cmd.args(["server", "-dev", "-dev-no-store-token"])
             .arg(format!("-dev-root-token-id={root_token}"))
-            .arg(format!("-dev-listen-address=127.0.0.1:{port}"))
+            .arg(format!("-dev-listen-address={host}:{port}"))
             // Dev servers otherwise read ~/.vault-token and the machine's VAULT_* settings.
             .env_remove("VAULT_ADDR")
             .env_remove("VAULT_TOKEN")
@@ -145,15 +159,15 @@ impl VaultDev {
             cmd.arg("-dev-tls").arg(format!("-dev-tls-cert-dir={}", dir.path().display()));
         }
         let mut process = spawn_logged("vault", cmd);
-        wait_for_port(port, &mut process, "vault server -dev");
+        wait_for_port(host, port, &mut process, "vault server -dev");
         // The dev server's cluster listener takes the next port once unsealed (free_ports(2) keeps
         // this test binary from handing it out); wait for it too, so another process's check finds
         // it taken. Another process may still take it first: then the dev server, which never
         // uses its cluster listener, logs the bind error and serves on.
         wait_for(&mut process, "vault server -dev's cluster listener started or refused", |p| {
-            listening(port + 1) || p.log().contains("cluster-listener.tcp: error starting listener")
+            listening(host, port + 1) || p.log().contains("cluster-listener.tcp: error starting listener")
         });
-        let vault = VaultDev { process, port, root_token, bin, tls_dir };
+        let vault = VaultDev { process, host: host.to_string(), port, root_token, bin, tls_dir };
         // Unsealed and the KV mount ready.
         let start = Instant::now();
         while vault.try_cli(&["kv", "list", "secret/"]).is_err_and(|e| !e.contains("No value found")) {
@@ -163,10 +177,10 @@ impl VaultDev {
         vault
     }
 
-    /// `http://127.0.0.1:<port>` (`https://` with TLS).
+    /// `http://<host>:<port>` (`https://` with TLS).
     pub fn address(&self) -> String {
         let scheme = if self.tls_dir.is_some() { "https" } else { "http" };
-        format!("{scheme}://127.0.0.1:{}", self.port)
+        format!("{scheme}://{}:{}", self.host, self.port)
     }
 
     /// The PEM CA that signs the server's certificate (a TLS server only).
@@ -329,7 +343,7 @@ impl Slapd {
         // -d 0: in the foreground (stopped on drop), without debug output.
         cmd.arg("-h").arg(format!("ldap://127.0.0.1:{port}/")).arg("-f").arg(&conf).args(["-d", "0"]);
         let mut process = spawn_logged("slapd", cmd);
-        wait_for_port(port, &mut process, "slapd");
+        wait_for_port("127.0.0.1", port, &mut process, "slapd");
         Slapd { process, port, _dir: dir }
     }
 

@@ -70,7 +70,7 @@ pub enum StoreProviderError {
     /// A provider Keyward serves whose process this installation does not run.
     #[error(
         "spec.provider.{0} is served by Keyward's {0} provider, which this installation does not run: enable it \
-         (chart value providers[].enabled for {0}; reconciler flag --store-provider {0}=host:port)"
+         (chart value providers.{0}.enabled=true; reconciler flag --store-provider {0}=host:port)"
     )]
     NotEnabled(String),
 }

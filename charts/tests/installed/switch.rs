@@ -1,0 +1,169 @@
+//! The in-place switch of `docs/migrating.md`, followed as a user follows it: upstream's CRDs
+//! (release 2.9.0) hold what upstream's controller left (`keyward_e2e::switch`: a Vault
+//! ClusterSecretStore, a Parameter Store SecretStore, ExternalSecrets with their target Secrets,
+//! a PushSecret, a ClusterExternalSecret), owned by upstream's Helm release; then the guide's
+//! own commands hand the CRDs over and its values file installs Keyward with `helm install`.
+//! Vault's dev server and moto listen on the node's bridge address, where the provider Pods
+//! reach them. Upstream's controller itself never ran here, so the guide's first step (stopping
+//! it) has nothing to stop.
+
+use std::path::Path;
+use std::time::Duration;
+
+use keyward_chart_tests::installed::{eventually, image, kubectl};
+use keyward_chart_tests::{chart_dir, helm, run};
+use keyward_e2e::stores::{Moto, VaultDev};
+use keyward_e2e::switch::{UpstreamInstall, apply_crds, upstream_crds};
+use keyward_e2e::{node_cluster, node_ip, repo_root};
+use serde_json::json;
+
+use super::{NS, RELEASE, SERIAL, describe, output};
+
+const TENANT: &str = "kw-switch";
+
+/// The code block of `docs/migrating.md` in `lang` that contains `marker`, unindented.
+fn guide_block(lang: &str, marker: &str) -> String {
+    let guide = std::fs::read_to_string(repo_root().join("docs/migrating.md")).expect("docs/migrating.md");
+    let fence = format!("```{lang}\n");
+    guide
+        .split(&fence)
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .map(|block| block.lines().map(str::trim_start).collect::<Vec<_>>().join("\n"))
+        .find(|block| block.contains(marker))
+        .unwrap_or_else(|| panic!("docs/migrating.md has no {lang} block with {marker:?}"))
+}
+
+/// The CRDs of both External Secrets groups on the cluster.
+fn external_secrets_crds(kc: &Path) -> Vec<String> {
+    output(kc, &["get", "crd", "-o", "name"])
+        .lines()
+        .filter(|l| l.ends_with(".external-secrets.io"))
+        .map(String::from)
+        .collect()
+}
+
+/// Deletes every External Secrets CRD (what an earlier install in this run left), releasing the
+/// finalizers of objects no controller will process any more.
+fn remove_external_secrets_crds(kc: &Path) {
+    for crd in external_secrets_crds(kc) {
+        let plural = crd.trim_start_matches("customresourcedefinition.apiextensions.k8s.io/");
+        let jsonpath = r#"jsonpath={range .items[?(@.metadata.finalizers)]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}"#;
+        for object in output(kc, &["get", plural, "-A", "-o", jsonpath]).lines() {
+            let (ns, name) = object.split_once('/').unwrap_or(("", object));
+            let mut patch = kubectl(kc);
+            patch.args(["patch", plural, name, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]);
+            if !ns.is_empty() {
+                patch.args(["-n", ns]);
+            }
+            let _ = patch.output();
+        }
+        run({
+            let mut c = kubectl(kc);
+            c.args(["delete", &crd, "--wait=true", "--timeout=120s"]);
+            c
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
+    let _serial = SERIAL.lock().await;
+    let cluster = node_cluster().await;
+    let kc = cluster.kubeconfig();
+    image(cluster);
+
+    // Upstream's CRDs, owned by upstream's Helm release as its chart installs them.
+    remove_external_secrets_crds(kc);
+    apply_crds(cluster, &upstream_crds());
+    for crd in external_secrets_crds(kc) {
+        run({
+            let mut c = kubectl(kc);
+            c.args(["annotate", &crd, "--overwrite"])
+                .args(["meta.helm.sh/release-name=external-secrets", "meta.helm.sh/release-namespace=external-secrets"]);
+            c
+        });
+        run({
+            let mut c = kubectl(kc);
+            c.args(["label", &crd, "--overwrite", "app.kubernetes.io/managed-by=Helm"]);
+            c
+        });
+    }
+    let host = node_ip();
+    let vault = VaultDev::start_on(&host);
+    let moto = Moto::start_on(&host);
+    run({
+        let mut c = kubectl(kc);
+        c.args(["create", "namespace", TENANT]);
+        c
+    });
+    let client = cluster.client().await;
+    let hash = keyward_reconciler::externalsecret::target::upstream_data_hash;
+    let upstream = UpstreamInstall::leave(&client, TENANT, &vault, &moto, json!({}), hash).await;
+
+    // The guide's step 2: its loop hands the CRDs over, its values file names the providers.
+    let handover = guide_block("sh", "meta.helm.sh/release-name=keyward");
+    run({
+        let mut c = std::process::Command::new("bash");
+        c.args(["-euo", "pipefail", "-c", &handover]).env("KUBECONFIG", kc);
+        c
+    });
+    let mut values: serde_yaml::Value =
+        serde_yaml::from_str(&guide_block("yaml", "values-switch.yaml")).expect("the guide's values file");
+    let env: Vec<serde_yaml::Value> = moto
+        .provider_env()
+        .into_iter()
+        .map(|(name, value)| serde_yaml::to_value(json!({"name": name, "value": value})).expect("env entry"))
+        .collect();
+    values["providers"]["aws"]["env"] = serde_yaml::Value::Sequence(env);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let values_file = dir.path().join("values-switch.yaml");
+    std::fs::write(&values_file, serde_yaml::to_string(&values).expect("values YAML")).expect("values");
+    let mut install = helm(kc);
+    install
+        .args(["install", RELEASE])
+        .arg(chart_dir())
+        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
+        .arg(&values_file);
+    run(install);
+    let crds = output(kc, &["get", "crd", "externalsecrets.external-secrets.io", "-o", "jsonpath={.spec.versions[*].name}"]);
+    assert!(crds.split_whitespace().any(|v| v == "v1"), "Keyward's CRD serves v1: {crds}");
+    // The Pods of both store providers run.
+    for provider in ["vault", "aws"] {
+        eventually(
+            &format!("the {provider} provider Pod is Ready"),
+            Duration::from_secs(60),
+            || {
+                let ready = output(
+                    kc,
+                    &[
+                        "get",
+                        "pods",
+                        "-n",
+                        NS,
+                        "-l",
+                        &format!("app.kubernetes.io/component=provider-{provider}"),
+                        "-o",
+                        r#"jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}"#,
+                    ],
+                );
+                (ready == "True").then_some(())
+            },
+            || describe(kc, NS),
+        )
+        .await;
+    }
+
+    upstream.assert_taken_over(&vault, &moto, Duration::from_secs(120)).await;
+
+    // Clean slate: the tenant namespace goes while Keyward still runs (the PushSecret's
+    // finalizer deletes what it pushed), then the cluster-scoped objects and the release.
+    let _ = kubectl(kc).args(["delete", "namespace", TENANT, "--wait=true", "--timeout=120s"]).output();
+    for kind in ["clustersecretstore", "clusterexternalsecret"] {
+        let _ = kubectl(kc).args(["delete", kind, "--all", "--wait=true", "--timeout=60s"]).output();
+    }
+    let mut uninstall = helm(kc);
+    uninstall.args(["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "3m"]);
+    run(uninstall);
+    let _ = kubectl(kc).args(["delete", "namespace", NS, "--wait=true", "--timeout=120s"]).output();
+}
