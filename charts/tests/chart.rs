@@ -280,7 +280,11 @@ async fn assert_common_objects(client: &Client, ns: &str, f: &str) {
     let fake_rules = roles.get(&format!("{f}-provider-fake")).await.expect("fake provider ClusterRole").rules;
     let fake_resources: Vec<String> =
         fake_rules.unwrap_or_default().into_iter().flat_map(|r| r.resources.unwrap_or_default()).collect();
-    assert_eq!(fake_resources, ["fakes"], "the fake provider reads only its config kind");
+    assert_eq!(
+        fake_resources,
+        ["fakes", "secretstores", "clustersecretstores"],
+        "the fake provider reads only its config kinds (no Secrets: its data is in its config)"
+    );
 
     let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone()).get(f).await.expect("validating");
     let webhooks = vwc.webhooks.expect("webhooks");
