@@ -30,7 +30,7 @@ use crate::client::{build_config, map_sdk_error};
 use crate::mapping::{
     MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version, secret_name,
 };
-use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map, value_property, without_property};
+use keyward_provider_runtime::json::{has_property, push_value, value_map, value_property, without_property};
 
 /// Most secrets or parameters a find lists (listing stops there).
 pub(crate) const FIND_LIMIT: usize = 10_000;
@@ -441,10 +441,7 @@ impl Provider for SecretsManagerProvider {
                 let Some(raw) = self.current_value(&target, &name).await? else {
                     return Ok(false);
                 };
-                Ok(serde_json::from_slice::<serde_json::Value>(&raw)
-                    .ok()
-                    .and_then(|v| property(&v, &remote_ref.property).map(json_bytes))
-                    .is_some())
+                Ok(has_property(&raw, &remote_ref.property))
             }
         }
     }

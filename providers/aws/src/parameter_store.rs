@@ -16,7 +16,7 @@ use base64::Engine;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef};
 use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
 use keyward_provider_runtime::json::{
-    find_regex, json_bytes, property, push_metadata_spec, push_value, value_map, value_property, without_property,
+    find_regex, has_property, push_metadata_spec, push_value, value_map, value_property, without_property,
 };
 use keyward_provider_runtime::{ProviderError, SecretMap};
 use serde::Deserialize;
@@ -566,10 +566,7 @@ impl SecretsManagerProvider {
         if remote_ref.property.is_empty() {
             return Ok(true);
         }
-        Ok(serde_json::from_str::<serde_json::Value>(&current.value)
-            .ok()
-            .and_then(|v| property(&v, &remote_ref.property).map(json_bytes))
-            .is_some())
+        Ok(has_property(current.value.as_bytes(), &remote_ref.property))
     }
 }
 

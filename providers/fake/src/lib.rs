@@ -2,9 +2,15 @@
 //! (`provider.external-secrets.io/v2alpha1`), keeps pushed values in memory. For tests and
 //! demos; nothing it holds survives a restart.
 //!
+//! Its configuration is read like every store provider's (`ClusterRefs::resolve_config`: the
+//! Fake object, or a store's `spec.provider.fake`, checked by `keyward_crds::rules::validate_fake`),
+//! and JSON values are read and written with the runtime's `json` helpers, so a `property`
+//! resolves as in the other providers: a literal key first, then a dotted path whose numeric
+//! parts index arrays.
+//!
 //! - GetSecret: the entry whose key matches (and whose version matches the requested one; no
-//!   version asks for the entry without one). With `property`, the value is read as a JSON
-//!   object and that property returned (strings as-is, anything else as JSON).
+//!   version asks for the entry without one). With `property`, that property of the value read
+//!   as a JSON object (strings as-is, anything else as JSON).
 //! - GetSecretMap: the value read as a JSON object, one map entry per property.
 //! - GetAllSecrets: entries whose key matches `find.name.regexp` and starts with `find.path`;
 //!   entries carry no tags, so a `find` with tags is refused as unsupported.
@@ -13,80 +19,54 @@
 //!   property is given). Pushed values shadow static entries with the same key.
 //! - DeleteSecret / SecretExists: on pushed values (and static entries, for SecretExists).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
 
-use futures::StreamExt;
 use keyward_crds::rules::StoreBackend;
 use keyward_crds::{Fake, FakeSpec};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
-use keyward_provider_runtime::refs::store_backend;
+use keyward_provider_runtime::json::{
+    find_regex, has_property, push_value, value_map, value_property, without_property,
+};
+use keyward_provider_runtime::refs::ClusterRefs;
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::Client;
 
 /// Pushed values: (config namespace, config name, remote key) → value.
 type Pushed = HashMap<(String, String, String), Vec<u8>>;
 
 /// The Fake provider.
 pub struct FakeProvider {
-    client: Client,
-    store: Store<Fake>,
+    refs: ClusterRefs,
     pushed: Mutex<Pushed>,
 }
 
 impl FakeProvider {
-    /// Starts watching Fake objects (they are small and few) and returns the provider.
+    /// The provider, reading the configuration each request names with `client` (the
+    /// provider's own identity). Configurations are read on every call, as the other providers
+    /// do, so an edited Fake object serves its new entries at once.
     pub fn start(client: Client) -> Self {
-        let (store, writer) = reflector::store();
-        let api: Api<Fake> = Api::all(client.clone());
-        let stream =
-            reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff().touched_objects();
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                if let Err(e) = event {
-                    tracing::warn!(error = %e, "watching Fake objects");
-                }
-            }
-        });
-        FakeProvider { client, store, pushed: Mutex::new(HashMap::new()) }
+        FakeProvider { refs: ClusterRefs::new(client), pushed: Mutex::new(HashMap::new()) }
     }
 
-    /// The Fake spec the request names: from the watch cache, else straight from the API (a
-    /// just-created object may not have reached the cache yet).
-    /// A SecretStore or ClusterSecretStore request reads the store's `spec.provider.fake`
-    /// (translated by `keyward_crds::rules::store_backend`).
-    async fn config(&self, ctx: &RequestContext) -> Result<Arc<Fake>, ProviderError> {
-        match store_backend(&self.client, ctx).await? {
-            Some((StoreBackend::Fake(spec), _)) => return Ok(Arc::new(Fake::new(&ctx.name, spec))),
-            Some((other, _)) => {
-                return Err(ProviderError::BadConfig(format!(
-                    "{} {}: spec.provider.{} is served by another provider process",
-                    ctx.kind,
-                    ctx.name,
-                    other.provider_name()
-                )));
-            }
-            None => {}
-        }
-        let ns = ctx.config_namespace();
-        if let Some(found) = self.store.get(&ObjectRef::new(&ctx.name).within(ns)) {
-            return Ok(found);
-        }
-        let api: Api<Fake> = Api::namespaced(self.client.clone(), ns);
-        match api.get_opt(&ctx.name).await {
-            Ok(Some(f)) => Ok(Arc::new(f)),
-            Ok(None) => Err(ProviderError::BadConfig(format!(
-                "Fake {ns}/{} not found (provider_ref.namespace, else the source namespace)",
-                ctx.name
-            ))),
-            Err(e) => Err(ProviderError::Unavailable(format!("reading Fake {ns}/{}: {e}", ctx.name))),
-        }
+    /// The Fake spec the request names: a Fake object, or the `spec.provider.fake` of a
+    /// SecretStore or ClusterSecretStore, checked by the configuration rules either way.
+    async fn config(&self, ctx: &RequestContext) -> Result<FakeSpec, ProviderError> {
+        let resolved = self
+            .refs
+            .resolve_config(
+                ctx,
+                |f: Fake| f.spec,
+                |backend| match backend {
+                    StoreBackend::Fake(spec) => Ok(spec),
+                    other => Err(other),
+                },
+                keyward_crds::rules::validate_fake,
+            )
+            .await?;
+        Ok(resolved.spec)
     }
 
     fn pushed(&self) -> std::sync::MutexGuard<'_, Pushed> {
@@ -99,11 +79,11 @@ impl FakeProvider {
 
     /// The value of `key` (pushed first, then the static entry with the version).
     async fn value(&self, ctx: &RequestContext, key: &str, version: &str) -> Result<Vec<u8>, ProviderError> {
-        let config = self.config(ctx).await?;
+        let spec = self.config(ctx).await?;
         if let Some(v) = self.pushed().get(&Self::pushed_key(ctx, key)) {
             return Ok(v.clone());
         }
-        static_entry(&config.spec, key, version).map(|v| v.as_bytes().to_vec()).ok_or_else(|| {
+        static_entry(&spec, key, version).map(|v| v.as_bytes().to_vec()).ok_or_else(|| {
             ProviderError::NoSecret(if version.is_empty() {
                 format!("key {key:?} not found")
             } else {
@@ -118,76 +98,13 @@ pub fn static_entry<'a>(spec: &'a FakeSpec, key: &str, version: &str) -> Option<
     spec.data.iter().find(|e| e.key == key && e.version.as_deref().unwrap_or("") == version).map(|e| e.value.as_str())
 }
 
-/// One property of a JSON object value: strings as-is, anything else as JSON.
-pub fn json_property(value: &[u8], key: &str, property: &str) -> Result<Vec<u8>, ProviderError> {
-    let map = json_object(value, key)?;
-    map.get(property)
-        .map(json_to_bytes)
-        .ok_or_else(|| ProviderError::NoSecret(format!("key {key:?} has no property {property:?}")))
-}
-
-/// A JSON object value as a map of its properties.
-pub fn json_map(value: &[u8], key: &str) -> Result<SecretMap, ProviderError> {
-    Ok(json_object(value, key)?.iter().map(|(k, v)| (k.clone(), json_to_bytes(v))).collect())
-}
-
-fn json_object(value: &[u8], key: &str) -> Result<serde_json::Map<String, serde_json::Value>, ProviderError> {
-    match serde_json::from_slice::<serde_json::Value>(value) {
-        Ok(serde_json::Value::Object(m)) => Ok(m),
-        _ => Err(ProviderError::InvalidArgument(format!(
-            "the value of key {key:?} is not a JSON object, so it has no properties"
-        ))),
-    }
-}
-
-fn json_to_bytes(v: &serde_json::Value) -> Vec<u8> {
-    match v {
-        serde_json::Value::String(s) => s.as_bytes().to_vec(),
-        other => other.to_string().into_bytes(),
-    }
-}
-
-/// A Secret's data as a JSON object of strings (non-UTF-8 values are refused).
-pub fn data_to_json(data: &SecretMap) -> Result<Vec<u8>, ProviderError> {
-    let mut out = BTreeMap::new();
-    for (k, v) in data {
-        let s = std::str::from_utf8(v).map_err(|_| {
-            ProviderError::InvalidArgument(format!("value of {k:?} is not UTF-8 and cannot go into JSON"))
-        })?;
-        out.insert(k.clone(), serde_json::Value::String(s.to_string()));
-    }
-    serde_json::to_vec(&out).map_err(|e| ProviderError::Internal(e.to_string()))
-}
-
-/// The value a push writes, given what is stored already (for property pushes).
-pub fn pushed_value(
-    existing: Option<&[u8]>,
-    secret_data: &SecretMap,
-    data: &PushSecretData,
-) -> Result<Vec<u8>, ProviderError> {
-    let value = if data.secret_key.is_empty() {
-        data_to_json(secret_data)?
+/// GetSecret on a value: the whole value, or with `property` that property of it read as JSON.
+pub fn secret_value(value: Vec<u8>, remote_ref: &ExternalSecretDataRemoteRef) -> Result<Vec<u8>, ProviderError> {
+    if remote_ref.property.is_empty() {
+        Ok(value)
     } else {
-        secret_data
-            .get(&data.secret_key)
-            .cloned()
-            .ok_or_else(|| ProviderError::InvalidArgument(format!("source has no key {:?}", data.secret_key)))?
-    };
-    if data.property.is_empty() {
-        return Ok(value);
+        value_property(&value, &remote_ref.key, &remote_ref.property)
     }
-    let mut obj = match existing {
-        Some(bytes) => json_object(bytes, &data.remote_key)?,
-        None => serde_json::Map::new(),
-    };
-    let v = match std::str::from_utf8(&value) {
-        Ok(s) => serde_json::Value::String(s.to_string()),
-        Err(_) => {
-            return Err(ProviderError::InvalidArgument(format!("value for property {:?} is not UTF-8", data.property)));
-        }
-    };
-    obj.insert(data.property.clone(), v);
-    serde_json::to_vec(&obj).map_err(|e| ProviderError::Internal(e.to_string()))
 }
 
 #[tonic::async_trait]
@@ -198,11 +115,7 @@ impl Provider for FakeProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let value = self.value(ctx, &remote_ref.key, &remote_ref.version).await?;
-        if remote_ref.property.is_empty() {
-            Ok(value)
-        } else {
-            json_property(&value, &remote_ref.key, &remote_ref.property)
-        }
+        secret_value(value, remote_ref)
     }
 
     async fn get_secret_map(
@@ -211,12 +124,7 @@ impl Provider for FakeProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let value = self.value(ctx, &remote_ref.key, &remote_ref.version).await?;
-        if remote_ref.property.is_empty() {
-            json_map(&value, &remote_ref.key)
-        } else {
-            let inner = json_property(&value, &remote_ref.key, &remote_ref.property)?;
-            json_map(&inner, &format!("{}.{}", remote_ref.key, remote_ref.property))
-        }
+        value_map(&value, &remote_ref.key, &remote_ref.property)
     }
 
     async fn get_all_secrets(
@@ -229,17 +137,11 @@ impl Provider for FakeProvider {
                 "Fake entries have no tags; find them by name.regexp or path".into(),
             ));
         }
-        let re = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
-            Some(r) => Some(
-                regex::Regex::new(r)
-                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
-            ),
-            None => None,
-        };
+        let re = find_regex(find)?;
         let matches = |key: &str| key.starts_with(&find.path) && re.as_ref().is_none_or(|re| re.is_match(key));
-        let config = self.config(ctx).await?;
+        let spec = self.config(ctx).await?;
         let mut out = SecretMap::new();
-        for e in config.spec.data.iter().filter(|e| e.version.is_none()) {
+        for e in spec.data.iter().filter(|e| e.version.is_none()) {
             if matches(&e.key) {
                 out.insert(e.key.clone(), e.value.as_bytes().to_vec());
             }
@@ -262,7 +164,7 @@ impl Provider for FakeProvider {
         self.config(ctx).await?;
         let key = Self::pushed_key(ctx, &data.remote_key);
         let mut pushed = self.pushed();
-        let value = pushed_value(pushed.get(&key).map(Vec::as_slice), secret_data, data)?;
+        let value = push_value(pushed.get(&key).map(Vec::as_slice), secret_data, data, &data.remote_key)?;
         pushed.insert(key, value);
         tracing::info!(remote_key = %data.remote_key, property = %data.property, "stored pushed value in memory");
         Ok(())
@@ -277,14 +179,10 @@ impl Provider for FakeProvider {
             return Ok(());
         }
         if let Some(existing) = pushed.get(&key) {
-            let mut obj = json_object(existing, &remote_ref.remote_key)?;
-            obj.remove(&remote_ref.property);
-            if obj.is_empty() {
-                pushed.remove(&key);
-            } else {
-                let bytes = serde_json::to_vec(&obj).map_err(|e| ProviderError::Internal(e.to_string()))?;
-                pushed.insert(key, bytes);
-            }
+            match without_property(existing, &remote_ref.remote_key, &remote_ref.property)? {
+                Some(rest) => pushed.insert(key, rest),
+                None => pushed.remove(&key),
+            };
         }
         Ok(())
     }
@@ -302,21 +200,17 @@ impl Provider for FakeProvider {
         if remote_ref.property.is_empty() {
             return Ok(true);
         }
-        Ok(json_object(&value, &remote_ref.remote_key).is_ok_and(|o| o.contains_key(&remote_ref.property)))
+        Ok(has_property(&value, &remote_ref.property))
     }
 
     async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
-        let config = self.config(ctx).await?;
-        keyward_crds::rules::validate_fake(&config.spec).map_err(|e| ProviderError::BadConfig(e.to_string()))?;
-        Ok(if config.spec.data.is_empty() { vec!["the Fake config has no entries".to_string()] } else { vec![] })
+        // The configuration rules are checked where it is read.
+        let spec = self.config(ctx).await?;
+        Ok(if spec.data.is_empty() { vec!["the Fake config has no entries".to_string()] } else { vec![] })
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
-    }
-
-    async fn ready(&self) -> bool {
-        tokio::time::timeout(Duration::from_millis(200), self.store.wait_until_ready()).await.is_ok_and(|r| r.is_ok())
     }
 }
 
@@ -324,15 +218,17 @@ impl Provider for FakeProvider {
 mod tests {
     use super::*;
     use keyward_crds::provider_config::FakeEntry;
+    use keyward_provider_runtime::check_provider_ref;
+    use keyward_provider_runtime::testkit::provider_ref;
+    use serde_json::json;
+
+    const NS: &str = "team-a";
+    const FAKE_PATH: &str = "/apis/provider.external-secrets.io/v2alpha1/namespaces/team-a/fakes/static";
 
     fn spec() -> FakeSpec {
         FakeSpec {
             data: vec![
-                FakeEntry {
-                    key: "db".into(),
-                    version: None,
-                    value: r#"{"user":"app","port":5432,"nested":{"a":"b"}}"#.into(),
-                },
+                FakeEntry { key: "db".into(), version: None, value: r#"{"user":"app"}"#.into() },
                 FakeEntry { key: "db".into(), version: Some("v1".into()), value: "old".into() },
                 FakeEntry { key: "plain".into(), version: None, value: "text".into() },
             ],
@@ -348,41 +244,102 @@ mod tests {
         assert_eq!(static_entry(&s, "nope", ""), None);
     }
 
-    #[test]
-    fn json_properties() {
-        let v = static_entry(&spec(), "db", "").expect("entry").as_bytes().to_vec();
-        assert_eq!(json_property(&v, "db", "user").expect("user"), b"app");
-        assert_eq!(json_property(&v, "db", "port").expect("port"), b"5432");
-        assert_eq!(json_property(&v, "db", "nested").expect("nested"), br#"{"a":"b"}"#);
-        assert!(json_property(&v, "db", "missing").expect_err("missing").is_not_found());
-        let e = json_property(b"text", "plain", "x").expect_err("not json");
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
-        let m = json_map(&v, "db").expect("map");
-        assert_eq!(m.len(), 3);
-        assert_eq!(m["user"], b"app");
+    /// A provider whose API server holds one Fake object, `team-a/static`, and answers 404 for
+    /// anything else, as the API server does. Only the configuration read goes to it.
+    fn provider() -> FakeProvider {
+        let fake = json!({
+            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake",
+            "metadata": {"name": "static", "namespace": NS, "generation": 1},
+            "spec": {"data": [
+                {"key": "app", "value": r#"{"db":{"host":"primary","port":5432},"replicas":[{"host":"r0"},{"host":"r1"}],"a.b":"literal"}"#},
+                {"key": "plain", "value": "text"}
+            ]}
+        });
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (status, body) = if req.uri().path() == FAKE_PATH {
+                (200, fake.clone())
+            } else {
+                (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                             "message": "not found", "code": 404}),
+                )
+            };
+            let answer = http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body.to_string().into_bytes()));
+            async move { answer }
+        });
+        FakeProvider::start(Client::new(service, NS))
     }
 
-    #[test]
-    fn push_values() {
-        let mut src = SecretMap::new();
-        src.insert("password".into(), b"s3cret".to_vec());
-        src.insert("user".into(), b"app".to_vec());
-        let whole = PushSecretData { remote_key: "r".into(), ..Default::default() };
-        let v = pushed_value(None, &src, &whole).expect("whole");
-        let parsed: serde_json::Value = serde_json::from_slice(&v).expect("json");
-        assert_eq!(parsed, serde_json::json!({"password":"s3cret","user":"app"}));
-        let one = PushSecretData { remote_key: "r".into(), secret_key: "password".into(), ..Default::default() };
-        assert_eq!(pushed_value(None, &src, &one).expect("one"), b"s3cret");
-        let prop = PushSecretData {
-            remote_key: "r".into(),
-            secret_key: "password".into(),
-            property: "pw".into(),
+    fn ctx(name: &str) -> RequestContext {
+        check_provider_ref("GetSecret", Some(&provider_ref("Fake", name, "", "Provider")), NS, true).expect("ctx")
+    }
+
+    fn rr(key: &str, property: &str) -> ExternalSecretDataRemoteRef {
+        ExternalSecretDataRemoteRef { key: key.into(), property: property.into(), ..Default::default() }
+    }
+
+    async fn get(p: &FakeProvider, key: &str, property: &str) -> Result<String, ProviderError> {
+        let bytes = p.get_secret(&ctx("static"), &rr(key, property)).await?;
+        Ok(String::from_utf8(bytes).expect("UTF-8"))
+    }
+
+    #[tokio::test]
+    async fn properties_resolve_as_in_the_other_providers() {
+        let p = provider();
+        assert_eq!(get(&p, "app", "db.host").await.expect("dotted path"), "primary");
+        assert_eq!(get(&p, "app", "db.port").await.expect("number"), "5432");
+        assert_eq!(get(&p, "app", "replicas.1.host").await.expect("array index"), "r1");
+        assert_eq!(get(&p, "app", "a.b").await.expect("literal key"), "literal", "a literal key wins");
+        assert_eq!(get(&p, "app", "db").await.expect("object"), r#"{"host":"primary","port":5432}"#);
+        assert!(get(&p, "app", "replicas.2.host").await.expect_err("past the end").is_not_found());
+        assert!(get(&p, "app", "db.nope").await.expect_err("missing").is_not_found());
+        let e = get(&p, "plain", "x").await.expect_err("not JSON");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+        assert_eq!(get(&p, "plain", "").await.expect("whole value"), "text");
+
+        let map = p.get_secret_map(&ctx("static"), &rr("app", "replicas.0")).await.expect("map of a path");
+        assert_eq!(map, SecretMap::from([("host".to_string(), b"r0".to_vec())]));
+        let exists =
+            |prop: &str| PushSecretRemoteRef { remote_key: "app".into(), property: prop.into(), ..Default::default() };
+        assert!(p.secret_exists(&ctx("static"), &exists("replicas.1.host")).await.expect("exists"));
+        assert!(!p.secret_exists(&ctx("static"), &exists("replicas.5")).await.expect("absent"));
+    }
+
+    #[tokio::test]
+    async fn pushed_values_are_read_the_same_way() {
+        let p = provider();
+        let src = SecretMap::from([("pw".to_string(), b"s3cret".to_vec())]);
+        let push = |prop: &str| PushSecretData {
+            remote_key: "pushed".into(),
+            secret_key: "pw".into(),
+            property: prop.into(),
             ..Default::default()
         };
-        let v = pushed_value(Some(br#"{"keep":"me"}"#), &src, &prop).expect("prop");
-        let parsed: serde_json::Value = serde_json::from_slice(&v).expect("json");
-        assert_eq!(parsed, serde_json::json!({"keep":"me","pw":"s3cret"}));
-        let missing = PushSecretData { remote_key: "r".into(), secret_key: "nope".into(), ..Default::default() };
-        assert!(pushed_value(None, &src, &missing).is_err());
+        p.push_secret(&ctx("static"), &src, &push("password")).await.expect("push");
+        p.push_secret(&ctx("static"), &src, &push("again")).await.expect("push into the same value");
+        let whole: serde_json::Value =
+            serde_json::from_str(&get(&p, "pushed", "").await.expect("pushed")).expect("JSON");
+        assert_eq!(whole, json!({"password": "s3cret", "again": "s3cret"}));
+        assert_eq!(get(&p, "pushed", "password").await.expect("property"), "s3cret");
+        let delete = |prop: &str| PushSecretRemoteRef {
+            remote_key: "pushed".into(),
+            property: prop.into(),
+            ..Default::default()
+        };
+        p.delete_secret(&ctx("static"), &delete("password")).await.expect("delete a property");
+        assert!(get(&p, "pushed", "password").await.expect_err("deleted").is_not_found());
+        p.delete_secret(&ctx("static"), &delete("again")).await.expect("delete the last property");
+        assert!(get(&p, "pushed", "").await.expect_err("gone with its last property").is_not_found());
+    }
+
+    #[tokio::test]
+    async fn a_missing_configuration_is_a_precondition() {
+        let e = provider().get_secret(&ctx("missing"), &rr("app", "")).await.expect_err("no such Fake");
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+        assert!(e.to_string().contains("Fake team-a/missing not found"), "{e}");
     }
 }

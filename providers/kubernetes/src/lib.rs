@@ -33,6 +33,7 @@ use crate::mapping::{
     secret_map, secret_value, tags_selector,
 };
 use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
+use keyward_provider_runtime::json::find_regex;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 
 /// Secrets asked for per page when listing the target cluster.
@@ -40,7 +41,8 @@ const LIST_PAGE: u32 = 100;
 
 /// The Kubernetes provider.
 pub struct KubernetesProvider {
-    own: Client,
+    /// Reads config objects and what they name, with the provider's own client.
+    refs: ClusterRefs,
     own_config: Config,
     clients: ClientCache<Client>,
 }
@@ -58,8 +60,8 @@ struct Target {
 impl KubernetesProvider {
     /// A provider using `own_config` to read its config objects and credentials.
     pub fn new(own_config: Config) -> Result<Self, kube::Error> {
-        let own = Client::try_from(own_config.clone())?;
-        Ok(KubernetesProvider { own, own_config, clients: ClientCache::default() })
+        let refs = ClusterRefs::new(Client::try_from(own_config.clone())?);
+        Ok(KubernetesProvider { refs, own_config, clients: ClientCache::default() })
     }
 
     /// Number of cached target clients.
@@ -71,7 +73,8 @@ impl KubernetesProvider {
     /// of a SecretStore or ClusterSecretStore, checked by the configuration rules either way
     /// (`ClusterRefs::resolve_config`, shared by every provider).
     async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Option<i64>), ProviderError> {
-        let resolved = ClusterRefs::new(self.own.clone())
+        let resolved = self
+            .refs
             .resolve_config(
                 ctx,
                 |k: Kubernetes| k.spec,
@@ -90,15 +93,14 @@ impl KubernetesProvider {
         // The tenant boundary, for the whole config at once so the message lists every field.
         check_reach(ctx, &keyward_crds::rules::kubernetes_reach(&spec))?;
         let key = CacheKey::of(ctx, generation);
-        let client = match self.clients.get(&key) {
-            Some(c) => c,
-            None => {
-                let c = build_client(&self.own, &self.own_config, ctx, &spec).await?;
+        let client = self
+            .clients
+            .get_or_build(&key, async {
+                let c = build_client(&self.refs, &self.own_config, ctx, &spec).await?;
                 tracing::info!(generation = key.generation, "built a client for the target cluster");
-                self.clients.put(key.clone(), c.clone());
-                c
-            }
-        };
+                Ok(c)
+            })
+            .await?;
         Ok(Target {
             client,
             remote_namespace: spec.remote_namespace.clone(),
@@ -110,11 +112,7 @@ impl KubernetesProvider {
     /// Maps a target-cluster error; refused credentials evict the cached client so the next
     /// call reads them again.
     fn fail(&self, target: &Target, e: kube::Error, what: &str) -> ProviderError {
-        let err = map_kube_error(e, what);
-        if matches!(err, ProviderError::Unauthenticated(_)) {
-            self.clients.evict(&target.key);
-        }
-        err
+        self.clients.evict_if_refused(&target.key, map_kube_error(e, what))
     }
 
     /// Every operation reads the remote Secret through here first (a push and a delete write
@@ -182,13 +180,7 @@ impl Provider for KubernetesProvider {
         ctx: &RequestContext,
         find: &ExternalSecretFind,
     ) -> Result<SecretMap, ProviderError> {
-        let regex = match find.name.as_ref().map(|n| n.regexp.as_str()).filter(|r| !r.is_empty()) {
-            Some(r) => Some(
-                regex::Regex::new(r)
-                    .map_err(|e| ProviderError::InvalidArgument(format!("find.name.regexp {r:?}: {e}")))?,
-            ),
-            None => None,
-        };
+        let regex = find_regex(find)?;
         let target = self.target(ctx).await?;
         let ns = target.remote_namespace.clone();
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, PushSecretData};
+use keyward_provider_runtime::json::json_bytes;
 use keyward_provider_runtime::{ProviderError, RequestContext, SecretMap};
 use serde::Deserialize;
 
@@ -100,16 +101,7 @@ pub fn secret_map(secret: &Secret, remote_ref: &ExternalSecretDataRemoteRef) -> 
     }
     let raw = data_key(secret, &remote_ref.property)?;
     match serde_json::from_slice::<serde_json::Value>(&raw) {
-        Ok(serde_json::Value::Object(m)) => Ok(m
-            .into_iter()
-            .map(|(k, v)| {
-                let bytes = match v {
-                    serde_json::Value::String(s) => s.into_bytes(),
-                    other => other.to_string().into_bytes(),
-                };
-                (k, bytes)
-            })
-            .collect()),
+        Ok(serde_json::Value::Object(m)) => Ok(m.iter().map(|(k, v)| (k.clone(), json_bytes(v))).collect()),
         _ => Err(ProviderError::InvalidArgument(format!(
             "key {:?} of Secret {} is not a JSON object",
             remote_ref.property,

@@ -30,6 +30,12 @@ pub fn property<'a>(value: &'a serde_json::Value, property: &str) -> Option<&'a 
     })
 }
 
+/// Whether a secret value has `prop`, resolved as [`property`] resolves it (SecretExists with a
+/// property); a value that is not JSON has none.
+pub fn has_property(raw: &[u8], prop: &str) -> bool {
+    serde_json::from_slice::<serde_json::Value>(raw).is_ok_and(|v| property(&v, prop).is_some())
+}
+
 /// Reads a secret value as a JSON object, naming the secret when it is not one.
 pub fn json_object(raw: &[u8], name: &str) -> Result<serde_json::Map<String, serde_json::Value>, ProviderError> {
     match serde_json::from_slice::<serde_json::Value>(raw) {
@@ -165,6 +171,8 @@ mod tests {
         let m = value_map(raw, "s", "").unwrap();
         assert_eq!(m["port"], b"5432");
         assert_eq!(value_map(raw, "s", "db").unwrap()["host"], b"h");
+        assert!(has_property(raw, "db.host") && has_property(list, "friends.0.first") && has_property(raw, "a.b"));
+        assert!(!has_property(raw, "db.port") && !has_property(list, "friends.2") && !has_property(b"plain", "x"));
     }
 
     fn push(key: &str, prop: &str) -> PushSecretData {

@@ -191,8 +191,9 @@ impl ClusterRefs {
         Ok(ResolvedConfig { spec, generation, what })
     }
 
-    /// The key a configuration's Secret reference selects (`default_key` when it names none),
-    /// read in the namespace the tenant boundary allows ([`named_namespace`]).
+    /// The key a configuration's Secret reference selects (`default_key` when it names none;
+    /// an empty `default_key` makes the reference name its key), read in the namespace the
+    /// tenant boundary allows ([`named_namespace`]).
     pub async fn selected_secret_key(
         &self,
         ctx: &RequestContext,
