@@ -181,6 +181,17 @@ pub async fn spawn_provider(
     tls_dir: &Path,
     env: &[(&str, &str)],
 ) -> (ChildProcess, std::net::SocketAddr, std::net::SocketAddr) {
+    spawn_provider_with(binary, tls_dir, env, &[]).await
+}
+
+/// [`spawn_provider`] with extra command-line flags, given after the defaults so that they win
+/// (`--log-format json`, say).
+pub async fn spawn_provider_with(
+    binary: &str,
+    tls_dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (ChildProcess, std::net::SocketAddr, std::net::SocketAddr) {
     let cp = crate::control_plane().await;
     let grpc: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let health: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -192,6 +203,7 @@ pub async fn spawn_provider(
         .arg("--tls-dir")
         .arg(tls_dir)
         .args(["--log-format", "text"])
+        .args(args)
         .env("KUBECONFIG", cp.kubeconfig());
     for (k, v) in env {
         cmd.env(k, v);

@@ -5,113 +5,29 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
+mod common;
 
-use aws_config::{BehaviorVersion, Region};
-use aws_credential_types::Credentials;
-use aws_sdk_secretsmanager::Client as Sm;
 use aws_sdk_ssm::Client as Ssm;
 use aws_sdk_ssm::types::ParameterType;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::SecretsManager;
+use k8s_openapi::api::core::v1::ServiceAccount;
 use keyward_e2e::stores::Moto;
-use keyward_e2e::{ChildProcess, spawn_provider, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
     DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{TestPki, connect, operator_ref, provider_ref, wait_ready};
+use keyward_provider_runtime::testkit::{launch, operator_ref, provider_ref};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tonic::transport::Channel;
 
-const REGION: &str = "us-east-1";
-
-struct Running {
-    child: ChildProcess,
-    client: SecretStoreProviderClient<Channel>,
-    _pki: TestPki,
-}
-
-/// The provider pointed at moto by the SDK's standard endpoint variable; its own (default
-/// chain) credentials are moto's test keys.
-async fn start_provider(moto: &Moto) -> Running {
-    let pki = TestPki::new().unwrap();
-    let endpoint = moto.endpoint();
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ACCESS_KEY_ID", "operator"),
-        ("AWS_SECRET_ACCESS_KEY", "operator"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
-    let (child, grpc, health) = spawn_provider("keyward-provider-aws", pki.tls_dir(), &env).await;
-    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
-        panic!("{e}\n{}", child.log());
-    }
-    let id = pki.client().unwrap();
-    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
-    Running { child, client, _pki: pki }
-}
-
-/// A Secrets Manager client of the test itself, to seed and inspect moto.
-async fn sm(moto: &Moto) -> Sm {
-    Sm::new(&sdk(moto).await)
-}
-
-/// A Parameter Store client of the test itself, to seed and inspect moto.
-async fn ssm(moto: &Moto) -> Ssm {
-    Ssm::new(&sdk(moto).await)
-}
-
-async fn sdk(moto: &Moto) -> aws_config::SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(REGION))
-        .endpoint_url(moto.endpoint())
-        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
-        .http_client(
-            aws_smithy_http_client::Builder::new()
-                .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                    aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-                ))
-                .build_https(),
-        )
-        .load()
-        .await
-}
+use common::{REGION, aws_store, config, keys, keys_secret, sm, ssm, start_provider, store, store_ref};
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), ..Default::default() }
-}
-
-async fn keys_secret(client: &Client, ns: &str) {
-    let data = [("id", "AKIDTEST"), ("secret", "s3cr3t")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-        .collect();
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &Secret { metadata: meta("aws-keys"), data: Some(data), ..Default::default() })
-        .await
-        .unwrap();
-}
-
-async fn config(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
-    let obj: SecretsManager = serde_json::from_value(json!({
-        "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "SecretsManager",
-        "metadata": {"name": name}, "spec": spec}))
-    .unwrap();
-    Api::<SecretsManager>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap();
-}
-
-fn keys(ns: Option<&str>) -> serde_json::Value {
-    let sel = |key: &str| match ns {
-        Some(ns) => json!({"name": "aws-keys", "key": key, "namespace": ns}),
-        None => json!({"name": "aws-keys", "key": key}),
-    };
-    json!({"secretRef": {"accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}})
 }
 
 fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, version: &str) -> GetSecretRequest {
@@ -132,14 +48,14 @@ async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequ
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn reads_versions_properties_and_finds() {
+async fn reads_versions_metadata_and_finds_by_tags() {
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
     with_temp_namespace(&[], |client, ns| async move {
         let prefix = format!("{ns}/");
-        keys_secret(&client, &ns).await;
-        config(&client, &ns, "aws", json!({"region": REGION, "auth": keys(None), "prefix": prefix})).await;
+        keys_secret(&client, &ns).await.unwrap();
+        config(&client, &ns, "aws", json!({"region": REGION, "auth": keys(None), "prefix": prefix})).await.unwrap();
         let first = sm
             .create_secret()
             .name(format!("{prefix}app/db"))
@@ -167,23 +83,6 @@ async fn reads_versions_properties_and_finds() {
         fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
         assert_eq!(get_text(c, fetch).await.unwrap(), "a", "metadataPolicy Fetch reads tags");
 
-        let missing = get_text(c, get(&r, &ns, "nope", "", "")).await.unwrap_err();
-        assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
-        let no_prop = get_text(c, get(&r, &ns, "app/db", "nope", "")).await.unwrap_err();
-        assert_eq!(no_prop.code(), tonic::Code::NotFound, "{no_prop:?}");
-
-        let map = c
-            .get_secret_map(GetSecretMapRequest {
-                provider_ref: Some(r.clone()),
-                source_namespace: ns.clone(),
-                remote_ref: get(&r, &ns, "app/db", "", "").remote_ref,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .secrets;
-        assert_eq!(map.get("password").map(Vec::as_slice), Some(&b"two"[..]));
-
         let find = |regexp: &str, path: &str, tags: &[(&str, &str)]| GetAllSecretsRequest {
             provider_ref: Some(r.clone()),
             source_namespace: ns.clone(),
@@ -199,19 +98,9 @@ async fn reads_versions_properties_and_finds() {
             k.sort();
             k
         };
-        let all = c.get_all_secrets(find("token$", "", &[])).await.unwrap().into_inner().secrets;
-        assert_eq!(names(all), ["web/token"]);
+        // By tags (names, paths, not-found, maps and Validate: the conformance suite).
         let all = c.get_all_secrets(find("", "", &[("team", "a")])).await.unwrap().into_inner().secrets;
         assert_eq!(names(all), ["app/db"]);
-        let all = c.get_all_secrets(find(".", "app/", &[])).await.unwrap().into_inner().secrets;
-        assert_eq!(names(all), ["app/db"]);
-
-        let v = c
-            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() })
-            .await
-            .unwrap()
-            .into_inner();
-        assert!(v.valid, "{v:?}");
     })
     .await;
     drop(p.child);
@@ -224,7 +113,7 @@ async fn pushes_deletes_and_assumes_roles() {
     let sm = sm(&moto).await;
     with_temp_namespace(&[], |client, ns| async move {
         let prefix = format!("{ns}/");
-        keys_secret(&client, &ns).await;
+        keys_secret(&client, &ns).await.unwrap();
         // The role chain goes through moto's STS.
         config(
             &client,
@@ -235,7 +124,8 @@ async fn pushes_deletes_and_assumes_roles() {
                    "sessionTags": [{"key": "team", "value": "a"}],
                    "secretsManager": {"forceDeleteWithoutRecovery": true}}),
         )
-        .await;
+        .await
+        .unwrap();
         let r = provider_ref("SecretsManager", "aws", "", "Provider");
         let c = &mut p.client;
         let source: std::collections::HashMap<String, Vec<u8>> =
@@ -312,7 +202,8 @@ async fn pushes_deletes_and_assumes_roles() {
             json!({"region": REGION, "auth": keys(None), "prefix": prefix,
                    "secretsManager": {"recoveryWindowInDays": 7}}),
         )
-        .await;
+        .await
+        .unwrap();
         let w = provider_ref("SecretsManager", "windowed", "", "Provider");
         let mut wpush = push("password", "windowed", "", serde_json::Value::Null);
         wpush.provider_ref = Some(w.clone());
@@ -348,7 +239,7 @@ async fn web_identity_and_the_tenant_boundary() {
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
     with_temp_namespace(&[], |client, other| async move {
-        keys_secret(&client, &other).await;
+        keys_secret(&client, &other).await.unwrap();
         with_temp_namespace(&[], |client, ns| async move {
             sm.create_secret().name(format!("{ns}-db")).secret_string("v").send().await.unwrap();
             // Web identity: a ServiceAccount token of this namespace exchanged through STS.
@@ -370,10 +261,11 @@ async fn web_identity_and_the_tenant_boundary() {
                 "irsa",
                 json!({"region": REGION, "auth": {"jwt": {"serviceAccountRef": {"name": "app"}}}}),
             )
-            .await;
+            .await
+            .unwrap();
             // A tenant config naming another namespace's keys, one with no credentials at all.
-            config(&client, &ns, "foreign-keys", json!({"region": REGION, "auth": keys(Some(&other))})).await;
-            config(&client, &ns, "ambient", json!({"region": REGION})).await;
+            config(&client, &ns, "foreign-keys", json!({"region": REGION, "auth": keys(Some(&other))})).await.unwrap();
+            config(&client, &ns, "ambient", json!({"region": REGION})).await.unwrap();
             let c = &mut p.client;
             let key = format!("{ns}-db");
             let r = provider_ref("SecretsManager", "irsa", "", "Provider");
@@ -447,7 +339,6 @@ async fn default_chain_web_identity_serves_the_operator_config() {
         let token = sas.create_token_request("provider", &PostParams::default(), &request).await.unwrap();
         std::fs::write(&token_file, token.status.unwrap().token.unwrap()).unwrap();
 
-        let pki = TestPki::new().unwrap();
         let endpoint = moto.endpoint();
         let env = [
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
@@ -456,14 +347,11 @@ async fn default_chain_web_identity_serves_the_operator_config() {
             ("AWS_ROLE_SESSION_NAME", "keyward"),
             ("AWS_EC2_METADATA_DISABLED", "true"),
         ];
-        let (child, grpc, health) = spawn_provider("keyward-provider-aws", pki.tls_dir(), &env).await;
-        if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
-            panic!("{e}\n{}", child.log());
-        }
-        let mut c = connect(grpc, pki.ca.cert_pem(), Some(&pki.client().unwrap())).await.unwrap();
+        let p = launch("keyward-provider-aws", &env).await.unwrap();
+        let (child, mut c) = (p.child, p.client);
 
         sm.create_secret().name(format!("{ns}-op")).secret_string("operator-value").send().await.unwrap();
-        config(&client, &ns, "ambient", json!({"region": REGION})).await;
+        config(&client, &ns, "ambient", json!({"region": REGION})).await.unwrap();
         // The operator's config: a ClusterProvider with ProviderNamespace naming the config's
         // namespace, used elsewhere.
         let r = operator_ref("SecretsManager", "ambient", &ns);
@@ -491,33 +379,9 @@ async fn default_chain_web_identity_serves_the_operator_config() {
     .await;
 }
 
-/// Creates a SecretStore in `ns` (a ClusterSecretStore without one) with `spec.provider.aws`.
-async fn store(client: &Client, ns: Option<&str>, name: &str, aws: serde_json::Value) {
-    let kind = if ns.is_some() { "SecretStore" } else { "ClusterSecretStore" };
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("external-secrets.io", "v1", kind));
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "external-secrets.io/v1", "kind": kind,
-        "metadata": {"name": name}, "spec": {"provider": {"aws": aws}}}))
-    .unwrap();
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    api.create(&PostParams::default(), &obj).await.unwrap();
-}
-
 async fn delete_cluster_store(client: &Client, name: &str) {
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("external-secrets.io", "v1", "ClusterSecretStore"));
     let _ = Api::<DynamicObject>::all_with(client.clone(), &ar).delete(name, &DeleteParams::default()).await;
-}
-
-/// A reference as the reconciler sends it for a SecretStore (in `ns`) or a ClusterSecretStore.
-fn store_ref(kind: &str, name: &str, ns: &str) -> ProviderReference {
-    ProviderReference { api_version: "external-secrets.io/v1".into(), ..provider_ref(kind, name, ns, kind) }
-}
-
-fn aws_store(service: &str, prefix: &str, auth: serde_json::Value) -> serde_json::Value {
-    json!({"service": service, "region": REGION, "prefix": prefix, "auth": auth})
 }
 
 fn find_req(r: &ProviderReference, ns: &str, regexp: &str, path: &str, tags: &[(&str, &str)]) -> GetAllSecretsRequest {
@@ -554,19 +418,19 @@ async fn secret_stores_serve_secrets_manager_and_parameter_store() {
     let sm = sm(&moto).await;
     let ssm = ssm(&moto).await;
     with_temp_namespace(&[], |client, other| async move {
-        keys_secret(&client, &other).await;
+        keys_secret(&client, &other).await.unwrap();
         with_temp_namespace(&[], |client, ns| async move {
-            keys_secret(&client, &ns).await;
+            keys_secret(&client, &ns).await.unwrap();
             let pfx = format!("/{ns}/");
-            store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await;
-            store(&client, Some(&ns), "sm", aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await;
+            store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await.unwrap();
+            store(&client, Some(&ns), "sm", aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await.unwrap();
             // A tenant's store naming the keys of another namespace.
-            store(&client, Some(&ns), "foreign", aws_store("ParameterStore", &pfx, keys(Some(&other)))).await;
+            store(&client, Some(&ns), "foreign", aws_store("ParameterStore", &pfx, keys(Some(&other)))).await.unwrap();
             let (cps, csm) = (format!("{ns}-ps"), format!("{ns}-sm"));
             // The operator's stores: credentials named without a namespace are the source
             // namespace's, as upstream.
-            store(&client, None, &cps, aws_store("ParameterStore", &pfx, keys(None))).await;
-            store(&client, None, &csm, aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await;
+            store(&client, None, &cps, aws_store("ParameterStore", &pfx, keys(None))).await.unwrap();
+            store(&client, None, &csm, aws_store("SecretsManager", &format!("{ns}/"), keys(None))).await.unwrap();
 
             let put = |name: String, value: &str, kind: ParameterType| {
                 ssm.put_parameter().name(name).value(value).r#type(kind)
@@ -672,8 +536,8 @@ async fn parameter_store_pushes_and_deletes() {
     let ssm = ssm(&moto).await;
     with_temp_namespace(&[], |client, ns| async move {
         let pfx = format!("/{ns}/");
-        keys_secret(&client, &ns).await;
-        store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await;
+        keys_secret(&client, &ns).await.unwrap();
+        store(&client, Some(&ns), "ps", aws_store("ParameterStore", &pfx, keys(None))).await.unwrap();
         let r = store_ref("SecretStore", "ps", &ns);
         let c = &mut p.client;
         let source: std::collections::HashMap<String, Vec<u8>> =

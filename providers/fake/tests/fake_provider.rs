@@ -1,48 +1,18 @@
 //! The Fake provider as a process, over real mTLS, reading Fake objects from the local
 //! control plane.
 
-use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use keyward_certs::{CertificateAuthority, Usage};
 use keyward_crds::Fake;
-use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, with_temp_namespace, workspace_binary};
-use keyward_proto::v1::{
-    CapabilitiesRequest, DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName,
-    GetAllSecretsRequest, GetSecretMapRequest, GetSecretRequest, PushSecretData, PushSecretRemoteRef,
-    PushSecretRequest, SecretExistsRequest, SecretStoreCapabilities, ValidateRequest,
-};
-use keyward_provider_runtime::testkit::{TestPki, connect, http_get, provider_ref, wait_ready};
+use keyward_e2e::with_temp_namespace;
+use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ValidateRequest};
+use keyward_provider_runtime::testkit::{RunningProvider, connect, http_get, launch_with, provider_ref};
 use kube::Api;
 use kube::api::PostParams;
 
-struct Running {
-    child: ChildProcess,
-    grpc: SocketAddr,
-    health: SocketAddr,
-}
-
-async fn start_fake(pki: &TestPki, log_format: &str) -> Running {
-    let cp = control_plane().await;
-    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let health: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let mut cmd = Command::new(workspace_binary("keyward-provider-fake"));
-    cmd.arg("--listen")
-        .arg(grpc.to_string())
-        .arg("--health-listen")
-        .arg(health.to_string())
-        .arg("--tls-dir")
-        .arg(pki.tls_dir())
-        .arg("--log-format")
-        .arg(log_format)
-        .env("KUBECONFIG", cp.kubeconfig());
-    let mut child = spawn_logged("keyward-provider-fake", cmd);
-    child.wait_for_log("provider serving", Duration::from_secs(60)).await;
-    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
-        panic!("{e}\n{}", child.log());
-    }
-    Running { child, grpc, health }
+async fn start_fake(log_format: &str) -> RunningProvider {
+    launch_with("keyward-provider-fake", &[], &["--log-format", log_format]).await.expect("start the Fake provider")
 }
 
 async fn create_fake(client: kube::Client, ns: &str) {
@@ -70,14 +40,16 @@ fn remote(key: &str, property: &str, version: &str) -> Option<ExternalSecretData
     })
 }
 
+/// What the conformance suite does not cover: versions and non-string properties of Fake
+/// entries, the runtime's request checks, health, reflection, metrics and what the log holds.
 #[tokio::test]
-async fn serves_entries_pushes_health_reflection_and_metrics() {
+async fn serves_versions_health_reflection_and_metrics() {
     with_temp_namespace(&[], |client, ns| async move {
         create_fake(client, &ns).await;
-        let pki = TestPki::new().expect("pki");
-        let running = start_fake(&pki, "text").await;
+        let running = start_fake("text").await;
+        let pki = &running.pki;
         let id = pki.client().expect("client cert");
-        let mut c = connect(running.grpc, pki.ca.cert_pem(), Some(&id)).await.expect("connect");
+        let mut c = running.client.clone();
         let pref = Some(provider_ref("Fake", "static", "", "Provider"));
         let get = |key: &str, property: &str, version: &str| GetSecretRequest {
             remote_ref: remote(key, property, version),
@@ -85,18 +57,10 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
             source_namespace: ns.clone(),
         };
 
-        // Whole value, one property (string and number), a version.
-        let whole = c.get_secret(get("db", "", "")).await.expect("whole").into_inner().value;
-        let json: serde_json::Value = serde_json::from_slice(&whole).expect("JSON");
-        assert_eq!(json["user"], "app");
-        assert_eq!(c.get_secret(get("db", "user", "")).await.expect("user").into_inner().value, b"app");
+        // A number property, a version, a version that does not exist.
         assert_eq!(c.get_secret(get("db", "port", "")).await.expect("port").into_inner().value, b"5432");
         assert_eq!(c.get_secret(get("db", "", "v1")).await.expect("v1").into_inner().value, b"old");
-
-        // Not found travels as NOT_FOUND: a missing key and a missing property.
-        let e = c.get_secret(get("nope", "", "")).await.expect_err("missing key");
-        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
-        let e = c.get_secret(get("db", "nope", "")).await.expect_err("missing property");
+        let e = c.get_secret(get("db", "", "v9")).await.expect_err("missing version");
         assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
 
         // Request checks run before the provider.
@@ -113,7 +77,7 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(e.message().contains("source_namespace is required"), "{}", e.message());
 
-        // A config that does not exist is a configuration problem.
+        // A config that does not exist is a configuration problem, for reads and for Validate.
         let e = c
             .get_secret(GetSecretRequest {
                 provider_ref: Some(provider_ref("Fake", "missing", "", "Provider")),
@@ -122,70 +86,6 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
             .await
             .expect_err("missing config");
         assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
-
-        // Map and find.
-        let map = c
-            .get_secret_map(GetSecretMapRequest {
-                remote_ref: remote("db", "", ""),
-                provider_ref: pref.clone(),
-                source_namespace: ns.clone(),
-            })
-            .await
-            .expect("map")
-            .into_inner()
-            .secrets;
-        assert_eq!(map.get("password").map(Vec::as_slice), Some(&b"s3cret"[..]));
-        assert_eq!(map.len(), 3);
-        let found = c
-            .get_all_secrets(GetAllSecretsRequest {
-                provider_ref: pref.clone(),
-                find: Some(ExternalSecretFind { name: Some(FindName { regexp: "^db".into() }), ..Default::default() }),
-                source_namespace: ns.clone(),
-            })
-            .await
-            .expect("find")
-            .into_inner()
-            .secrets;
-        let mut keys: Vec<_> = found.keys().cloned().collect();
-        keys.sort();
-        assert_eq!(keys, ["db", "db-replica"]);
-
-        // Push, read back, exists, delete.
-        let push = PushSecretRequest {
-            provider_ref: pref.clone(),
-            secret_data: [("password".to_string(), b"pushed".to_vec())].into(),
-            push_secret_data: Some(PushSecretData {
-                secret_key: "password".into(),
-                remote_key: "pushed".into(),
-                property: "pw".into(),
-                ..Default::default()
-            }),
-            source_namespace: ns.clone(),
-        };
-        c.push_secret(push).await.expect("push");
-        assert_eq!(c.get_secret(get("pushed", "pw", "")).await.expect("read back").into_inner().value, b"pushed");
-        let exists = |key: &str| SecretExistsRequest {
-            provider_ref: pref.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: key.into(), ..Default::default() }),
-            source_namespace: ns.clone(),
-        };
-        assert!(c.secret_exists(exists("pushed")).await.expect("exists").into_inner().exists);
-        c.delete_secret(DeleteSecretRequest {
-            provider_ref: pref.clone(),
-            remote_ref: Some(PushSecretRemoteRef { remote_key: "pushed".into(), ..Default::default() }),
-            source_namespace: ns.clone(),
-        })
-        .await
-        .expect("delete");
-        assert!(!c.secret_exists(exists("pushed")).await.expect("exists").into_inner().exists);
-
-        // Validate and capabilities.
-        let v = c
-            .validate(ValidateRequest { provider_ref: pref.clone(), source_namespace: ns.clone() })
-            .await
-            .expect("validate")
-            .into_inner();
-        assert!(v.valid, "{v:?}");
         let v = c
             .validate(ValidateRequest {
                 provider_ref: Some(provider_ref("Fake", "missing", &ns, "ClusterProvider")),
@@ -195,12 +95,6 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
             .expect("validate")
             .into_inner();
         assert!(!v.valid && v.error.contains("not found"), "{v:?}");
-        let caps = c
-            .capabilities(CapabilitiesRequest { provider_ref: pref.clone(), source_namespace: ns.clone() })
-            .await
-            .expect("capabilities")
-            .into_inner();
-        assert_eq!(caps.capabilities, SecretStoreCapabilities::ReadWrite as i32);
 
         // gRPC health and reflection on the same mTLS port.
         let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", running.grpc))
@@ -245,9 +139,9 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
         assert_eq!(http_get(running.health, "/healthz").await.expect("healthz").0, 200);
         let (code, metrics) = http_get(running.health, "/metrics").await.expect("metrics");
         assert_eq!(code, 200);
-        assert!(metrics.contains(r#"grpc_server_requests_total{method="GetSecret",status="OK"} 5"#), "{metrics}");
+        assert!(metrics.contains(r#"grpc_server_requests_total{method="GetSecret",status="OK"} 2"#), "{metrics}");
         assert!(
-            metrics.contains(r#"grpc_server_requests_total{method="GetSecret",status="NOT_FOUND"} 2"#),
+            metrics.contains(r#"grpc_server_requests_total{method="GetSecret",status="NOT_FOUND"} 1"#),
             "{metrics}"
         );
         assert!(metrics.contains("grpc_server_request_duration_seconds_bucket"), "{metrics}");
@@ -265,8 +159,8 @@ async fn serves_entries_pushes_health_reflection_and_metrics() {
 async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
     with_temp_namespace(&[], |client, ns| async move {
         create_fake(client, &ns).await;
-        let pki = TestPki::new().expect("pki");
-        let mut running = start_fake(&pki, "json").await;
+        let mut running = start_fake("json").await;
+        let pki = &running.pki;
         let pid = running.child.pid();
         let req = GetSecretRequest {
             remote_ref: remote("api-token", "", ""),

@@ -1,6 +1,12 @@
 //! Helpers for tests and benchmarks of provider processes (feature `testkit`): a throwaway
-//! PKI written as a Secret-style TLS directory, an mTLS gRPC client, and a tiny HTTP GET for
-//! the health port.
+//! PKI written as a Secret-style TLS directory, an mTLS gRPC client, a tiny HTTP GET for the
+//! health port, the launcher every provider test starts its process with ([`launch`]), and the
+//! [`conformance`] suite every provider runs against its real store.
+
+pub mod conformance;
+mod launch;
+
+pub use launch::{RunningProvider, launch, launch_with};
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -5,15 +5,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::Vault;
-use keyward_e2e::hostile::{FloodingServer, peak_rss_kib};
 use keyward_e2e::stores::VaultDev;
 use keyward_e2e::{control_plane, with_temp_namespace};
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
@@ -22,12 +19,11 @@ use keyward_proto::v1::{
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
-use keyward_provider_runtime::testkit::{operator_ref, provider_ref};
+use keyward_provider_runtime::testkit::{RunningProvider, launch, operator_ref, provider_ref};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use common::start_provider;
 use tonic::transport::Channel;
 
 const POLICY: &str = r#"
@@ -41,6 +37,10 @@ fn vault() -> VaultDev {
     v.policy("keyward", POLICY);
     v.cli(&["secrets", "enable", "-path=kv1", "-version=1", "kv"]);
     v
+}
+
+async fn start_provider() -> RunningProvider {
+    launch("keyward-provider-vault", &[]).await.unwrap()
 }
 
 fn token(v: &VaultDev, args: &[&str]) -> String {
@@ -122,26 +122,9 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
         let kv1 = provider_ref("Vault", "kv1", "", "Provider");
         assert_eq!(get_text(c, get(&kv1, &ns, &format!("{ns}/legacy"), "user", "")).await.unwrap(), "old");
 
-        for (req, what) in [
-            (get(&r, &ns, &format!("{ns}/missing"), "", ""), "missing secret"),
-            (get(&r, &ns, &key, "nope", ""), "missing property"),
-            (get(&kv1, &ns, &format!("{ns}/missing"), "", ""), "missing KV v1 secret"),
-        ] {
-            let e = get_text(c, req).await.unwrap_err();
-            assert_eq!(e.code(), tonic::Code::NotFound, "{what}: {e:?}");
-        }
-
-        let map = c
-            .get_secret_map(GetSecretMapRequest {
-                provider_ref: Some(r.clone()),
-                source_namespace: ns.clone(),
-                remote_ref: get(&r, &ns, &key, "", "").remote_ref,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .secrets;
-        assert_eq!(map.get("user").map(Vec::as_slice), Some(&b"app"[..]));
+        // KV v1 (KV v2's not-found, maps and Validate: the conformance suite).
+        let e = get_text(c, get(&kv1, &ns, &format!("{ns}/missing"), "", "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "missing KV v1 secret: {e:?}");
 
         let find = |r: &ProviderReference, regexp: &str, path: &str, tags: &[(&str, &str)]| GetAllSecretsRequest {
             provider_ref: Some(r.clone()),
@@ -162,13 +145,6 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
         assert_eq!(names(found), vec![key.to_string()]);
         let found = c.get_all_secrets(find(&kv1, ".", &ns, &[])).await.unwrap().into_inner().secrets;
         assert_eq!(names(found), [format!("{ns}/legacy")]);
-
-        let valid = c
-            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() })
-            .await
-            .unwrap()
-            .into_inner();
-        assert!(valid.valid, "{valid:?}");
     })
     .await;
     drop(p.child);
@@ -442,52 +418,6 @@ async fn tls_with_ca_bundle_and_ca_provider() {
         assert!(e.message().contains("spec.caProvider.namespace"), "{}", e.message());
     })
     .await;
-    drop(p.child);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_tenant_server_answering_300_mb_is_refused_and_the_provider_lives_on() {
-    let v = vault();
-    let mut p = start_provider().await;
-    let pid = p.child.pid();
-    with_temp_namespace(&[], |client, ns| async move {
-        secret(&client, &ns, "vault-token", &[("token", &token(&v, &[]))]).await;
-        let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
-        config(&client, &ns, "kv2", json!({"server": v.address(), "path": "secret", "auth": auth})).await;
-        v.cli(&["kv", "put", &format!("secret/{ns}/db"), "user=app"]);
-        let good = provider_ref("Vault", "kv2", "", "Provider");
-        let c = &mut p.client;
-
-        let mut servers = Vec::new();
-        for (name, declared) in [("declared", true), ("chunked", false)] {
-            let server = FloodingServer::start(declared, None).await;
-            let url = server.url.clone();
-            config(&client, &ns, name, json!({"server": url, "path": "secret", "auth": auth})).await;
-            let r = provider_ref("Vault", name, "", "Provider");
-            for _ in 0..3 {
-                let e = get_text(c, get(&r, &ns, &format!("{ns}/db"), "user", "")).await.unwrap_err();
-                assert_eq!(e.code(), tonic::Code::Unavailable, "{name}: {e:?}");
-                assert_eq!(
-                    e.message(),
-                    format!("Vault at {url} answered with more than 4 MiB; refusing the response"),
-                    "{name}"
-                );
-            }
-            servers.push((name, server));
-        }
-
-        // The process survived, still serves every other store, and never held the answers.
-        assert_eq!(get_text(c, get(&good, &ns, &format!("{ns}/db"), "user", "")).await.unwrap(), "app");
-        let peak = peak_rss_kib(pid);
-        assert!(peak < 100 * 1024, "the provider's peak RSS was {peak} KiB");
-        for (name, server) in servers {
-            // Three calls, each dropped after a few MiB (plus what socket buffers took).
-            let sent = server.sent();
-            assert!(sent < 3 * 32 * 1024 * 1024, "{name}: the server got {sent} bytes out");
-        }
-    })
-    .await;
-    assert!(p.child.is_running(), "{}", p.child.log());
     drop(p.child);
 }
 
