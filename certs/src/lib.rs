@@ -10,8 +10,6 @@
 
 pub mod bundle;
 mod files;
-#[cfg(feature = "lease")]
-pub mod lease;
 pub mod manager;
 pub mod plan;
 #[cfg(feature = "reload")]

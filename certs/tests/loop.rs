@@ -227,7 +227,7 @@ async fn a_ca_rotation_keeps_every_leaf_trusted_by_the_injected_ca_bundle() {
 async fn only_the_lease_holder_acts() {
     with_temp_namespace(&[], |client, ns| async move {
         let lease = |id: &str| {
-            keyward_certs::lease::LeaseLock::new(client.clone(), &ns, "keyward-certs", id, Duration::from_secs(30))
+            keyward_process::lease::LeaseLock::new(client.clone(), &ns, "keyward-certs", id, Duration::from_secs(30))
         };
         let (a, b) = (lease("replica-a"), lease("replica-b"));
         assert!(a.try_acquire_or_renew().await.expect("a"), "the first replica takes the lease");

@@ -105,9 +105,8 @@ pub struct Cli {
     /// their address is not a Service name (default: `--pod-namespace`).
     #[arg(long, env = "KEYWARD_STORE_PROVIDER_TLS_NAMESPACE")]
     pub store_provider_tls_namespace: Option<String>,
-    /// Log format: `json` or `text`.
-    #[arg(long, env = "KEYWARD_LOG_FORMAT", default_value = "json")]
-    pub log_format: String,
+    #[command(flatten)]
+    pub log: keyward_process::LogArgs,
 }
 
 impl Cli {

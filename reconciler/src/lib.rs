@@ -9,7 +9,6 @@ pub mod clusterexternalsecret;
 pub mod conditions;
 pub mod context;
 pub mod externalsecret;
-pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod object_metrics;

@@ -2,7 +2,7 @@
 //! so existing dashboards keep working.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use kube::runtime::controller::Action;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -364,20 +364,10 @@ pub async fn observe<E>(
     out
 }
 
-/// Encodes the registry in the Prometheus text format.
-pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
-    // With 10,000 objects the text is a few MiB; grown by doubling, it would briefly hold the
-    // old and the new buffer at each step. Sized from the previous scrape, it is one allocation.
-    static LAST_LEN: AtomicUsize = AtomicUsize::new(0);
-    let mut out = String::with_capacity(LAST_LEN.load(Ordering::Relaxed) / 16 * 17);
-    prometheus_client::encoding::text::encode(&mut out, registry)?;
-    LAST_LEN.store(out.len(), Ordering::Relaxed);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keyward_process::health::encode;
 
     #[test]
     fn exported_names_match_the_external_secrets_names() {

@@ -180,7 +180,7 @@ mod tests {
     fn text(s: &std::sync::Arc<ObjectSeries>) -> String {
         let mut r = Registry::default();
         r.register_collector(Box::new(s.clone()));
-        crate::metrics::encode(&r).unwrap()
+        keyward_process::health::encode(&r).unwrap()
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! controller shares, the client manager, the controllers, and an orderly shutdown.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -17,63 +17,42 @@ use crate::clientmanager::{
     BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
 };
 use crate::context::{self, Context, Reporter, Settings};
-use crate::http::Ops;
 use crate::metrics::Metrics;
-use keyward_certs::lease::{LeaseLock, default_identity};
+use keyward_process::health::{self, Health, Readiness};
+use keyward_process::lease::{LeaseLock, default_identity};
+use keyward_process::{JsonLayout, LogStream, LogStyle, init_logging, shutdown_token};
 
 /// Label that assigns an object to one reconciler instance.
 pub const CONTROLLER_CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
-fn shutdown_signal(cancel: CancellationToken) {
-    tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        let term = async {
-            if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                s.recv().await;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term => {}
-        }
-        tracing::info!("shutting down");
-        cancel.cancel();
-    });
-}
+/// The reconciler's log lines: on stdout, JSON fields under `fields` with the spans of the
+/// reconcile they belong to.
+const LOG_STYLE: LogStyle = LogStyle {
+    default_filter: "info,kube_runtime=warn",
+    stream: LogStream::Stdout,
+    json: JsonLayout::Nested { span_list: true },
+};
 
 /// Runs the reconciler until a signal arrives or leadership is lost.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // One crypto provider for the whole process (kube client and provider channels).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    init_logging(&cli.log_format);
+    init_logging(&cli.log, LOG_STYLE);
 
-    let cancel = CancellationToken::new();
-    shutdown_signal(cancel.clone());
+    let cancel = shutdown_token();
     let client = Client::try_default().await.context("connecting to the Kubernetes API")?;
 
     let metrics = Arc::new(Metrics::default());
     let mut registry = Registry::default();
     metrics.register(&mut registry);
-    let ops = Arc::new(Ops { registry, ready: Default::default() });
-    let http = tokio::spawn(crate::http::serve(cli.health_listen, ops.clone(), cancel.clone()));
+    let ready = Arc::new(AtomicBool::new(false));
+    let http = serve_operations(cli.health_listen, registry, ready.clone(), cancel.clone()).await?;
 
     let identity = cli.identity.clone().unwrap_or_else(default_identity);
     let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
     let elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
     // Standbys are ready: they are healthy and waiting for the lease.
-    ops.ready.store(true, Ordering::Relaxed);
+    ready.store(true, Ordering::Relaxed);
     // Leadership terms: a leader that could not renew its Lease (an API server outage longer
     // than two thirds of the lease) stops its controllers and watches and waits to lead again,
     // in the same process, with fresh caches; only a signal ends the loop.
@@ -94,6 +73,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = http.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the operations server: `/healthz`, `/readyz` (initialised: leading, or standing by as
+/// a healthy follower) and `/metrics`, until `cancel` fires.
+async fn serve_operations(
+    addr: std::net::SocketAddr,
+    registry: Registry,
+    ready: Arc<AtomicBool>,
+    cancel: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "operations server listening");
+    let health = Health::new(
+        move || std::future::ready(Readiness::when(ready.load(Ordering::Relaxed), "starting")),
+        move || health::encode(&registry),
+    );
+    Ok(tokio::spawn(async move {
+        if let Err(e) = health::serve(listener, health.router(), async move { cancel.cancelled().await }).await {
+            tracing::error!(error = %e, "operations server failed");
+        }
+    }))
 }
 
 /// How a leadership term ended.

@@ -7,22 +7,21 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, shutdown_signal};
 use tokio::net::TcpListener;
 
 use crate::cache::Caches;
 use crate::metrics::Metrics;
-use crate::server::{AppState, Limits, admission_router, health_router, serve_plain, serve_tls};
+use crate::server::{AppState, Limits, admission_router, health_router, serve_tls};
 use crate::tls::{ReloadingCert, server_config};
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line.
-    Json,
-    /// Human-readable text.
-    Text,
-}
+/// The webhook's log lines: on stdout, JSON event fields at the top level of each object.
+pub const LOG_STYLE: LogStyle = LogStyle {
+    default_filter: "info,kube=warn,hyper=warn,rustls=warn",
+    stream: LogStream::Stdout,
+    json: JsonLayout::Flat,
+};
 
 /// Keyward's admission webhook: validates and defaults ExternalSecrets, PushSecrets,
 /// Providers, ClusterProviders and provider configurations.
@@ -38,9 +37,8 @@ pub struct Args {
     /// Directory with tls.crt and tls.key (a mounted Secret); reloaded when it changes.
     #[arg(long, env = "KEYWARD_TLS_DIR")]
     pub tls_dir: PathBuf,
-    /// Log format.
-    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// How often the TLS directory is checked for a new certificate.
     #[arg(long, env = "KEYWARD_TLS_RELOAD_INTERVAL", value_parser = parse_duration, default_value = "2s")]
     pub tls_reload_interval: Duration,
@@ -71,40 +69,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
 }
 
-/// Installs the tracing subscriber.
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,hyper=warn,rustls=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-}
-
 /// Runs the webhook until SIGTERM or Ctrl-C.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -133,9 +97,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(listen = %listener.local_addr()?, health = %health.local_addr()?, "keyward-webhook serving");
 
     let (stop_health, health_stopped) = tokio::sync::oneshot::channel::<()>();
-    let health_task = tokio::spawn(serve_plain(health, health_router(state.clone()), async {
-        let _ = health_stopped.await;
-    }));
+    let health_routes = health_router(state.clone());
+    let health_task = tokio::spawn(async move {
+        let stopped = async {
+            let _ = health_stopped.await;
+        };
+        if let Err(e) = keyward_process::health::serve(health, health_routes, stopped).await {
+            tracing::error!(error = %e, "health server failed");
+        }
+    });
 
     let shutting_down = state.shutting_down.clone();
     let delay = args.shutdown_delay;

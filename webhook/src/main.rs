@@ -1,7 +1,7 @@
 //! `keyward-webhook`: Keyward's admission webhook.
 
 use clap::Parser;
-use keyward_webhook::cli::{Args, init_logging, run};
+use keyward_webhook::cli::{Args, LOG_STYLE, run};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -10,7 +10,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::bail!("a rustls crypto provider was installed before keyward-webhook's");
     }
     let args = Args::parse();
-    init_logging(args.log_format);
+    keyward_process::init_logging(&args.log, LOG_STYLE);
     if let Err(e) = run(args).await {
         tracing::error!(error = format!("{e:#}"), "keyward-webhook failed");
         return Err(e);

@@ -10,13 +10,15 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+
+use keyward_process::{Health, Readiness};
 
 use crate::cache::Caches;
 use crate::layers::{ReviewBody, Reviewed, rejected};
@@ -112,36 +114,34 @@ pub fn admission_router(state: AppState) -> Router {
 
 /// The plain-HTTP routes: `/healthz`, `/readyz`, `/metrics`.
 pub fn health_router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_handler))
-        .with_state(state)
+    let scraped = state.clone();
+    Health::new(move || std::future::ready(readiness(&state)), move || Ok(scrape(&scraped))).router()
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
+fn readiness(state: &AppState) -> Readiness {
     if state.shutting_down.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+        return Readiness::NotReady("shutting down".into());
     }
     if state.caches.is_synced() {
         // Ready while watches fail: the caches still answer (the API server may be down, and a
         // webhook taken out of service would fail every admission); the body says how stale.
         let stale = state.caches.freshness.stale(std::time::Instant::now());
         if stale.is_empty() {
-            return (StatusCode::OK, "ok").into_response();
+            return Readiness::ok();
         }
         let list: Vec<String> = stale.iter().map(|(s, d)| format!("{} ({}s)", s.as_str(), d.as_secs())).collect();
         let oldest = stale.iter().map(|(_, d)| d.as_secs()).max().unwrap_or(0);
         let body =
             format!("ok; watches failing, answering from caches unconfirmed for up to {oldest}s: {}", list.join(", "));
-        (StatusCode::OK, body).into_response()
+        Readiness::Ready(body.into())
     } else {
         let waiting = state.caches.unsynced().join(", ");
-        (StatusCode::SERVICE_UNAVAILABLE, format!("caches not synced: {waiting}")).into_response()
+        Readiness::NotReady(format!("caches not synced: {waiting}").into())
     }
 }
 
-async fn metrics_handler(State(state): State<AppState>) -> Response {
+/// The metrics text, with the cache gauges brought up to date first.
+fn scrape(state: &AppState) -> String {
     {
         let s = state.caches.read();
         let gauge = |cache: &'static str, n: usize| {
@@ -162,8 +162,7 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
             .get_or_create(&crate::metrics::CacheLabels { cache: source.as_str() })
             .set(age);
     }
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-        .into_response()
+    state.metrics.encode()
 }
 
 async fn not_found() -> Response {
@@ -297,12 +296,5 @@ pub async fn serve_tls(
     tracing::info!("draining in-flight reviews");
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(?grace, "in-flight reviews did not finish in time");
-    }
-}
-
-/// Serves `router` over plain HTTP until `shutdown` resolves.
-pub async fn serve_plain(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()> + Send + 'static) {
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-        tracing::error!(error = %e, "health server failed");
     }
 }

@@ -1081,7 +1081,7 @@ mod https {
     use super::*;
     use crate::client::{Connection, client_config};
     use crate::metrics::Metrics;
-    use crate::server::{AppState, admission_router, health_router, serve_plain, serve_tls};
+    use crate::server::{AppState, admission_router, health_router, serve_tls};
     use crate::tls::{ReloadingCert, server_config};
     use keyward_certs::{CertificateAuthority, TlsFiles, Usage, write_tls_dir};
     use std::net::SocketAddr;
@@ -1119,7 +1119,11 @@ mod https {
         let addr = listener.local_addr().expect("addr");
         let health_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let health = health_listener.local_addr().expect("addr");
-        tokio::spawn(serve_plain(health_listener, health_router(state.clone()), std::future::pending()));
+        tokio::spawn(keyward_process::health::serve(
+            health_listener,
+            health_router(state.clone()),
+            std::future::pending(),
+        ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let router = admission_router(state.clone());
         let task = tokio::spawn(async move {

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
-use keyward_certs::lease::{LeaseLock, default_identity};
+use clap::{Parser, Subcommand};
 use keyward_certs::manager::{Config, LeafSpec, reconcile};
 use keyward_certs::plan::Policy;
+use keyward_process::lease::{LeaseLock, default_identity};
+use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, init_logging, shutdown_signal};
 use tracing::{error, info, warn};
 
 #[derive(Parser, Debug)]
@@ -88,16 +89,13 @@ struct RunArgs {
     /// Make one pass (without the Lease) and exit.
     #[arg(long, env = "KEYWARD_ONCE")]
     once: bool,
-    /// Log format.
-    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Json,
-    Text,
-}
+/// The certificate loop's log lines: on stderr, JSON fields under `fields`.
+const LOG_STYLE: LogStyle =
+    LogStyle { default_filter: "info", stream: LogStream::Stderr, json: JsonLayout::Nested { span_list: true } };
 
 impl RunArgs {
     fn config(&self) -> anyhow::Result<Config> {
@@ -140,7 +138,7 @@ impl RunArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Command::Run(args) = cli.command;
-    init_logging(args.log_format);
+    init_logging(&args.log, LOG_STYLE);
     rustls::crypto::ring::default_provider()
         .install_default()
         .map_err(|_| anyhow::anyhow!("a rustls crypto provider was already installed"))?;
@@ -208,30 +206,5 @@ fn log_report(report: &keyward_certs::manager::Report) {
     }
     for name in &report.webhook_configurations {
         info!(configuration = %name, "caBundle updated");
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

@@ -1,19 +1,17 @@
-//! Flags shared by every provider binary, logging setup and process signals.
+//! Flags shared by every provider binary and their logging setup.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle};
+
 use crate::server::ServerOptions;
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line (the default, for containers).
-    Json,
-    /// Human-readable lines.
-    Text,
-}
+/// The providers' log lines: on stderr, JSON event fields under `fields` and the current span
+/// (the call) under `span`.
+const LOG_STYLE: LogStyle =
+    LogStyle { default_filter: "info", stream: LogStream::Stderr, json: JsonLayout::Nested { span_list: false } };
 
 /// Flags of a provider process; each also reads an environment variable.
 #[derive(Clone, Debug, clap::Args)]
@@ -27,12 +25,8 @@ pub struct RuntimeArgs {
     /// Directory with ca.crt (CA of client certificates), tls.crt and tls.key; reloaded when it changes.
     #[arg(long, env = "KEYWARD_TLS_DIR")]
     pub tls_dir: PathBuf,
-    /// Log format.
-    #[arg(long, env = "KEYWARD_LOG_FORMAT", value_enum, default_value = "json")]
-    pub log_format: LogFormat,
-    /// Log filter (tracing-subscriber EnvFilter syntax).
-    #[arg(long, env = "KEYWARD_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// How long in-flight calls may run after SIGTERM before the process exits anyway.
     #[arg(long, env = "KEYWARD_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
@@ -70,17 +64,7 @@ impl RuntimeArgs {
     /// ProviderReference and source namespace of a call) are part of every line logged inside
     /// a call.
     pub fn init_logging(&self) {
-        use tracing_subscriber::EnvFilter;
-        let filter = EnvFilter::try_new(&self.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
-        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-        let result = match self.log_format {
-            LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).try_init(),
-            LogFormat::Text => builder.try_init(),
-        };
-        if let Err(e) = result {
-            eprintln!("logging already initialised: {e}");
-        }
+        keyward_process::init_logging(&self.log, LOG_STYLE);
     }
 
     /// The server options these flags describe; fails when no client name is allowed.
@@ -102,29 +86,11 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Resolves when the process receives SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-                _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
-            }
-        }
-        _ => {
-            tracing::warn!("cannot install signal handlers; falling back to ctrl-c");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use keyward_process::LogFormat;
 
     #[derive(Parser)]
     struct Cli {
@@ -137,7 +103,7 @@ mod tests {
         let cli = Cli::try_parse_from(["p", "--tls-dir", "/tls"]).expect("parse");
         assert_eq!(cli.rt.listen.to_string(), "0.0.0.0:8443");
         assert_eq!(cli.rt.health_listen.to_string(), "0.0.0.0:8080");
-        assert_eq!(cli.rt.log_format, LogFormat::Json);
+        assert_eq!(cli.rt.log.log_format, LogFormat::Json);
         assert_eq!(cli.rt.shutdown_timeout, Duration::from_secs(25));
         assert_eq!(cli.rt.allowed_client_names, ["keyward-reconciler"]);
         let cli = Cli::try_parse_from([
@@ -157,7 +123,7 @@ mod tests {
         assert_eq!(cli.rt.allowed_client_names.len(), 2);
         assert!(cli.rt.server_options().is_ok());
         assert_eq!(cli.rt.listen.to_string(), "127.0.0.1:9443");
-        assert_eq!(cli.rt.log_format, LogFormat::Text);
+        assert_eq!(cli.rt.log.log_format, LogFormat::Text);
         assert_eq!(cli.rt.shutdown_timeout, Duration::from_millis(500));
         let cli = Cli::try_parse_from(["p", "--tls-dir", "/t", "--allowed-client-names", " , "]).expect("parse");
         assert!(cli.rt.server_options().is_err(), "no allowed client is a startup error");

@@ -28,7 +28,8 @@ mod service;
 pub mod testkit;
 pub mod tls;
 
-pub use cli::{LogFormat, RuntimeArgs, install_crypto_provider, shutdown_signal};
+pub use cli::{RuntimeArgs, install_crypto_provider};
+pub use keyward_process::{LogFormat, shutdown_signal};
 pub use context::{RequestContext, StoreRefKind, check_provider_ref};
 pub use keyward_proto::ProviderError;
 pub use metrics::Metrics;

@@ -67,11 +67,10 @@ impl Metrics {
 
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        keyward_process::health::encode(&self.registry).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "encoding metrics failed");
-        }
-        out
+            String::new()
+        })
     }
 }
 

@@ -8,10 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use keyward_process::{Health, Readiness};
 use keyward_proto::v1::secret_store_provider_server::SecretStoreProviderServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
@@ -80,34 +77,20 @@ pub enum RuntimeError {
     Health(std::io::Error),
 }
 
-struct HttpState<P> {
-    provider: Arc<P>,
-    metrics: Metrics,
-    serving: Arc<AtomicBool>,
-}
-
-impl<P> Clone for HttpState<P> {
-    fn clone(&self) -> Self {
-        HttpState { provider: self.provider.clone(), metrics: self.metrics.clone(), serving: self.serving.clone() }
-    }
-}
-
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-async fn readyz<P: Provider>(State(s): State<HttpState<P>>) -> impl IntoResponse {
-    if !s.serving.load(Ordering::SeqCst) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not serving");
-    }
-    if !s.provider.ready().await {
-        return (StatusCode::SERVICE_UNAVAILABLE, "provider not ready");
-    }
-    (StatusCode::OK, "ok")
-}
-
-async fn metrics_text<P: Provider>(State(s): State<HttpState<P>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], s.metrics.encode())
+/// `/healthz`, `/readyz` (serving, and the provider says it is ready) and `/metrics`.
+fn health<P: Provider>(provider: Arc<P>, metrics: Metrics, serving: Arc<AtomicBool>) -> Health {
+    Health::new(
+        move || {
+            let (provider, serving) = (provider.clone(), serving.clone());
+            async move {
+                if !serving.load(Ordering::SeqCst) {
+                    return Readiness::NotReady("not serving".into());
+                }
+                Readiness::when(provider.ready().await, "provider not ready")
+            }
+        },
+        move || Ok(metrics.encode()),
+    )
 }
 
 /// Accepts TCP connections and completes TLS handshakes with the configuration current at
@@ -180,20 +163,11 @@ pub async fn serve<P: Provider>(
     let serving = Arc::new(AtomicBool::new(true));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
-    let http_state = HttpState { provider: provider.clone(), metrics: metrics.clone(), serving: serving.clone() };
-    let app = axum::Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz::<P>))
-        .route("/metrics", get(metrics_text::<P>))
-        .with_state(http_state);
+    let app = health(provider.clone(), metrics.clone(), serving.clone()).router();
     let mut http_stop = stop_rx.clone();
-    let http = tokio::spawn(async move {
-        axum::serve(http_listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let http = tokio::spawn(keyward_process::health::serve(http_listener, app, async move {
+        let _ = http_stop.wait_for(|s| *s).await;
+    }));
 
     let (incoming, acceptor) = spawn_acceptor(grpc_listener, tls, options.handshake_timeout);
     let mut grpc_stop = stop_rx.clone();

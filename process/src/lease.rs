@@ -1,6 +1,5 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease, one implementation for every Keyward
-//! process that must act alone: the reconciler and the certificate loop. It lives in this crate
-//! because both binaries already depend on it (feature `lease`).
+//! process that must act alone: the reconciler and the certificate loop (feature `lease`).
 //!
 //! Optimistic concurrency does the locking: every write carries the `resourceVersion` it read,
 //! and a conflict means another replica won. The holder renews well inside the lease duration,

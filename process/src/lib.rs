@@ -1,0 +1,16 @@
+//! The process plumbing every Keyward binary shares, so each rule lives in one place:
+//!
+//! - [`log`]: the `--log-format` and `--log-level` flags and the tracing subscriber they set up;
+//! - [`signal`]: the shutdown signals (SIGTERM, SIGINT);
+//! - [`health`]: the plain HTTP operations server with `/healthz`, `/readyz` and `/metrics`;
+//! - `lease` (feature `lease`): leader election with a `coordination.k8s.io/v1` Lease.
+
+pub mod health;
+#[cfg(feature = "lease")]
+pub mod lease;
+pub mod log;
+pub mod signal;
+
+pub use health::{Health, Readiness};
+pub use log::{JsonLayout, LogArgs, LogFormat, LogStream, LogStyle, init_logging};
+pub use signal::{shutdown_signal, shutdown_token};
