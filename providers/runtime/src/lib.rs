@@ -29,8 +29,8 @@ pub mod testkit;
 pub mod tls;
 
 pub use cli::{RuntimeArgs, install_crypto_provider};
-pub use keyward_process::{LogFormat, shutdown_signal};
 pub use context::{RequestContext, StoreRefKind, check_provider_ref};
+pub use keyward_process::{LogFormat, shutdown_signal};
 pub use keyward_proto::ProviderError;
 pub use metrics::Metrics;
 pub use provider::{Provider, SecretMap};
