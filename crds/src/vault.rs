@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::SecretKeySelector;
 use crate::provider_config::{CaProvider, ServiceAccountSelector};
+use crate::secrets_manager::AwsAuthSecretRef;
 
 /// Configuration of the Vault provider: a Vault server, a KV secrets engine and how to log in.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -129,10 +130,10 @@ pub struct VaultAuth {
     /// TLS certificate auth method: the client certificate presented on the login request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert: Option<VaultCertAuth>,
-    /// AWS IAM auth method (upstream's field; not served by Keyward's Vault provider).
+    /// AWS auth method, IAM type: a signed STS `GetCallerIdentity` request exchanged for a
+    /// Vault token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-    pub iam: Option<serde_json::Value>,
+    pub iam: Option<VaultIamAuth>,
     /// GCP auth method (upstream's field; not served by Keyward's Vault provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -141,7 +142,7 @@ pub struct VaultAuth {
 
 /// Methods upstream defines that Keyward's Vault provider does not serve: a store naming one is
 /// admitted with a warning and reports the method as unsupported.
-pub const UNSERVED_VAULT_AUTH: [&str; 2] = ["iam", "gcp"];
+pub const UNSERVED_VAULT_AUTH: [&str; 1] = ["gcp"];
 
 impl VaultAuth {
     /// Names of the login methods that are set, in schema order.
@@ -291,4 +292,46 @@ pub struct VaultKubernetesServiceAccountTokenAuth {
     /// Lifetime of the token in seconds (default 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_seconds: Option<i64>,
+}
+
+/// AWS auth method login, IAM type: the provider signs an STS `GetCallerIdentity` request with
+/// AWS credentials and Vault has STS answer it, learning who signed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultIamAuth {
+    /// Mount path of the AWS auth method (default `aws`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// AWS region the request is signed for (default `us-east-1`, signed for the global STS
+    /// endpoint; another region is signed for its regional endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// ARN of an IAM role assumed (STS `AssumeRole`) with the credentials before signing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Vault role to log in as.
+    pub vault_role: String,
+    /// External ID of the `AssumeRole` call for `role`.
+    #[serde(default, rename = "externalID", skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    /// Value of the `X-Vault-AWS-IAM-Server-ID` header, signed with the request, for an auth
+    /// method configured with `iam_server_id_header_value`.
+    #[serde(default, rename = "vaultAwsIamServerID", skip_serializing_if = "Option::is_none")]
+    pub vault_aws_iam_server_id: Option<String>,
+    /// Static access keys stored in Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<AwsAuthSecretRef>,
+    /// Web identity: a ServiceAccount token exchanged through STS `AssumeRoleWithWebIdentity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<VaultIamJwtAuth>,
+}
+
+/// Web identity credentials for the IAM login.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultIamJwtAuth {
+    /// The ServiceAccount whose token is requested (audience `sts.amazonaws.com`, or its
+    /// `eks.amazonaws.com/audience` annotation, plus its `audiences`); the role the token
+    /// assumes is its `eks.amazonaws.com/role-arn` annotation.
+    pub service_account_ref: ServiceAccountSelector,
 }

@@ -28,7 +28,9 @@ pub use cluster_external_secret::{refused_store, selects_namespace, validate_clu
 pub use duration::{DurationError, parse_go_duration};
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
-pub use reach::{AWS_DEFAULT_CHAIN, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach};
+pub use reach::{
+    AWS_DEFAULT_CHAIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
+};
 pub use secret_store::{
     SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, StoreRetry, secret_store_boundary, secret_store_warnings,
     store_backend, store_controller_matches, store_ref_kind, store_refresh_interval, store_retry,

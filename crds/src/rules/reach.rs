@@ -53,6 +53,10 @@ pub fn kubernetes_reach(spec: &KubernetesSpec) -> Reach<'_> {
 /// ServiceAccount token.
 pub const VAULT_OWN_TOKEN: &str = "spec.auth.kubernetes without serviceAccountRef or secretRef";
 
+/// What a Vault `iam` login without secretRef or jwt uses: the provider's own AWS credentials
+/// chain.
+pub const VAULT_OWN_AWS_IDENTITY: &str = "spec.auth.iam without secretRef or jwt";
+
 /// A `Vault` configuration: its CA, client certificate and login credentials.
 pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
     let mut named = Vec::new();
@@ -90,6 +94,21 @@ pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
     if let Some(c) = &auth.cert {
         named.push(secret("spec.auth.cert.clientCert", &c.client_cert));
         named.push(secret("spec.auth.cert.secretRef", &c.secret_ref));
+    }
+    if let Some(iam) = &auth.iam {
+        if let Some(s) = &iam.secret_ref {
+            named.push(secret("spec.auth.iam.secretRef.accessKeyIDSecretRef", &s.access_key_id_secret_ref));
+            named.push(secret("spec.auth.iam.secretRef.secretAccessKeySecretRef", &s.secret_access_key_secret_ref));
+            named.extend(
+                s.session_token_secret_ref.as_ref().map(|t| secret("spec.auth.iam.secretRef.sessionTokenSecretRef", t)),
+            );
+        }
+        named.extend(
+            iam.jwt.as_ref().map(|j| service_account("spec.auth.iam.jwt.serviceAccountRef", &j.service_account_ref)),
+        );
+        if iam.secret_ref.is_none() && iam.jwt.is_none() {
+            ambient.push(Ambient { field: "spec.auth.iam", what: VAULT_OWN_AWS_IDENTITY });
+        }
     }
     Reach { named, ambient, allow_remote_namespace_override: false }
 }
@@ -208,6 +227,32 @@ mod tests {
             "auth": {"kubernetes": {"role": "app", "serviceAccountRef": {"name": "app"}}}}))
         .expect("spec");
         assert!(fields(ConfigOwner::Tenant, "team-a", &vault_reach(&own)).is_empty());
+        // An IAM login names its key Secrets or its ServiceAccount; without either it uses the
+        // provider's own AWS identity.
+        let iam = |auth: serde_json::Value| -> VaultSpec {
+            serde_json::from_value(serde_json::json!({"server": "https://vault:8200", "auth": {"iam": auth}}))
+                .expect("spec")
+        };
+        let keys = iam(serde_json::json!({"vaultRole": "app", "secretRef": {
+            "accessKeyIDSecretRef": {"name": "k", "key": "id"},
+            "secretAccessKeySecretRef": {"name": "k", "key": "secret", "namespace": "x"},
+            "sessionTokenSecretRef": {"name": "k", "key": "token", "namespace": "y"}}}));
+        assert_eq!(
+            fields(ConfigOwner::Tenant, "team-a", &vault_reach(&keys)),
+            [
+                "spec.auth.iam.secretRef.secretAccessKeySecretRef.namespace",
+                "spec.auth.iam.secretRef.sessionTokenSecretRef.namespace"
+            ]
+        );
+        let jwt =
+            iam(serde_json::json!({"vaultRole": "app", "jwt": {"serviceAccountRef": {"name": "a", "namespace": "z"}}}));
+        assert_eq!(
+            fields(ConfigOwner::Tenant, "team-a", &vault_reach(&jwt)),
+            ["spec.auth.iam.jwt.serviceAccountRef.namespace"]
+        );
+        let own = iam(serde_json::json!({"vaultRole": "app"}));
+        assert_eq!(fields(ConfigOwner::Tenant, "team-a", &vault_reach(&own)), ["spec.auth.iam"]);
+        assert!(fields(ConfigOwner::Operator, "keyward", &vault_reach(&own)).is_empty());
     }
 
     #[test]

@@ -153,7 +153,7 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec) -> Vec<String> {
         for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
             out.push(format!(
                 "spec.provider.vault.auth.{m}: this Vault login is not served by this controller; the store reports \
-                 Ready=False (ProviderNotSupported): use tokenSecretRef, appRole, kubernetes, jwt, ldap, userPass or cert"
+                 Ready=False (ProviderNotSupported): use tokenSecretRef, appRole, kubernetes, jwt, ldap, userPass, cert or iam"
             ));
         }
     }
@@ -482,10 +482,14 @@ mod tests {
         assert!(gcpsm[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{gcpsm:?}");
         let acm = w("provider: {aws: {service: CertificateManager, region: r}}");
         assert!(acm.len() == 1 && acm[0].starts_with("spec.provider.aws.service: CertificateManager"), "{acm:?}");
-        let iam = w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}, gcp: {role: g}}}}");
-        assert_eq!(iam.len(), 2, "one warning per login, none repeated: {iam:?}");
-        assert!(iam[0].starts_with("spec.provider.vault.auth.iam: ") && iam[0].contains("not served"), "{iam:?}");
-        assert!(iam[1].starts_with("spec.provider.vault.auth.gcp: "), "{iam:?}");
+        let gcp = w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}, gcp: {role: g}}}}");
+        assert_eq!(gcp.len(), 1, "one warning per unserved login, none repeated: {gcp:?}");
+        assert!(gcp[0].starts_with("spec.provider.vault.auth.gcp: ") && gcp[0].contains("not served"), "{gcp:?}");
+        assert_eq!(
+            w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r, region: eu-west-1}}}}"),
+            Vec::<String>::new(),
+            "iam is served"
+        );
         let tags = w("provider: {aws: {service: SecretsManager, region: r, sessionTagsPolicy: Simple, \
              customSessionTags: {team: a}}}");
         assert_eq!(tags.len(), 2, "{tags:?}");
@@ -503,9 +507,9 @@ mod tests {
         assert_eq!(e, StoreProviderError::NotSupported("gcpsm".into()));
         assert_eq!(e.reason(), "ProviderNotSupported");
         assert!(e.to_string().starts_with("spec.provider.gcpsm is not served by this controller"), "{e}");
-        let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}}}}").provider)
+        let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {gcp: {role: r}}}}").provider)
             .unwrap_err();
-        assert_eq!(e, StoreProviderError::NotSupported("vault.auth.iam".into()));
+        assert_eq!(e, StoreProviderError::NotSupported("vault.auth.gcp".into()));
         let e = store_backend(&spec("provider: {aws: {service: CertificateManager, region: r}}").provider).unwrap_err();
         assert_eq!(e.reason(), "ProviderNotSupported");
         let e = store_backend(&spec("provider: {}").provider).unwrap_err();

@@ -5,8 +5,8 @@ use base64::Engine;
 use super::ValidationErrors;
 use super::validate::check_secret_key;
 use crate::provider_config::CaProvider;
-use crate::secrets_manager::SecretsManagerSpec;
-use crate::vault::VaultSpec;
+use crate::secrets_manager::{AwsAuthSecretRef, SecretsManagerSpec};
+use crate::vault::{VaultIamAuth, VaultSpec};
 
 /// A CA given inline (`caBundle`, Base64 PEM) or by reference (`caProvider`), not both.
 pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, provider: Option<&CaProvider>) {
@@ -25,6 +25,65 @@ pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&
         if p.key.is_empty() {
             errs.push(format!("{path}.caProvider.key"), "must not be empty: name the key holding the PEM bundle");
         }
+    }
+}
+
+/// An AWS region name like `eu-west-1`.
+fn check_region(errs: &mut ValidationErrors, field: &str, region: &str) {
+    let ok = !region.is_empty() && region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        errs.push(field, format!("{region:?} is not an AWS region like eu-west-1"));
+    }
+}
+
+/// An IAM role to assume, named by its ARN.
+fn check_role_arn(errs: &mut ValidationErrors, field: &str, role: &str) {
+    if !role.starts_with("arn:") {
+        errs.push(field, format!("{role:?} is not a role ARN (arn:aws:iam::<account>:role/<name>)"));
+    }
+}
+
+/// Static AWS access keys (and an optional session token) in Secrets.
+fn check_access_keys(errs: &mut ValidationErrors, field: &str, s: &AwsAuthSecretRef) {
+    check_secret_key(errs, &format!("{field}.accessKeyIDSecretRef"), &s.access_key_id_secret_ref, true);
+    check_secret_key(errs, &format!("{field}.secretAccessKeySecretRef"), &s.secret_access_key_secret_ref, true);
+    if let Some(t) = &s.session_token_secret_ref {
+        check_secret_key(errs, &format!("{field}.sessionTokenSecretRef"), t, true);
+    }
+}
+
+/// The Vault AWS (IAM) login: a Vault role, where the AWS credentials come from, and the role
+/// they assume first.
+fn check_iam(errs: &mut ValidationErrors, iam: &VaultIamAuth) {
+    const FIELD: &str = "spec.auth.iam";
+    if iam.vault_role.is_empty() {
+        errs.push(format!("{FIELD}.vaultRole"), "must not be empty: name the Vault role to log in as");
+    }
+    if let Some(p) = &iam.path {
+        check_mount(errs, &format!("{FIELD}.path"), p);
+    }
+    if let Some(r) = &iam.region {
+        check_region(errs, &format!("{FIELD}.region"), r);
+    }
+    match &iam.role {
+        Some(role) => check_role_arn(errs, &format!("{FIELD}.role"), role),
+        None if iam.external_id.is_some() => {
+            errs.push(format!("{FIELD}.externalID"), "is sent with the AssumeRole call of role: set role too")
+        }
+        None => {}
+    }
+    if let Some(id) = &iam.vault_aws_iam_server_id
+        && id.chars().any(char::is_control)
+    {
+        errs.push(format!("{FIELD}.vaultAwsIamServerID"), "is a header value: it must not hold control characters");
+    }
+    match (&iam.secret_ref, &iam.jwt) {
+        (Some(_), Some(_)) => errs.push(FIELD, "set secretRef or jwt, not both"),
+        (Some(s), None) => check_access_keys(errs, &format!("{FIELD}.secretRef"), s),
+        (None, Some(j)) if j.service_account_ref.name.is_empty() => {
+            errs.push(format!("{FIELD}.jwt.serviceAccountRef.name"), "must not be empty")
+        }
+        _ => {}
     }
 }
 
@@ -57,7 +116,7 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
     }
     let auth = &spec.auth;
     let methods = auth.methods();
-    const ONE_OF: &str = "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap or cert";
+    const ONE_OF: &str = "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert or iam";
     match methods.len() {
         0 => errs.push("spec.auth", ONE_OF),
         1 => {}
@@ -78,6 +137,9 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
         check_mount(&mut errs, "spec.auth.cert.path", &c.path);
         check_secret_key(&mut errs, "spec.auth.cert.clientCert", &c.client_cert, true);
         check_secret_key(&mut errs, "spec.auth.cert.secretRef", &c.secret_ref, true);
+    }
+    if let Some(iam) = &auth.iam {
+        check_iam(&mut errs, iam);
     }
     check_headers(&mut errs, &spec.headers);
     if let Some(t) = &auth.token_secret_ref {
@@ -164,41 +226,16 @@ fn check_mount(errs: &mut ValidationErrors, field: &str, path: &str) {
 /// Validates a SecretsManager provider configuration.
 pub fn validate_secrets_manager(spec: &SecretsManagerSpec) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    let region_ok = !spec.region.is_empty()
-        && spec.region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !region_ok {
-        errs.push("spec.region", format!("{:?} is not an AWS region like eu-west-1", spec.region));
-    }
-    let arn = |errs: &mut ValidationErrors, field: String, role: &str| {
-        if !role.starts_with("arn:") {
-            errs.push(field, format!("{role:?} is not a role ARN (arn:aws:iam::<account>:role/<name>)"));
-        }
-    };
+    check_region(&mut errs, "spec.region", &spec.region);
     if let Some(role) = &spec.role {
-        arn(&mut errs, "spec.role".into(), role);
+        check_role_arn(&mut errs, "spec.role", role);
     }
     for (i, role) in spec.additional_roles.iter().enumerate() {
-        arn(&mut errs, format!("spec.additionalRoles[{i}]"), role);
+        check_role_arn(&mut errs, &format!("spec.additionalRoles[{i}]"), role);
     }
     if let Some(auth) = &spec.auth {
         match (&auth.secret_ref, &auth.jwt) {
-            (Some(s), None) => {
-                check_secret_key(
-                    &mut errs,
-                    "spec.auth.secretRef.accessKeyIDSecretRef",
-                    &s.access_key_id_secret_ref,
-                    true,
-                );
-                check_secret_key(
-                    &mut errs,
-                    "spec.auth.secretRef.secretAccessKeySecretRef",
-                    &s.secret_access_key_secret_ref,
-                    true,
-                );
-                if let Some(t) = &s.session_token_secret_ref {
-                    check_secret_key(&mut errs, "spec.auth.secretRef.sessionTokenSecretRef", t, true);
-                }
-            }
+            (Some(s), None) => check_access_keys(&mut errs, "spec.auth.secretRef", s),
             (None, Some(j)) if j.service_account_ref.name.is_empty() => {
                 errs.push("spec.auth.jwt.serviceAccountRef.name", "must not be empty");
             }
@@ -290,6 +327,36 @@ mod tests {
                 "server: http://v\nauth: {kubernetes: {role: r, mountPath: '../token'}}",
                 "spec.auth.kubernetes.mountPath: segment \"..\" is not allowed",
             ),
+            ("server: http://v\nauth: {iam: {vaultRole: ''}}", "spec.auth.iam.vaultRole: must not be empty"),
+            ("server: http://v\nauth: {iam: {vaultRole: r, path: '../token'}}", "spec.auth.iam.path: segment"),
+            ("server: http://v\nauth: {iam: {vaultRole: r, region: EU}}", "spec.auth.iam.region: \"EU\" is not"),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r, role: admin}}",
+                "spec.auth.iam.role: \"admin\" is not a role ARN",
+            ),
+            ("server: http://v\nauth: {iam: {vaultRole: r, externalID: x}}", "spec.auth.iam.externalID: is sent with"),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r, vaultAwsIamServerID: \"a\\nb\"}}",
+                "spec.auth.iam.vaultAwsIamServerID: is a header value",
+            ),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r, secretRef: {accessKeyIDSecretRef: {name: a}, \
+                 secretAccessKeySecretRef: {name: a, key: s}}}}",
+                "spec.auth.iam.secretRef.accessKeyIDSecretRef.key: must not be empty",
+            ),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r, jwt: {serviceAccountRef: {name: a}}, secretRef: \
+                 {accessKeyIDSecretRef: {name: a, key: i}, secretAccessKeySecretRef: {name: a, key: s}}}}",
+                "spec.auth.iam: set secretRef or jwt, not both",
+            ),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r, jwt: {serviceAccountRef: {name: ''}}}}",
+                "spec.auth.iam.jwt.serviceAccountRef.name: must not be empty",
+            ),
+            (
+                "server: http://v\nauth: {iam: {vaultRole: r}, userPass: {username: u, secretRef: {name: p, key: k}}}",
+                "spec.auth: userPass and iam are set",
+            ),
         ];
         for (yaml, want) in cases {
             let got = fields(vault(yaml));
@@ -299,6 +366,23 @@ mod tests {
                     auth: {namespace: admin, jwt: {path: oidc, role: r, kubernetesServiceAccountToken: \
                     {serviceAccountRef: {name: app, audiences: [vault]}, expirationSeconds: 600}}}";
         assert_eq!(fields(vault(full)), Vec::<String>::new());
+        let iam = "server: https://v\nauth: {iam: {path: aws-prod, region: eu-west-1, role: 'arn:aws:iam::1:role/r', \
+                   externalID: x, vaultAwsIamServerID: vault.example.com, vaultRole: app, secretRef: \
+                   {accessKeyIDSecretRef: {name: a, key: id}, secretAccessKeySecretRef: {name: a, key: secret}, \
+                   sessionTokenSecretRef: {name: a, key: token}}}}";
+        assert_eq!(fields(vault(iam)), Vec::<String>::new());
+        let spec: VaultSpec = serde_yaml::from_str(iam).expect("parses");
+        let back = serde_json::to_value(&spec).expect("json");
+        assert_eq!(back["auth"]["iam"]["externalID"], "x", "upstream's spelling");
+        assert_eq!(back["auth"]["iam"]["vaultAwsIamServerID"], "vault.example.com", "upstream's spelling");
+        assert_eq!(back["auth"]["iam"]["secretRef"]["accessKeyIDSecretRef"]["key"], "id");
+        assert_eq!(spec.auth.methods(), ["iam"]);
+        // The provider's own AWS identity and web identity are valid logins too.
+        assert_eq!(fields(vault("server: http://v\nauth: {iam: {vaultRole: r}}")), Vec::<String>::new());
+        assert_eq!(
+            fields(vault("server: http://v\nauth: {iam: {vaultRole: r, jwt: {serviceAccountRef: {name: app}}}}")),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::iam::{DEFAULT_MOUNT, IamLogin};
 use crate::kv::map_status;
 
 /// Lifetime requested for ServiceAccount tokens used to log in.
@@ -34,12 +35,19 @@ enum Login {
     Token(String),
     /// `POST <path>` (an encoded `auth/<mount>/login[/<user>]`) with this body.
     Post { path: String, body: Value },
+    /// `POST <path>` with a body signed afresh for each login (the AWS auth method).
+    Iam { path: String, iam: Box<IamLogin> },
 }
 
 impl Login {
     /// `POST auth/<mount>/login[/<user>]`, each part checked by the key rule and encoded, so a
     /// mount or user name can never make the login go to another path.
     fn post(field: &str, mount: &str, user: Option<&str>, body: Value) -> Result<Login, ProviderError> {
+        Ok(Login::Post { path: Self::path(field, mount, user)?, body })
+    }
+
+    /// The encoded `auth/<mount>/login[/<user>]` path.
+    fn path(field: &str, mount: &str, user: Option<&str>) -> Result<String, ProviderError> {
         let bad = |what: &str, e: ProviderError| ProviderError::BadConfig(format!("{field}.{what}: {e}"));
         let mut segments = keys::segments(mount).map_err(|e| bad("path", e))?;
         if segments.is_empty() {
@@ -57,7 +65,7 @@ impl Login {
                 }
             }
         }
-        Ok(Login::Post { path: keys::url_path(segments), body })
+        Ok(keys::url_path(segments))
     }
 }
 
@@ -316,11 +324,16 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
         };
         return Login::post("spec.auth.cert", &c.path, None, body);
     }
+    if let Some(i) = &auth.iam {
+        let iam = Box::new(IamLogin::read(refs, ctx, i).await?);
+        let mount = i.path.as_deref().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_MOUNT);
+        return Ok(Login::Iam { path: Login::path("spec.auth.iam", mount, None)?, iam });
+    }
     if let Some(m) = auth.methods().into_iter().next() {
         return Err(ProviderError::Unsupported(format!("spec.auth.{m}: this login method is not served")));
     }
     Err(ProviderError::BadConfig(
-        "spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap or cert".into(),
+        "spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert or iam".into(),
     ))
 }
 
@@ -374,6 +387,13 @@ fn fingerprint(
             part(b"post");
             part(path.as_bytes());
             part(body.to_string().as_bytes());
+        }
+        Login::Iam { path, iam } => {
+            part(b"iam");
+            part(path.as_bytes());
+            for p in iam.identity_parts() {
+                part(&p);
+            }
         }
     }
     if let Some((cert, key)) = identity {
@@ -517,23 +537,28 @@ impl VaultClient {
                     obtained: Instant::now(),
                 })
             }
-            Login::Post { path, body } => {
-                let (status, answer) = self.send(Method::POST, path, None, ns, Some(body), &[]).await?;
-                if status != 200 {
-                    // A refused login is a credentials problem, whatever status Vault uses.
-                    return Err(match map_status(status, &errors_of(&answer), &format!("logging in at {path}")) {
-                        ProviderError::InvalidArgument(m) | ProviderError::PermissionDenied(m) => {
-                            ProviderError::Unauthenticated(m)
-                        }
-                        other => other,
-                    });
-                }
-                tracing::info!(path = %path, "logged in to Vault");
-                Self::token_of(&answer)
-                    .ok_or_else(|| ProviderError::Unavailable(format!("{path}: Vault returned no token")))
-            }
+            Login::Post { path, body } => self.post_login(path, body).await,
+            Login::Iam { path, iam } => self.post_login(path, &iam.login_body().await?).await,
         }
     }
+
+    /// `POST <path>` with a login body; the token Vault answers with.
+    async fn post_login(&self, path: &str, body: &Value) -> Result<Token, ProviderError> {
+        let ns = self.auth_namespace.as_deref();
+        let (status, answer) = self.send(Method::POST, path, None, ns, Some(body), &[]).await?;
+        if status != 200 {
+            // A refused login is a credentials problem, whatever status Vault uses.
+            return Err(match map_status(status, &errors_of(&answer), &format!("logging in at {path}")) {
+                ProviderError::InvalidArgument(m) | ProviderError::PermissionDenied(m) => {
+                    ProviderError::Unauthenticated(m)
+                }
+                other => other,
+            });
+        }
+        tracing::info!(path = %path, "logged in to Vault");
+        Self::token_of(&answer).ok_or_else(|| ProviderError::Unavailable(format!("{path}: Vault returned no token")))
+    }
+
     /// Renews the token; `None` when Vault refused (the caller logs in again).
     async fn renew(&self, token: &Token) -> Result<Option<Token>, ProviderError> {
         let ns = self.auth_namespace.as_deref();
@@ -585,7 +610,7 @@ impl VaultClient {
         let token = self.token().await?;
         let ns = self.namespace.as_deref();
         let (status, answer) = self.send(method.clone(), path, Some(&token), ns, body, query).await?;
-        if status == 403 && matches!(self.login, Login::Post { .. }) {
+        if status == 403 && !matches!(self.login, Login::Token(_)) {
             self.drop_token().await;
             let token = self.token().await?;
             return self.send(method, path, Some(&token), ns, body, query).await;
@@ -841,11 +866,8 @@ mod tests {
 
     #[test]
     fn login_paths_are_checked_segments() {
-        let path = |mount: &str, user: Option<&str>| match Login::post("spec.auth.userPass", mount, user, json!({})) {
-            Ok(Login::Post { path, .. }) => Ok(path),
-            Ok(Login::Token(_)) => unreachable!(),
-            Err(e) => Err(e.to_string()),
-        };
+        let path =
+            |mount: &str, user: Option<&str>| Login::path("spec.auth.userPass", mount, user).map_err(|e| e.to_string());
         assert_eq!(path("userpass", Some("alice")).unwrap(), "auth/userpass/login/alice");
         assert_eq!(path("/team/ldap/", Some("bob")).unwrap(), "auth/team/ldap/login/bob");
         assert_eq!(path("cert", None).unwrap(), "auth/cert/login");

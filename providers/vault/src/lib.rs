@@ -11,6 +11,7 @@
 //! ServiceAccount token, is refused.
 
 pub mod client;
+mod iam;
 pub mod kv;
 
 use keyward_crds::Vault;

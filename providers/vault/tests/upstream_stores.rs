@@ -2,7 +2,7 @@
 //! (`spec.provider.vault`) against `vault server -dev` and the local control plane: userPass,
 //! LDAP (a real slapd) and TLS certificate logins; the tenant boundary of a SecretStore; extra
 //! headers, check-and-set writes; one login per token lifetime across many calls and client
-//! rebuilds, counted in Vault's audit log.
+//! rebuilds, counted in Vault's audit log; the AWS (IAM) login against moto's STS and IAM.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ClusterSecretStore, SecretStore};
-use keyward_e2e::stores::{Slapd, VaultDev};
+use keyward_e2e::stores::{Moto, Slapd, VaultDev};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
@@ -27,7 +27,7 @@ use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use common::start_provider;
+use common::{start_provider, start_provider_with_env};
 use tonic::transport::Channel;
 
 const POLICY: &str = r#"
@@ -499,6 +499,168 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
         }
         assert_eq!(logins(), 5, "one login for the ClusterSecretStore, whichever namespace asks");
         delete_cluster_store(&client, &cluster).await;
+    })
+    .await;
+}
+
+/// Moto's account: the ARNs its IAM users and assumed roles have.
+const MOTO_ACCOUNT: &str = "123456789012";
+
+/// Vault's AWS auth method, IAM type, verified by moto's STS: Vault forwards the signed
+/// GetCallerIdentity request to moto and binds the identity moto answers with. Static keys of a
+/// bound user read a secret (one login for many reads); another user's or unknown keys are
+/// refused by Vault; with `role` the keys assume it first (the Vault role is bound to the role
+/// only); the server ID header is sent when set and required when Vault asks for it; a
+/// SecretStore may neither name another namespace's keys nor use the provider's own identity.
+#[tokio::test(flavor = "multi_thread")]
+async fn iam_login_against_moto() {
+    let moto = Moto::start();
+    // Two users with access keys; a role `app` may assume. Then moto checks every request's
+    // signature and permissions, as STS does.
+    let setup = format!(
+        "import urllib.request\n\
+         iam=boto3.client('iam',**kw)\nout={{}}\n\
+         for u in ['app','stranger']:\n  iam.create_user(UserName=u)\n  \
+         k=iam.create_access_key(UserName=u)['AccessKey']\n  out[u]=[k['AccessKeyId'],k['SecretAccessKey']]\n\
+         trust={{'Version':'2012-10-17','Statement':[{{'Effect':'Allow','Action':'sts:AssumeRole',\
+         'Principal':{{'AWS':'arn:aws:iam::{MOTO_ACCOUNT}:user/app'}}}}]}}\n\
+         iam.create_role(RoleName='vault-reader',AssumeRolePolicyDocument=json.dumps(trust))\n\
+         may={{'Version':'2012-10-17','Statement':[{{'Effect':'Allow','Action':'sts:AssumeRole',\
+         'Resource':'arn:aws:iam::{MOTO_ACCOUNT}:role/vault-reader'}}]}}\n\
+         iam.put_user_policy(UserName='app',PolicyName='assume',PolicyDocument=json.dumps(may))\n\
+         urllib.request.urlopen(urllib.request.Request(kw['endpoint_url']+'/moto-api/reset-auth',data=b'0',\
+         headers={{'Content-Type':'text/plain'}}))\n\
+         print(json.dumps(out))"
+    );
+    let users = moto.boto3("us-east-1", &setup).unwrap();
+    let users: Value = serde_json::from_str(users.trim()).unwrap();
+    let v = vault(VaultDev::start());
+    let audit = Audit::enable(&v, &[]);
+    let sts = moto.endpoint();
+    for (mount, server_id) in [("aws", None), ("aws-sid", Some("vault.keyward.test"))] {
+        v.cli(&["auth", "enable", &format!("-path={mount}"), "aws"]);
+        let mut config = vec![
+            format!("auth/{mount}/config/client"),
+            "access_key=moto".into(),
+            "secret_key=moto".into(),
+            format!("sts_endpoint={sts}"),
+            format!("iam_endpoint={sts}"),
+            "sts_region=us-east-1".into(),
+        ];
+        config.extend(server_id.map(|id| format!("iam_server_id_header_value={id}")));
+        v.cli(&[&["write"], config.iter().map(String::as_str).collect::<Vec<_>>().as_slice()].concat());
+        for (role, principal) in [("app", "user/app"), ("reader", "role/vault-reader")] {
+            v.cli(&[
+                "write",
+                &format!("auth/{mount}/role/{role}"),
+                "auth_type=iam",
+                &format!("bound_iam_principal_arn=arn:aws:iam::{MOTO_ACCOUNT}:{principal}"),
+                "resolve_aws_unique_ids=false",
+                "token_policies=keyward",
+            ]);
+        }
+    }
+    let env: Vec<(&str, String)> = moto.provider_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut p = start_provider_with_env(&env).await;
+    with_temp_namespace(&[], |_client, other| async move {
+        with_temp_namespace(&[], |client, ns| async move {
+            let key = format!("{ns}/db");
+            v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+            for (name, [id, key_secret]) in [
+                ("app", [&users["app"][0], &users["app"][1]]),
+                ("stranger", [&users["stranger"][0], &users["stranger"][1]]),
+                ("unknown", [&json!("AKIAKEYWARDUNKNOWN01"), &json!("not-a-key")]),
+                ("forged", [&users["app"][0], &json!("not-the-secret")]),
+            ] {
+                let (id, key_secret) = (id.as_str().unwrap(), key_secret.as_str().unwrap());
+                secret(&client, &ns, &format!("aws-{name}"), &[("id", id), ("secret", key_secret)]).await;
+            }
+            secret(&client, &other, "aws-app", &[("id", "x"), ("secret", "y")]).await;
+            let keys = |name: &str| {
+                json!({"accessKeyIDSecretRef": {"name": name, "key": "id"},
+                       "secretAccessKeySecretRef": {"name": name, "key": "secret"}})
+            };
+            let store = |iam: Value| json!({"server": v.address(), "path": "secret", "auth": {"iam": iam}});
+            let role = format!("arn:aws:iam::{MOTO_ACCOUNT}:role/vault-reader");
+            let stores = [
+                ("iam", json!({"vaultRole": "app", "secretRef": keys("aws-app")})),
+                ("iam-stranger", json!({"vaultRole": "app", "secretRef": keys("aws-stranger")})),
+                ("iam-unknown", json!({"vaultRole": "app", "secretRef": keys("aws-unknown")})),
+                ("iam-forged", json!({"vaultRole": "app", "secretRef": keys("aws-forged")})),
+                (
+                    "iam-role",
+                    json!({"vaultRole": "reader", "role": role, "externalID": "keyward", "secretRef": keys("aws-app")}),
+                ),
+                ("iam-no-role", json!({"vaultRole": "reader", "secretRef": keys("aws-app")})),
+                (
+                    "iam-server-id",
+                    json!({"path": "aws-sid", "vaultRole": "app", "vaultAwsIamServerID": "vault.keyward.test",
+                           "secretRef": keys("aws-app")}),
+                ),
+                ("iam-no-server-id", json!({"path": "aws-sid", "vaultRole": "app", "secretRef": keys("aws-app")})),
+                (
+                    "iam-foreign",
+                    json!({"vaultRole": "app", "secretRef": {
+                        "accessKeyIDSecretRef": {"name": "aws-app", "key": "id", "namespace": other},
+                        "secretAccessKeySecretRef": {"name": "aws-app", "key": "secret"}}}),
+                ),
+                ("iam-own", json!({"vaultRole": "app"})),
+            ];
+            for (name, iam) in stores {
+                secret_store(&client, &ns, name, store(iam)).await;
+            }
+            let c = &mut p.client;
+            let read = |name: &str| get(&store_ref(name, &ns), &ns, &key, "user");
+
+            // Bound keys log in once and read, again and again.
+            for _ in 0..3 {
+                assert_eq!(get_text(c, read("iam")).await.unwrap(), "app");
+            }
+            assert_eq!(audit.count("auth/aws/login"), 1, "one login for three reads");
+
+            // With role, the keys assume it first: the Vault role bound to the role only takes it.
+            assert_eq!(get_text(c, read("iam-role")).await.unwrap(), "app");
+            let e = get_text(c, read("iam-no-role")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("logging in at auth/aws/login"), "{}", e.message());
+            assert!(e.message().contains(&format!("arn:aws:iam::{MOTO_ACCOUNT}:user/app")), "{}", e.message());
+
+            // Another user's keys are someone Vault did not bind; keys STS does not know, or a
+            // signature with the wrong secret, STS refuses before Vault binds anyone.
+            let e = get_text(c, read("iam-stranger")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("logging in at auth/aws/login"), "{}", e.message());
+            assert!(e.message().contains("user/stranger\" does not belong to the role \"app\""), "{}", e.message());
+            // Moto answers these refusals (InvalidClientTokenId, SignatureDoesNotMatch) with
+            // `Content-Type: application/xml`; Vault reads only `text/xml` answers (as STS sends
+            // them), so its message names no STS error code: moto's log shows the refusal.
+            let refusals = || moto.process().log().lines().filter(|l| l.contains("\" 403 ")).count();
+            for name in ["iam-unknown", "iam-forged"] {
+                let before = refusals();
+                let e = get_text(c, read(name)).await.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::Unauthenticated, "{name}: {e:?}");
+                assert!(e.message().contains("logging in at auth/aws/login"), "{name}: {}", e.message());
+                assert!(e.message().contains("GetCallerIdentity"), "{name}: {}", e.message());
+                assert!(refusals() > before, "{name}: moto refused the request\n{}", moto.process().log());
+            }
+
+            // The server ID header is signed and sent; a mount that requires it refuses a login
+            // without.
+            assert_eq!(get_text(c, read("iam-server-id")).await.unwrap(), "app");
+            let e = get_text(c, read("iam-no-server-id")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("logging in at auth/aws-sid/login"), "{}", e.message());
+
+            // The tenant boundary: no other namespace's keys, no provider identity.
+            let e = get_text(c, read("iam-foreign")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            assert!(e.message().contains("spec.auth.iam.secretRef.accessKeyIDSecretRef.namespace"), "{}", e.message());
+            let e = get_text(c, read("iam-own")).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            assert!(e.message().contains("spec.auth.iam"), "{}", e.message());
+        })
+        .await;
     })
     .await;
 }

@@ -24,3 +24,17 @@ pub async fn start_provider() -> Running {
     let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
     Running { child, client, _pki: pki }
 }
+
+/// [`start_provider`] with extra environment for the provider process (the AWS endpoints of the
+/// AWS auth method, say).
+#[allow(dead_code)] // Not every test crate sharing this module starts a provider this way.
+pub async fn start_provider_with_env(env: &[(&str, &str)]) -> Running {
+    let pki = TestPki::new().unwrap();
+    let (child, grpc, health) = spawn_provider("keyward-provider-vault", pki.tls_dir(), env).await;
+    if let Err(e) = wait_ready(health, Duration::from_secs(30)).await {
+        panic!("{e}\n{}", child.log());
+    }
+    let id = pki.client().unwrap();
+    let client = connect(grpc, pki.ca.cert_pem(), Some(&id)).await.unwrap();
+    Running { child, client, _pki: pki }
+}
