@@ -29,7 +29,11 @@ fn guide_block(lang: &str, marker: &str) -> String {
         .split(&fence)
         .skip(1)
         .filter_map(|rest| rest.split("```").next())
-        .map(|block| block.lines().map(str::trim_start).collect::<Vec<_>>().join("\n"))
+        .map(|block| {
+            // The guide's blocks sit in a numbered list: drop the list's indentation only.
+            let indent = block.lines().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min();
+            block.lines().map(|l| l.get(indent.unwrap_or(0)..).unwrap_or("")).collect::<Vec<_>>().join("\n")
+        })
         .find(|block| block.contains(marker))
         .unwrap_or_else(|| panic!("docs/migrating.md has no {lang} block with {marker:?}"))
 }
@@ -119,13 +123,26 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
     let dir = tempfile::tempdir().expect("tempdir");
     let values_file = dir.path().join("values-switch.yaml");
     std::fs::write(&values_file, serde_yaml::to_string(&values).expect("values YAML")).expect("values");
-    let mut install = helm(kc);
-    install
-        .args(["install", RELEASE])
-        .arg(chart_dir())
-        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
-        .arg(&values_file);
-    run(install);
+    // The guide's own `helm install` line, run where its relative paths resolve: the values
+    // file and `charts/keyward` in one directory, this run's helm first on PATH.
+    std::fs::create_dir(dir.path().join("charts")).expect("charts dir");
+    std::os::unix::fs::symlink(chart_dir(), dir.path().join("charts/keyward")).expect("link the chart");
+    let install = guide_block("sh", "helm install keyward");
+    assert!(install.contains("--force-conflicts"), "{install}");
+    let helm_env = helm(kc);
+    let helm_dir = Path::new(helm_env.get_program()).parent().expect("helm's directory").to_path_buf();
+    run({
+        let mut c = std::process::Command::new("bash");
+        c.args(["-euo", "pipefail", "-c", &format!("{} --timeout 5m", install.trim())]).current_dir(dir.path());
+        for (k, v) in helm_env.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        let path = std::env::var("PATH").unwrap_or_default();
+        c.env("PATH", format!("{}:{path}", helm_dir.display()));
+        c
+    });
     let crds = output(kc, &["get", "crd", "externalsecrets.external-secrets.io", "-o", "jsonpath={.spec.versions[*].name}"]);
     assert!(crds.split_whitespace().any(|v| v == "v1"), "Keyward's CRD serves v1: {crds}");
     // The Pods of both store providers run.
