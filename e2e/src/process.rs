@@ -184,8 +184,8 @@ pub async fn spawn_provider(
     spawn_provider_with(binary, tls_dir, env, &[]).await
 }
 
-/// [`spawn_provider`] with extra command-line flags, given after the defaults so that they win
-/// (`--log-format json`, say).
+/// [`spawn_provider`] with extra command-line flags (`--log-format json` in place of the
+/// default text logs, say).
 pub async fn spawn_provider_with(
     binary: &str,
     tls_dir: &Path,
@@ -202,9 +202,12 @@ pub async fn spawn_provider_with(
         .arg(health.to_string())
         .arg("--tls-dir")
         .arg(tls_dir)
-        .args(["--log-format", "text"])
-        .args(args)
         .env("KUBECONFIG", cp.kubeconfig());
+    // A flag may be given once: text logs unless the caller chose a format.
+    if !args.contains(&"--log-format") {
+        cmd.args(["--log-format", "text"]);
+    }
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

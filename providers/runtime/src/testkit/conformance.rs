@@ -265,7 +265,7 @@ pub async fn run_all<T: ConformanceTarget + ?Sized>(target: &T) -> Result<Report
     Err(report.to_string())
 }
 
-/// How long one case may take (the oversized case makes six calls to servers that flood).
+/// How long one case may take (the oversized case makes up to eight calls to servers that flood).
 const CASE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The values [`seed_fixtures`] writes: suite name and properties.

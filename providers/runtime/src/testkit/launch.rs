@@ -30,7 +30,7 @@ pub async fn launch(binary: &str, env: &[(&str, &str)]) -> Result<RunningProvide
     launch_with(binary, env, &[]).await
 }
 
-/// [`launch`] with extra flags (`["--log-format", "json"]`, say), which override the defaults.
+/// [`launch`] with extra flags (`["--log-format", "json"]` in place of text logs, say).
 pub async fn launch_with(binary: &str, env: &[(&str, &str)], args: &[&str]) -> Result<RunningProvider, TestkitError> {
     let pki = TestPki::new()?;
     let (child, grpc, health) = spawn_provider_with(binary, pki.tls_dir(), env, args).await;
