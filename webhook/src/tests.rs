@@ -655,11 +655,20 @@ fn secret_stores_warn_where_keyward_differs_from_upstream() {
         assert_eq!(d.warnings.len(), 1, "{d:?}");
         assert!(d.warnings[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{d:?}");
     }
-    let vault = json!({"provider": {"vault": {"server": "http://v", "auth": {"iam": {"vaultRole": "r"}}}}});
+    let vault = json!({"provider": {"vault": {"server": "http://v", "auth": {"gcp": {"role": "r"}}}}});
     let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", vault), &c);
     assert!(d.allowed, "{d:?}");
     assert_eq!(d.warnings.len(), 1, "{d:?}");
-    assert!(d.warnings[0].starts_with("spec.provider.vault.auth.iam: "), "{d:?}");
+    assert!(d.warnings[0].starts_with("spec.provider.vault.auth.gcp: "), "{d:?}");
+    // The AWS (IAM) login is served: validated, bounded, no warning.
+    let iam = json!({"provider": {"vault": {"server": "http://v", "auth": {"iam": {"vaultRole": "r",
+        "secretRef": {"accessKeyIDSecretRef": {"name": "a", "key": "id"},
+                      "secretAccessKeySecretRef": {"name": "a", "key": "secret"}}}}}}});
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", iam), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+    let own = json!({"provider": {"vault": {"server": "http://v", "auth": {"iam": {"vaultRole": "r"}}}}});
+    let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", own), &c);
+    assert!(!d.allowed, "a SecretStore may not use the provider's own AWS identity: {d:?}");
     let aws = json!({"provider": {"aws": {"service": "SecretsManager", "region": "eu-west-1",
         "auth": {"secretRef": {"accessKeyIDSecretRef": {"name": "a", "key": "id"},
                                "secretAccessKeySecretRef": {"name": "a", "key": "secret"}}},
