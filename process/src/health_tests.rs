@@ -68,7 +68,6 @@ async fn readyz_follows_the_readiness_flag() {
     }
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), &mut server.task).await;
     assert!(matches!(stopped, Ok(Ok(Ok(())))), "the server stops cleanly on shutdown: {stopped:?}");
-    assert!(tokio::net::TcpStream::connect(server.addr).await.is_err(), "the port is closed after shutdown");
 }
 
 #[tokio::test]
