@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::{ClusterSecretStore, SecretStore};
 use keyward_e2e::stores::{Moto, Slapd, VaultDev};
 use keyward_e2e::with_temp_namespace;
@@ -661,6 +661,62 @@ async fn iam_login_against_moto() {
             assert!(e.message().contains("spec.auth.iam"), "{}", e.message());
         })
         .await;
+    })
+    .await;
+}
+
+/// The IAM login with web identity: a ServiceAccount's token exchanged with moto's STS
+/// (AssumeRoleWithWebIdentity) for the role its `eks.amazonaws.com/role-arn` annotation names,
+/// which Vault binds; a ServiceAccount without the annotation is refused naming the field.
+#[tokio::test(flavor = "multi_thread")]
+async fn iam_login_with_web_identity() {
+    let moto = Moto::start();
+    let v = vault(VaultDev::start());
+    let sts = moto.endpoint();
+    v.cli(&["auth", "enable", "aws"]);
+    v.cli(&[
+        "write",
+        "auth/aws/config/client",
+        "access_key=moto",
+        "secret_key=moto",
+        &format!("sts_endpoint={sts}"),
+        &format!("iam_endpoint={sts}"),
+        "sts_region=us-east-1",
+    ]);
+    v.cli(&[
+        "write",
+        "auth/aws/role/web",
+        "auth_type=iam",
+        &format!("bound_iam_principal_arn=arn:aws:iam::{MOTO_ACCOUNT}:role/vault-web"),
+        "resolve_aws_unique_ids=false",
+        "token_policies=keyward",
+    ]);
+    let env: Vec<(&str, String)> = moto.provider_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut p = start_provider_with_env(&env).await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let key = format!("{ns}/db");
+        v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &ns);
+        let role = format!("arn:aws:iam::{MOTO_ACCOUNT}:role/vault-web");
+        for (name, annotations) in
+            [("web", Some([("eks.amazonaws.com/role-arn".to_string(), role)].into())), ("plain", None)]
+        {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta { name: Some(name.into()), annotations, ..Default::default() },
+                ..Default::default()
+            };
+            accounts.create(&PostParams::default(), &sa).await.unwrap();
+            let iam = json!({"vaultRole": "web", "jwt": {"serviceAccountRef": {"name": name}}});
+            secret_store(&client, &ns, name, json!({"server": v.address(), "path": "secret", "auth": {"iam": iam}}))
+                .await;
+        }
+        let c = &mut p.client;
+        assert_eq!(get_text(c, get(&store_ref("web", &ns), &ns, &key, "user")).await.unwrap(), "app");
+        let e = get_text(c, get(&store_ref("plain", &ns), &ns, &key, "user")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("spec.auth.iam.jwt.serviceAccountRef"), "{}", e.message());
+        assert!(e.message().contains("eks.amazonaws.com/role-arn"), "{}", e.message());
     })
     .await;
 }
