@@ -249,10 +249,11 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
         assert_eq!(running.child.pid(), pid);
         assert!(running.child.log().contains("reloaded TLS certificates"));
 
-        // SIGTERM: a clean, prompt exit once the idle client connection is gone. (`terminate`
-        // blocks this test's runtime, so a live client here could not answer the server's
-        // GOAWAY ping.)
+        // SIGTERM: a clean, prompt exit once the idle client connections (this test's and the
+        // launcher's) are gone. (`terminate` blocks this test's runtime, so a live client here
+        // could not answer the server's GOAWAY ping.)
         drop(good);
+        drop(running.client);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let stopping = Instant::now();
         let status = running.child.terminate(Duration::from_secs(30)).expect("exited on SIGTERM");
