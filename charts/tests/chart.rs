@@ -78,7 +78,10 @@ fn helm_lint_passes_in_both_modes_and_the_schema_refuses_bad_values() {
         let crds = out.matches("kind: CustomResourceDefinition").count();
         (crds, out.matches("helm.sh/resource-policy: keep").count())
     };
-    let all = std::fs::read_dir(chart_dir().join("templates/crds")).expect("crds").count();
+    let all = std::fs::read_dir(chart_dir().join("templates/crds"))
+        .expect("crds")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "yaml")))
+        .count();
     assert!(all >= 6, "the chart carries Keyward's CRDs");
     assert_eq!(crd_count(&[]), (all, all), "every CRD, each kept on uninstall");
     assert_eq!(crd_count(&["--set", "crds.keep=false"]), (all, 0));
@@ -152,6 +155,27 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
         assert!(!ok && out.contains("sideEffects"), "a broken manifest must fail the dry run:\n{out}");
     })
     .await;
+}
+
+/// Every provider process of `keyward_crds::registry` has its chart entry, running its own
+/// binary, and that binary is in the image; the chart deploys no provider the registry lacks.
+#[test]
+fn every_registered_provider_has_a_chart_entry_and_an_image_binary() {
+    let values = std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml");
+    let values: serde_yaml::Value = serde_yaml::from_str(&values).expect("values yaml");
+    let build = std::fs::read_to_string(keyward_e2e::repo_root().join("image/build.sh")).expect("image/build.sh");
+    let registered = keyward_crds::registry::provider_names();
+    for name in &registered {
+        let binary = format!("keyward-provider-{name}");
+        assert_eq!(values["providers"][name]["command"].as_str(), Some(binary.as_str()), "chart entry {name}");
+        assert!(
+            build.split_whitespace().any(|w| w.trim_matches(['(', ')']) == binary),
+            "{binary} not built into the image"
+        );
+    }
+    let in_chart: Vec<&str> =
+        values["providers"].as_mapping().expect("providers map").keys().filter_map(|k| k.as_str()).collect();
+    assert!(in_chart.iter().all(|n| registered.contains(n)), "chart providers {in_chart:?}, registry {registered:?}");
 }
 
 /// The Vault and AWS providers are off by default; enabled, each gets its Deployment (running

@@ -78,9 +78,10 @@ pub enum Layout {
     HelmTemplate,
 }
 
-/// The generated files as `(file name, contents)`, one per CRD, named after the CRD.
+/// The generated files as `(file name, contents)`, one per CRD, named after the CRD; a chart
+/// also gets the provider configuration resources its webhook rules name.
 pub fn render_all(layout: Layout) -> Result<Vec<(String, String)>, serde_yaml::Error> {
-    all_crds()
+    let mut files = all_crds()
         .into_iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();
@@ -91,7 +92,18 @@ pub fn render_all(layout: Layout) -> Result<Vec<(String, String)>, serde_yaml::E
             };
             Ok((format!("{name}.yaml"), format!("{HEADER}{body}")))
         })
-        .collect()
+        .collect::<Result<Vec<_>, serde_yaml::Error>>()?;
+    if layout == Layout::HelmTemplate {
+        files.push(("_provider_kinds.tpl".into(), provider_kinds_template()));
+    }
+    Ok(files)
+}
+
+/// `keyward.providerConfigResources`: the resources of [`crate::registry::PROVIDER_KINDS`], as
+/// the webhook configuration's rules list them.
+fn provider_kinds_template() -> String {
+    let resources: Vec<String> = crate::registry::PROVIDER_KINDS.iter().map(|p| format!("{:?}", p.plural)).collect();
+    format!("{HEADER}{{{{- define \"keyward.providerConfigResources\" -}}}}[{}]{{{{- end -}}}}\n", resources.join(", "))
 }
 
 /// Wraps one CRD's YAML in the chart's switches and adds the chart's labels.

@@ -8,6 +8,7 @@ pub mod generate;
 pub mod provider;
 pub mod provider_config;
 pub mod push_secret;
+pub mod registry;
 pub mod rules;
 mod schema;
 pub mod secret_store;

@@ -207,11 +207,15 @@ impl UpstreamInstall {
                                   "capabilities": "ReadWrite"});
         let css_name = format!("{ns}-vault");
         let css = Api::all_with(client.clone(), &resource("ClusterSecretStore", "v1"));
-        create_with_status(&css, json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+        create_with_status(
+            &css,
+            json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
             "metadata": {"name": css_name, "labels": labels},
             "spec": {"provider": {"vault": {"server": vault.address(), "path": "secret", "version": "v2",
                 "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token", "namespace": ns}}}}}}),
-            store_status.clone()).await;
+            store_status.clone(),
+        )
+        .await;
         let ss = Api::namespaced_with(client.clone(), ns, &resource("SecretStore", "v1"));
         create_with_status(&ss, json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
             "metadata": {"name": "parameterstore", "labels": labels},
@@ -226,32 +230,47 @@ impl UpstreamInstall {
             ("from-vault", ("ClusterSecretStore", css_name.as_str()), "app", "vault-one"),
             ("from-ssm", ("SecretStore", "parameterstore"), "/app/db", "ssm-one"),
         ] {
-            let es = create_with_status(&ess, external_secret(name, ns, &labels, store, key), synced_status(name)).await;
-            targets.push(secrets.create(&PostParams::default(), &upstream_target(name, &es, value, hash)).await.expect("target"));
+            let es =
+                create_with_status(&ess, external_secret(name, ns, &labels, store, key), synced_status(name)).await;
+            targets.push(
+                secrets.create(&PostParams::default(), &upstream_target(name, &es, value, hash)).await.expect("target"),
+            );
         }
 
         // A ClusterExternalSecret and the ExternalSecret it made (controller owner, label).
         let ces_name = format!("{ns}-ces");
         let cess = Api::all_with(client.clone(), &resource("ClusterExternalSecret", "v1"));
-        let mut es_spec = external_secret("ces-made", ns, &labels, ("ClusterSecretStore", &css_name), "app")["spec"].clone();
+        let mut es_spec =
+            external_secret("ces-made", ns, &labels, ("ClusterSecretStore", &css_name), "app")["spec"].clone();
         es_spec["refreshInterval"] = json!("1h");
-        let ces = create_with_status(&cess, json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterExternalSecret",
+        let ces = create_with_status(
+            &cess,
+            json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterExternalSecret",
             "metadata": {"name": ces_name, "labels": labels},
             "spec": {"namespaces": [ns], "externalSecretName": "ces-made", "refreshTime": "1m",
                      "externalSecretMetadata": {"labels": labels}, "externalSecretSpec": es_spec}}),
             json!({"externalSecretName": "ces-made", "provisionedNamespaces": [ns],
-                   "conditions": [{"type": "Ready", "status": "True"}]})).await;
+                   "conditions": [{"type": "Ready", "status": "True"}]}),
+        )
+        .await;
         let mut made = external_secret("ces-made", ns, &labels, ("ClusterSecretStore", &css_name), "app");
-        made["metadata"]["labels"]["externalsecrets.external-secrets.io/cluster-external-secret-name"] = json!(ces_name);
+        made["metadata"]["labels"]["externalsecrets.external-secrets.io/cluster-external-secret-name"] =
+            json!(ces_name);
         made["metadata"]["ownerReferences"] = json!([{"apiVersion": "external-secrets.io/v1", "kind": "ClusterExternalSecret",
             "name": ces_name, "uid": ces.uid(), "controller": true, "blockOwnerDeletion": true}]);
         made["spec"]["refreshInterval"] = json!("1h");
         let made = create_with_status(&ess, made, synced_status("ces-made")).await;
-        targets.push(secrets.create(&PostParams::default(), &upstream_target("ces-made", &made, "vault-one", hash)).await.expect("target"));
+        targets.push(
+            secrets
+                .create(&PostParams::default(), &upstream_target("ces-made", &made, "vault-one", hash))
+                .await
+                .expect("target"),
+        );
 
         // The PushSecret and what it pushed.
         let pushes = Api::namespaced_with(client.clone(), ns, &resource("PushSecret", "v1alpha1"));
-        let push_ref = json!({"match": {"secretKey": "token", "remoteRef": {"remoteKey": "pushed", "property": "token"}}});
+        let push_ref =
+            json!({"match": {"secretKey": "token", "remoteRef": {"remoteKey": "pushed", "property": "token"}}});
         create_with_status(&pushes, json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
             "metadata": {"name": "push", "labels": labels},
             "spec": {"refreshInterval": "15s", "deletionPolicy": "Delete",
@@ -286,7 +305,8 @@ impl UpstreamInstall {
         }
         let made = ess.get("ces-made").await.expect("the ClusterExternalSecret's ExternalSecret");
         assert_eq!(made.uid(), self.ces_made_uid, "the ClusterExternalSecret's ExternalSecret stays");
-        let pushes: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &resource("PushSecret", "v1alpha1"));
+        let pushes: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &resource("PushSecret", "v1alpha1"));
         eventually("the PushSecret is Ready under Keyward", wait, || async {
             let (status, _, message) = ready(&pushes.get("push").await.ok()?)?;
             (status == "True" && message != "PushSecret synced successfully").then_some(())

@@ -49,7 +49,8 @@ async fn an_upstream_install_switches_in_place() {
             let vault_provider = ProviderProcess::start("keyward-provider-vault", pki.provider_dir(), None).await;
             let aws_env = moto.provider_env();
             let aws_env: Vec<(&str, &str)> = aws_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            let aws_provider = ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &aws_env).await;
+            let aws_provider =
+                ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &aws_env).await;
             let stores = [("vault", &vault_provider), ("aws", &aws_provider)];
             let reconciler = Reconciler::start_with_stores(&ns, &stores, &[]).await;
 

@@ -3,17 +3,16 @@
 
 use std::collections::BTreeMap;
 
+use keyward_crds::registry::{ProviderKind, provider_kind};
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
-    check_namespace_admitted, check_push_override, config_owner, kubernetes_reach, push_metadata_remote_namespace,
-    secret_store_boundary, secret_store_warnings, secrets_manager_reach, store_ref_kind,
-    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_fake,
-    validate_kubernetes, validate_provider, validate_push_secret, validate_secret_store, validate_secrets_manager,
-    validate_vault, vault_reach,
+    check_namespace_admitted, check_push_override, config_owner, push_metadata_remote_namespace, secret_store_boundary,
+    secret_store_warnings, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
+    validate_external_secret, validate_provider, validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Fake, Kubernetes,
-    Provider, PushSecret, SecretStore, SecretsManager, StoreKind, Vault,
+    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret, SecretStore, StoreKind,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -38,14 +37,8 @@ pub enum Kind {
     SecretStore,
     /// `external-secrets.io/v1` ClusterSecretStore.
     ClusterSecretStore,
-    /// `provider.external-secrets.io/v2alpha1` Kubernetes.
-    Kubernetes,
-    /// `provider.external-secrets.io/v2alpha1` Fake.
-    Fake,
-    /// `provider.external-secrets.io/v2alpha1` Vault.
-    Vault,
-    /// `provider.external-secrets.io/v2alpha1` SecretsManager.
-    SecretsManager,
+    /// A `provider.external-secrets.io/v2alpha1` configuration kind of the registry.
+    ProviderConfig(&'static ProviderKind),
 }
 
 impl Kind {
@@ -59,11 +52,7 @@ impl Kind {
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
             ("external-secrets.io", "v1", "SecretStore") => Some(Kind::SecretStore),
             ("external-secrets.io", "v1", "ClusterSecretStore") => Some(Kind::ClusterSecretStore),
-            ("provider.external-secrets.io", "v2alpha1", "Kubernetes") => Some(Kind::Kubernetes),
-            ("provider.external-secrets.io", "v2alpha1", "Fake") => Some(Kind::Fake),
-            ("provider.external-secrets.io", "v2alpha1", "Vault") => Some(Kind::Vault),
-            ("provider.external-secrets.io", "v2alpha1", "SecretsManager") => Some(Kind::SecretsManager),
-            _ => None,
+            _ => provider_kind(group, version, kind).map(Kind::ProviderConfig),
         }
     }
 
@@ -82,10 +71,7 @@ impl Kind {
             Kind::ClusterProvider => "ClusterProvider",
             Kind::SecretStore => "SecretStore",
             Kind::ClusterSecretStore => "ClusterSecretStore",
-            Kind::Kubernetes => "Kubernetes",
-            Kind::Fake => "Fake",
-            Kind::Vault => "Vault",
-            Kind::SecretsManager => "SecretsManager",
+            Kind::ProviderConfig(p) => p.kind,
         }
     }
 
@@ -211,36 +197,16 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
             check.spec(validate_secret_store(None, &s.spec.store));
             check.warnings.extend(secret_store_warnings(&s.spec.store));
         }
-        Kind::Kubernetes => {
-            let k: Kubernetes = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_kubernetes(&k.spec));
-            check.boundary(state, ns, &kubernetes_reach(&k.spec));
-        }
-        Kind::Fake => {
-            let f: Fake = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_fake(&f.spec));
-        }
-        Kind::Vault => {
-            let v: Vault = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_vault(&v.spec));
-            check.boundary(state, ns, &vault_reach(&v.spec));
-        }
-        Kind::SecretsManager => {
-            let a: SecretsManager = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_secrets_manager(&a.spec));
-            check.boundary(state, ns, &secrets_manager_reach(&a.spec));
+        Kind::ProviderConfig(p) => {
+            let read = (p.admit)(object, &mut |invalid, reach| {
+                check.spec(invalid);
+                if let Some(reach) = reach {
+                    check.boundary(state, ns, reach);
+                }
+            });
+            if let Err(e) = read {
+                return Decision::deny(400, format!("the {} cannot be read: {e}", p.kind));
+            }
         }
     }
     check.finish(kind, &name)

@@ -52,7 +52,8 @@ fn external_secrets_crds(kc: &Path) -> Vec<String> {
 fn remove_external_secrets_crds(kc: &Path) {
     for crd in external_secrets_crds(kc) {
         let plural = crd.trim_start_matches("customresourcedefinition.apiextensions.k8s.io/");
-        let jsonpath = r#"jsonpath={range .items[?(@.metadata.finalizers)]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}"#;
+        let jsonpath =
+            r#"jsonpath={range .items[?(@.metadata.finalizers)]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}"#;
         for object in output(kc, &["get", plural, "-A", "-o", jsonpath]).lines() {
             let (ns, name) = object.split_once('/').unwrap_or(("", object));
             let mut patch = kubectl(kc);
@@ -83,8 +84,10 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
     for crd in external_secrets_crds(kc) {
         run({
             let mut c = kubectl(kc);
-            c.args(["annotate", &crd, "--overwrite"])
-                .args(["meta.helm.sh/release-name=external-secrets", "meta.helm.sh/release-namespace=external-secrets"]);
+            c.args(["annotate", &crd, "--overwrite"]).args([
+                "meta.helm.sh/release-name=external-secrets",
+                "meta.helm.sh/release-namespace=external-secrets",
+            ]);
             c
         });
         run({
@@ -143,7 +146,8 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
         c.env("PATH", format!("{}:{path}", helm_dir.display()));
         c
     });
-    let crds = output(kc, &["get", "crd", "externalsecrets.external-secrets.io", "-o", "jsonpath={.spec.versions[*].name}"]);
+    let crds =
+        output(kc, &["get", "crd", "externalsecrets.external-secrets.io", "-o", "jsonpath={.spec.versions[*].name}"]);
     assert!(crds.split_whitespace().any(|v| v == "v1"), "Keyward's CRD serves v1: {crds}");
     // The Pods of both store providers run.
     for provider in ["vault", "aws"] {

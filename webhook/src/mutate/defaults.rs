@@ -14,6 +14,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use keyward_crds::external_secret::DEFAULT_REFRESH_INTERVAL;
 use keyward_crds::provider_config::PROVIDER_CONFIG_API_VERSION;
+use keyward_crds::registry::provider_kind_named;
 use keyward_crds::rules::parse_go_duration;
 use serde_json::{Value, json};
 
@@ -58,8 +59,7 @@ pub fn provider_ref(object: &Value) -> Vec<PatchOperation> {
     let Some(r) = object.pointer("/spec/config/providerRef").filter(|r| r.is_object()) else {
         return Vec::new();
     };
-    let known_kind =
-        matches!(r.get("kind").and_then(Value::as_str), Some("Kubernetes" | "Fake" | "Vault" | "SecretsManager"));
+    let known_kind = r.get("kind").and_then(Value::as_str).and_then(provider_kind_named).is_some();
     if known_kind && non_empty_str(r, "/apiVersion").is_none() {
         vec![add(&["spec", "config", "providerRef", "apiVersion"], json!(PROVIDER_CONFIG_API_VERSION))]
     } else {

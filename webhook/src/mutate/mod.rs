@@ -36,10 +36,7 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
         | Kind::ClusterExternalSecret
         | Kind::SecretStore
         | Kind::ClusterSecretStore
-        | Kind::Kubernetes
-        | Kind::Fake
-        | Kind::Vault
-        | Kind::SecretsManager => Vec::new(),
+        | Kind::ProviderConfig(_) => Vec::new(),
     };
     Decision { patch: Some(Patch(ops)), ..Decision::allow() }
 }
