@@ -15,6 +15,8 @@ fuzz_target!(|data: &[u8]| {
         max_depth: 32,
         max_range_iterations: 1000,
         max_steps: 100_000,
+        // No wall-clock deadline: a fuzz input must behave the same on every run.
+        deadline: None,
     };
     let values = BTreeMap::from([
         ("a".to_string(), b"{\"b\":[1,2]}".to_vec()),
