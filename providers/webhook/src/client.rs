@@ -1,0 +1,248 @@
+//! The HTTP client of one configuration: its CA, its time limit, and the address check of
+//! [`crate::netguard`] for a tenant's configuration. Answers are read through the runtime's size
+//! cap ([`keyward_provider_runtime::body`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keyward_crds::rules::parse_go_duration;
+use keyward_provider_runtime::body::{self, MAX_RESPONSE_BYTES, REQUEST_TIMEOUT};
+use keyward_provider_runtime::refs::ClusterRefs;
+use keyward_provider_runtime::{ProviderError, RequestContext};
+use reqwest::header::{HeaderName, HeaderValue};
+use rustls::pki_types::CertificateDer;
+
+use crate::api::WebhookSpec;
+use crate::netguard::{DeniedNetworks, GuardedResolver, denied_in};
+use crate::render::Rendered;
+
+/// Most redirects followed (as Go's client).
+const MAX_REDIRECTS: usize = 10;
+
+/// A configuration's HTTP client.
+#[derive(Clone)]
+pub struct HttpClient {
+    http: reqwest::Client,
+    denied: DeniedNetworks,
+    timeout: Duration,
+}
+
+/// A status and a body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body (at most [`MAX_RESPONSE_BYTES`]).
+    pub body: Vec<u8>,
+}
+
+/// `spec.timeout`, capped at the runtime's [`REQUEST_TIMEOUT`] (also when unset or `0`).
+pub fn request_timeout(spec: &WebhookSpec) -> Result<Duration, ProviderError> {
+    let Some(t) = spec.timeout.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok(REQUEST_TIMEOUT);
+    };
+    let d = parse_go_duration(t).map_err(|e| ProviderError::BadConfig(format!("spec.timeout: {e}")))?;
+    Ok(if d.is_zero() { REQUEST_TIMEOUT } else { d.min(REQUEST_TIMEOUT) })
+}
+
+/// `scheme://host:port` of a URL: how messages name the server (a rendered URL may carry
+/// credentials in its path or query).
+pub fn server_of(url: &reqwest::Url) -> String {
+    match (url.host_str(), url.port_or_known_default()) {
+        (Some(h), Some(p)) => format!("{}://{h}:{p}", url.scheme()),
+        (Some(h), None) => format!("{}://{h}", url.scheme()),
+        _ => url.scheme().to_string(),
+    }
+}
+
+/// An error with its causes (`a: b: c`), without URLs.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn tls_config(roots: Option<Vec<Vec<u8>>>) -> Result<rustls::ClientConfig, ProviderError> {
+    let mut store = rustls::RootCertStore::empty();
+    match roots {
+        Some(ders) => {
+            for der in ders {
+                store
+                    .add(CertificateDer::from(der))
+                    .map_err(|e| ProviderError::BadConfig(format!("spec.caBundle: unusable certificate: {e}")))?;
+            }
+        }
+        None => {
+            store.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        }
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))?
+        .with_root_certificates(store)
+        .with_no_client_auth())
+}
+
+impl HttpClient {
+    /// The client of `spec`: its CA (`caBundle`, `caProvider` read within the tenant boundary,
+    /// else the system roots), its time limit, and `denied` checked for every address it
+    /// connects to (empty for an operator's configuration).
+    pub async fn build(
+        refs: &ClusterRefs,
+        ctx: &RequestContext,
+        spec: &WebhookSpec,
+        denied: DeniedNetworks,
+    ) -> Result<Self, ProviderError> {
+        let roots = refs.ca_bundle(ctx, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref()).await?;
+        let timeout = request_timeout(spec)?;
+        let redirects = denied.clone();
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                return attempt.error(format!("stopped after {MAX_REDIRECTS} redirects"));
+            }
+            match redirects.check_url(attempt.url()) {
+                Ok(()) => attempt.follow(),
+                Err(d) => attempt.error(d),
+            }
+        });
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls_config(roots)?)
+            .dns_resolver(GuardedResolver(denied.clone()))
+            // The address check needs the provider to resolve and connect itself.
+            .no_proxy()
+            .redirect(policy)
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .build()
+            .map_err(|e| ProviderError::Internal(format!("building the HTTP client: {e}")))?;
+        Ok(HttpClient { http, denied, timeout })
+    }
+
+    /// The addresses a tenant's configuration may not reach (for Validate).
+    pub fn denied(&self) -> &DeniedNetworks {
+        &self.denied
+    }
+
+    /// The time limit of one request.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends the rendered request and reads the answer, at most [`MAX_RESPONSE_BYTES`] within
+    /// the time limit.
+    pub async fn send(&self, method: &str, r: &Rendered) -> Result<Answer, ProviderError> {
+        let url = parse_url(&r.url)?;
+        let server = server_of(&url);
+        self.denied.check_url(&url).map_err(|d| ProviderError::PermissionDenied(d.to_string()))?;
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| ProviderError::BadConfig(format!("spec.method: {method:?} is not an HTTP method")))?;
+        let mut req = self.http.request(method, url);
+        for (name, value) in &r.headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ProviderError::BadConfig(format!("spec.headers: {name:?} is not a header name")))?;
+            // A value with CR, LF or NUL (from a hostile key, say) is refused, never sent.
+            let v = HeaderValue::from_str(value).map_err(|_| {
+                ProviderError::BadConfig(format!(
+                    "spec.headers[{name:?}]: renders to a value that is not a valid header"
+                ))
+            })?;
+            req = req.header(n, v);
+        }
+        let req = req.body(r.body.clone());
+        let exchange = async {
+            let resp = req.send().await.map_err(|e| self.send_error(&server, e))?;
+            let status = resp.status().as_u16();
+            let answer = http::Response::<reqwest::Body>::from(resp);
+            let (_, bytes) =
+                body::read_limited(answer, MAX_RESPONSE_BYTES).await.map_err(|e| {
+                    match body::limit_error(e.as_ref()) {
+                        Some(refused) => refused.to_provider_error(&format!("the webhook at {server}")),
+                        None => ProviderError::Unavailable(format!(
+                            "reading the answer of the webhook at {server}: {}",
+                            causes(e.as_ref())
+                        )),
+                    }
+                })?;
+            Ok(Answer { status, body: bytes.to_vec() })
+        };
+        // reqwest's limit covers the body too; this one also ends a call that is stuck anywhere.
+        tokio::time::timeout(self.timeout + Duration::from_millis(250), exchange).await.map_err(|_| {
+            ProviderError::Unavailable(format!("the webhook at {server} did not answer within {:?}", self.timeout))
+        })?
+    }
+
+    fn send_error(&self, server: &str, e: reqwest::Error) -> ProviderError {
+        if let Some(d) = denied_in(&e) {
+            return ProviderError::PermissionDenied(d.to_string());
+        }
+        if e.is_timeout() {
+            return ProviderError::Unavailable(format!(
+                "the webhook at {server} did not answer within {:?}",
+                self.timeout
+            ));
+        }
+        ProviderError::Unavailable(format!("request to the webhook at {server} failed: {}", causes(&e.without_url())))
+    }
+}
+
+/// A rendered URL, which must be `http` or `https` with a host.
+pub fn parse_url(raw: &str) -> Result<reqwest::Url, ProviderError> {
+    let url = reqwest::Url::parse(raw.trim())
+        .map_err(|e| ProviderError::BadConfig(format!("spec.url: the rendered URL does not parse: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(ProviderError::BadConfig(
+            "spec.url: the rendered URL must be http:// or https:// with a host".into(),
+        ));
+    }
+    Ok(url)
+}
+
+/// What a status means for a read: 2xx is the value; 404 is no secret (upstream: the
+/// ExternalSecret's deletion policy applies).
+pub fn check_status(status: u16, what: &str) -> Result<(), ProviderError> {
+    match status {
+        200..=299 => Ok(()),
+        404 => Err(ProviderError::NoSecret(format!("{what} answered 404 Not Found"))),
+        401 => Err(ProviderError::Unauthenticated(format!("{what} answered 401 Unauthorized"))),
+        403 => Err(ProviderError::PermissionDenied(format!("{what} answered 403 Forbidden"))),
+        304 => Err(ProviderError::Unavailable(format!("{what} answered 304 Not Modified; the current value is kept"))),
+        s => Err(ProviderError::Unavailable(format!("{what} answered with status {s}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_capped() {
+        let spec = |t: Option<&str>| WebhookSpec { timeout: t.map(str::to_string), ..WebhookSpec::default() };
+        assert_eq!(request_timeout(&spec(None)).expect("default"), REQUEST_TIMEOUT);
+        assert_eq!(request_timeout(&spec(Some("0"))).expect("zero"), REQUEST_TIMEOUT);
+        assert_eq!(request_timeout(&spec(Some("2s"))).expect("2s"), Duration::from_secs(2));
+        assert_eq!(request_timeout(&spec(Some("1h"))).expect("capped"), REQUEST_TIMEOUT);
+        assert_eq!(
+            request_timeout(&spec(Some("soon"))).map_err(|e| e.code()).expect_err("bad"),
+            tonic::Code::FailedPrecondition
+        );
+    }
+
+    #[test]
+    fn messages_name_the_server_without_path_or_query() {
+        let url = parse_url("https://user:pw@api.example.com/v1/s?token=secret").expect("url");
+        assert_eq!(server_of(&url), "https://api.example.com:443");
+        assert!(parse_url("ftp://x/").is_err());
+        assert!(parse_url("http://").is_err());
+        assert_eq!(check_status(404, "x").map_err(|e| e.code()), Err(tonic::Code::NotFound));
+        assert_eq!(check_status(500, "x").map_err(|e| e.code()), Err(tonic::Code::Unavailable));
+        assert!(check_status(204, "x").is_ok());
+    }
+}
