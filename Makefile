@@ -24,10 +24,10 @@ test:
 	bash scripts/test.sh
 
 generate:
-	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- crds/yaml --chart charts/keyward/templates/crds
+	cargo run -q -p keyward-provider-registry --features generator --bin keyward-crdgen -- crds/yaml --chart charts/keyward/templates/crds
 
 generate-check:
-	cargo run -q -p keyward-crds --features generator --bin keyward-crdgen -- --check crds/yaml --chart charts/keyward/templates/crds
+	cargo run -q -p keyward-provider-registry --features generator --bin keyward-crdgen -- --check crds/yaml --chart charts/keyward/templates/crds
 
 controlplane:
 	bash e2e/scripts/build-controlplane.sh

@@ -157,14 +157,14 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
     .await;
 }
 
-/// Every provider process of `keyward_crds::registry` has its chart entry, running its own
+/// Every provider process of `keyward_provider_registry` has its chart entry, running its own
 /// binary, and that binary is in the image; the chart deploys no provider the registry lacks.
 #[test]
 fn every_registered_provider_has_a_chart_entry_and_an_image_binary() {
     let values = std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml");
     let values: serde_yaml::Value = serde_yaml::from_str(&values).expect("values yaml");
     let build = std::fs::read_to_string(keyward_e2e::repo_root().join("image/build.sh")).expect("image/build.sh");
-    let registered = keyward_crds::registry::provider_names();
+    let registered = keyward_provider_registry::provider_names();
     for name in &registered {
         let binary = format!("keyward-provider-{name}");
         assert_eq!(values["providers"][name]["command"].as_str(), Some(binary.as_str()), "chart entry {name}");

@@ -1,28 +1,56 @@
-//! Every provider configuration kind Keyward serves (`provider.external-secrets.io/v2alpha1`), in
-//! one table. The webhook's admission dispatch and defaults, the chart's webhook rules (generated
-//! from [`PROVIDER_KINDS`] by `make generate`) and the checks that the chart and the image carry a
-//! provider for every row all iterate it; adding a store is its provider crate plus one row here.
+//! Provider configuration kinds (`provider.external-secrets.io/v2alpha1`) as table rows. A row
+//! says what a kind is called, which provider process serves it, which SecretStore
+//! `spec.provider.<key>` it serves, how admission reads it and which CRD it installs. The table
+//! of every kind Keyward ships is `keyward_provider_registry::PROVIDER_KINDS`: the webhook's
+//! dispatch and defaults, the reconciler's store translation and watches, `make generate` (CRDs,
+//! the chart's webhook rules and RBAC) and the checks that the chart and the image carry a
+//! provider for every row all iterate it. Adding a store is its provider crate, which declares
+//! its row, plus one line in that table.
+//!
+//! This crate declares the row type, the [`ProviderSpec`] contract of a configuration, and the
+//! rows of the kinds whose types live here.
 
-use serde::Deserialize;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::rules::{
     Reach, ValidationErrors, kubernetes_reach, secrets_manager_reach, validate_fake, validate_kubernetes,
     validate_secrets_manager, validate_vault, vault_reach,
 };
-use crate::{Fake, Kubernetes, SecretsManager, Vault};
+use crate::{Fake, FakeSpec, Kubernetes, KubernetesSpec, SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
 
 /// The API group of provider configuration kinds.
 pub const PROVIDER_CONFIG_GROUP: &str = "provider.external-secrets.io";
 /// Their version.
 pub const PROVIDER_CONFIG_VERSION: &str = "v2alpha1";
 
-/// Where admission hands on what it read from one configuration object: its field errors, and
-/// the objects and identities it reaches (None when it can reach nothing outside itself).
-pub type AdmitSink<'s> = dyn FnMut(Result<(), ValidationErrors>, Option<&Reach<'_>>) + 's;
+/// What a provider configuration's spec answers for admission and for the provider that serves
+/// it: its field errors, and everything it reaches outside itself (the tenant boundary).
+pub trait ProviderSpec: DeserializeOwned + Serialize + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// Field errors, named as in the configuration object (`spec.server`).
+    fn validate(&self) -> Result<(), ValidationErrors>;
+    /// The Secrets, ConfigMaps and ServiceAccounts it names, and the provider's own identities
+    /// it would use (`crate::rules::check_boundary` judges them).
+    fn reach(&self) -> Reach<'_>;
+}
 
-/// Reads a configuration object (an error when it is not one of this kind) into an [`AdmitSink`].
+/// Where admission hands on what it read from one configuration: its field errors, and what it
+/// reaches.
+pub type AdmitSink<'s> = dyn FnMut(Result<(), ValidationErrors>, &Reach<'_>) + 's;
+
+/// Reads a configuration's spec (an error when it is not one of this kind) into an
+/// [`AdmitSink`].
 pub type AdmitFn = fn(&Value, &mut AdmitSink<'_>) -> Result<(), serde_json::Error>;
+
+/// The [`AdmitFn`] of a kind whose spec type is `S`.
+pub fn admit_spec<S: ProviderSpec>(spec: &Value, out: &mut AdmitSink<'_>) -> Result<(), serde_json::Error> {
+    let spec = S::deserialize(spec)?;
+    out(spec.validate(), &spec.reach());
+    Ok(())
+}
 
 /// One provider configuration kind.
 #[derive(Debug)]
@@ -31,11 +59,17 @@ pub struct ProviderKind {
     pub kind: &'static str,
     /// Its resource (plural) name, e.g. `vaults`.
     pub plural: &'static str,
-    /// The provider process that serves it: the chart's `providers.<name>`, the binary
-    /// `keyward-provider-<name>`, and the `spec.provider.<name>` key of the SecretStores it serves.
+    /// The provider process that serves it: the chart's `providers.<name>` and the binary
+    /// `keyward-provider-<name>`.
     pub provider: &'static str,
-    /// Reads an admitted object and reports its field errors and reach.
+    /// The `spec.provider.<key>` of the SecretStores this kind serves when its spec is that block
+    /// as written, which is how a provider crate adds a store; `None` for the kinds of this crate,
+    /// which `crate::rules::store_backend` translates itself.
+    pub store_key: Option<&'static str>,
+    /// Reads an admitted object's spec and reports its field errors and reach.
     pub admit: AdmitFn,
+    /// Its CustomResourceDefinition.
+    pub crd: fn() -> CustomResourceDefinition,
 }
 
 impl PartialEq for ProviderKind {
@@ -52,31 +86,28 @@ impl std::hash::Hash for ProviderKind {
     }
 }
 
-/// The table.
-pub const PROVIDER_KINDS: &[ProviderKind] = &[
-    ProviderKind { kind: "Kubernetes", plural: "kubernetes", provider: "kubernetes", admit: admit_kubernetes },
-    ProviderKind { kind: "Fake", plural: "fakes", provider: "fake", admit: admit_fake },
-    ProviderKind { kind: "Vault", plural: "vaults", provider: "vault", admit: admit_vault },
-    ProviderKind { kind: "SecretsManager", plural: "secretsmanagers", provider: "aws", admit: admit_secrets_manager },
-];
-
-/// The row of a configuration kind, by group, version and kind.
-pub fn provider_kind(group: &str, version: &str, kind: &str) -> Option<&'static ProviderKind> {
+/// The row of a configuration kind in `table`, by group, version and kind.
+pub fn find_kind(
+    table: &[&'static ProviderKind],
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<&'static ProviderKind> {
     if group != PROVIDER_CONFIG_GROUP || version != PROVIDER_CONFIG_VERSION {
         return None;
     }
-    PROVIDER_KINDS.iter().find(|p| p.kind == kind)
+    find_kind_named(table, kind)
 }
 
 /// The row of a kind named in a `providerRef` (group and version defaulted elsewhere).
-pub fn provider_kind_named(kind: &str) -> Option<&'static ProviderKind> {
-    PROVIDER_KINDS.iter().find(|p| p.kind == kind)
+pub fn find_kind_named(table: &[&'static ProviderKind], kind: &str) -> Option<&'static ProviderKind> {
+    table.iter().copied().find(|p| p.kind == kind)
 }
 
-/// The distinct provider processes of the table, in table order.
-pub fn provider_names() -> Vec<&'static str> {
+/// The distinct provider processes of `table`, in table order.
+pub fn provider_names(table: &[&'static ProviderKind]) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Vec::new();
-    for p in PROVIDER_KINDS {
+    for p in table {
         if !names.contains(&p.provider) {
             names.push(p.provider);
         }
@@ -84,76 +115,124 @@ pub fn provider_names() -> Vec<&'static str> {
     names
 }
 
-fn admit_kubernetes(object: &Value, out: &mut AdmitSink<'_>) -> Result<(), serde_json::Error> {
-    let k = Kubernetes::deserialize(object)?;
-    out(validate_kubernetes(&k.spec), Some(&kubernetes_reach(&k.spec)));
-    Ok(())
+/// The kinds whose types this crate holds.
+pub static BUILTIN_KINDS: [&ProviderKind; 4] = [&KUBERNETES_KIND, &FAKE_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
+
+/// `Kubernetes`: Secrets of a Kubernetes cluster.
+pub static KUBERNETES_KIND: ProviderKind = ProviderKind {
+    kind: "Kubernetes",
+    plural: "kubernetes",
+    provider: "kubernetes",
+    store_key: None,
+    admit: admit_spec::<KubernetesSpec>,
+    crd: Kubernetes::crd,
+};
+
+/// `Fake`: static values for tests and demos.
+pub static FAKE_KIND: ProviderKind = ProviderKind {
+    kind: "Fake",
+    plural: "fakes",
+    provider: "fake",
+    store_key: None,
+    admit: admit_spec::<FakeSpec>,
+    crd: Fake::crd,
+};
+
+/// `Vault`: HashiCorp Vault's KV engines.
+pub static VAULT_KIND: ProviderKind = ProviderKind {
+    kind: "Vault",
+    plural: "vaults",
+    provider: "vault",
+    store_key: None,
+    admit: admit_spec::<VaultSpec>,
+    crd: Vault::crd,
+};
+
+/// `SecretsManager`: AWS Secrets Manager (and, through SecretStores, Parameter Store).
+pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
+    kind: "SecretsManager",
+    plural: "secretsmanagers",
+    provider: "aws",
+    store_key: None,
+    admit: admit_spec::<SecretsManagerSpec>,
+    crd: SecretsManager::crd,
+};
+
+impl ProviderSpec for KubernetesSpec {
+    fn validate(&self) -> Result<(), ValidationErrors> {
+        validate_kubernetes(self)
+    }
+    fn reach(&self) -> Reach<'_> {
+        kubernetes_reach(self)
+    }
 }
 
-fn admit_fake(object: &Value, out: &mut AdmitSink<'_>) -> Result<(), serde_json::Error> {
-    // Its data is in the object itself: nothing to reach.
-    let f = Fake::deserialize(object)?;
-    out(validate_fake(&f.spec), None);
-    Ok(())
+impl ProviderSpec for FakeSpec {
+    fn validate(&self) -> Result<(), ValidationErrors> {
+        validate_fake(self)
+    }
+    /// Its data is in the object itself: nothing to reach.
+    fn reach(&self) -> Reach<'_> {
+        Reach::default()
+    }
 }
 
-fn admit_vault(object: &Value, out: &mut AdmitSink<'_>) -> Result<(), serde_json::Error> {
-    let v = Vault::deserialize(object)?;
-    out(validate_vault(&v.spec), Some(&vault_reach(&v.spec)));
-    Ok(())
+impl ProviderSpec for VaultSpec {
+    fn validate(&self) -> Result<(), ValidationErrors> {
+        validate_vault(self)
+    }
+    fn reach(&self) -> Reach<'_> {
+        vault_reach(self)
+    }
 }
 
-fn admit_secrets_manager(object: &Value, out: &mut AdmitSink<'_>) -> Result<(), serde_json::Error> {
-    let a = SecretsManager::deserialize(object)?;
-    out(validate_secrets_manager(&a.spec), Some(&secrets_manager_reach(&a.spec)));
-    Ok(())
+impl ProviderSpec for SecretsManagerSpec {
+    fn validate(&self) -> Result<(), ValidationErrors> {
+        validate_secrets_manager(self)
+    }
+    fn reach(&self) -> Reach<'_> {
+        secrets_manager_reach(self)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use kube::CustomResourceExt;
-
     use super::*;
 
-    /// The table agrees with the CRDs the types generate: same group, version, kind and plural.
+    /// Each row agrees with the CRD it installs: same group, version, kind and plural.
     #[test]
     fn every_row_matches_its_crd() {
-        let crds = [Kubernetes::crd(), Fake::crd(), Vault::crd(), SecretsManager::crd()];
-        assert_eq!(crds.len(), PROVIDER_KINDS.len(), "a config CRD without a row, or a row without a CRD");
-        for crd in crds {
-            let row = provider_kind(&crd.spec.group, PROVIDER_CONFIG_VERSION, &crd.spec.names.kind)
-                .unwrap_or_else(|| panic!("no row for {}", crd.spec.names.kind));
-            assert_eq!(row.plural, crd.spec.names.plural);
+        for row in BUILTIN_KINDS {
+            let crd = (row.crd)();
+            assert_eq!(crd.spec.group, PROVIDER_CONFIG_GROUP);
+            assert_eq!(crd.spec.names.kind, row.kind);
+            assert_eq!(crd.spec.names.plural, row.plural);
             assert!(crd.spec.versions.iter().any(|v| v.name == PROVIDER_CONFIG_VERSION));
         }
-        assert!(provider_kind("external-secrets.io", "v1", "Vault").is_none());
-        assert!(provider_kind(PROVIDER_CONFIG_GROUP, "v1", "Vault").is_none());
-        assert_eq!(provider_names(), ["kubernetes", "fake", "vault", "aws"]);
+        assert_eq!(
+            find_kind(&BUILTIN_KINDS, PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION, "Vault"),
+            Some(&VAULT_KIND)
+        );
+        assert!(find_kind(&BUILTIN_KINDS, "external-secrets.io", "v1", "Vault").is_none());
+        assert!(find_kind(&BUILTIN_KINDS, PROVIDER_CONFIG_GROUP, "v1", "Vault").is_none());
+        assert_eq!(provider_names(&BUILTIN_KINDS), ["kubernetes", "fake", "vault", "aws"]);
     }
 
-    /// Each row's admission reads its own kind and reports field errors; a row that reaches
-    /// references reports them.
+    /// Each row's admission reads its own spec and reports field errors and what it reaches.
     #[test]
-    fn admission_reads_the_object_and_reports_errors_and_reach() {
-        let vault = serde_json::json!({
-            "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Vault",
-            "metadata": {"name": "v", "namespace": "team-a"},
-            "spec": {"server": "ftp://vault", "auth": {"tokenSecretRef": {"name": "t", "key": "token"}}}});
+    fn admission_reads_the_spec_and_reports_errors_and_reach() {
+        let vault =
+            serde_json::json!({"server": "ftp://vault", "auth": {"tokenSecretRef": {"name": "t", "key": "token"}}});
         let mut seen = Vec::new();
-        let row = provider_kind_named("Vault").expect("Vault row");
-        (row.admit)(&vault, &mut |invalid, reach| {
-            seen.push((invalid.is_err(), reach.map(|r| r.named.len())));
-        })
-        .expect("a Vault object reads");
-        assert_eq!(seen, [(true, Some(1))], "the bad server is a field error; the token Secret is reached");
-        let fake = provider_kind_named("Fake").expect("Fake row");
-        let unreadable = serde_json::json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake",
-                                            "metadata": {"name": "f"}, "spec": {"data": "not a list"}});
-        assert!((fake.admit)(&unreadable, &mut |_, _| {}).is_err(), "a spec that does not read is an error");
-        let good = serde_json::json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Fake",
-                                      "metadata": {"name": "f"}, "spec": {"data": [{"key": "k", "value": "v"}]}});
+        (VAULT_KIND.admit)(&vault, &mut |invalid, reach| seen.push((invalid.is_err(), reach.named.len())))
+            .expect("a Vault spec reads");
+        assert_eq!(seen, [(true, 1)], "the bad server is a field error; the token Secret is reached");
+        let unreadable = serde_json::json!({"data": "not a list"});
+        assert!((FAKE_KIND.admit)(&unreadable, &mut |_, _| {}).is_err(), "a spec that does not read is an error");
+        let good = serde_json::json!({"data": [{"key": "k", "value": "v"}]});
         let mut reached = Vec::new();
-        (fake.admit)(&good, &mut |invalid, reach| reached.push((invalid.is_ok(), reach.is_some()))).expect("reads");
-        assert_eq!(reached, [(true, false)], "a valid Fake reaches nothing");
+        (FAKE_KIND.admit)(&good, &mut |invalid, reach| reached.push((invalid.is_ok(), reach.named.len())))
+            .expect("reads");
+        assert_eq!(reached, [(true, 0)], "a valid Fake reaches nothing");
     }
 }

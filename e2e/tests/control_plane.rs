@@ -46,7 +46,7 @@ async fn the_api_server_is_ready_and_runs_the_pinned_version() {
 #[tokio::test]
 async fn crds_are_established_and_explained() {
     control_plane().await;
-    for crd in keyward_crds::generate::all_crds() {
+    for crd in keyward_crds::generate::all_crds(keyward_provider_registry::PROVIDER_KINDS) {
         let name = crd.metadata.name.expect("crd name");
         let jsonpath = "{.status.conditions[?(@.type==\"Established\")].status}";
         assert_eq!(run(&["get", "crd", &name, "-o", &format!("jsonpath={jsonpath}")]), "True", "{name}");

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use keyward_crds::registry::{ProviderKind, provider_kind};
 use keyward_crds::rules::{
     ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
     check_namespace_admitted, check_push_override, config_owner, push_metadata_remote_namespace, secret_store_boundary,
@@ -14,6 +13,7 @@ use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
     PushSecret, SecretStore, StoreKind,
 };
+use keyward_provider_registry::{PROVIDER_KINDS, ProviderKind, provider_kind};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -185,24 +185,23 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 Ok(v) => v,
                 Err(d) => return d,
             };
-            check.spec(validate_secret_store(Some(ns), &s.spec));
-            check.policy(secret_store_boundary(ns, &s.spec));
-            check.warnings.extend(secret_store_warnings(&s.spec));
+            check.spec(validate_secret_store(Some(ns), &s.spec, PROVIDER_KINDS));
+            check.policy(secret_store_boundary(ns, &s.spec, PROVIDER_KINDS));
+            check.warnings.extend(secret_store_warnings(&s.spec, PROVIDER_KINDS));
         }
         Kind::ClusterSecretStore => {
             let s: ClusterSecretStore = match parse(kind, object) {
                 Ok(v) => v,
                 Err(d) => return d,
             };
-            check.spec(validate_secret_store(None, &s.spec.store));
-            check.warnings.extend(secret_store_warnings(&s.spec.store));
+            check.spec(validate_secret_store(None, &s.spec.store, PROVIDER_KINDS));
+            check.warnings.extend(secret_store_warnings(&s.spec.store, PROVIDER_KINDS));
         }
         Kind::ProviderConfig(p) => {
-            let read = (p.admit)(object, &mut |invalid, reach| {
+            let spec = object.get("spec").unwrap_or(&Value::Null);
+            let read = (p.admit)(spec, &mut |invalid, reach| {
                 check.spec(invalid);
-                if let Some(reach) = reach {
-                    check.boundary(state, ns, reach);
-                }
+                check.boundary(state, ns, reach);
             });
             if let Err(e) = read {
                 return Decision::deny(400, format!("the {} cannot be read: {e}", p.kind));

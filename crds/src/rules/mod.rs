@@ -32,7 +32,7 @@ pub use reach::{
     AWS_DEFAULT_CHAIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
 };
 pub use secret_store::{
-    SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, StoreRetry, secret_store_boundary, secret_store_warnings,
+    Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, StoreRetry, secret_store_boundary, secret_store_warnings,
     store_backend, store_controller_matches, store_ref_kind, store_refresh_interval, store_retry,
     validate_secret_store,
 };
@@ -77,7 +77,8 @@ impl ValidationErrors {
         if self.0.is_empty() { Ok(()) } else { Err(self) }
     }
 
-    pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    /// Adds one violation.
+    pub fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.push(FieldError::new(field, message));
     }
 }

@@ -11,19 +11,32 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::boundary::{ConfigOwner, check_boundary};
+use super::boundary::{ConfigOwner, Reach, check_boundary};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
 use super::stores::{validate_secrets_manager, validate_vault};
 use super::validate::{check_conditions, validate_fake, validate_kubernetes};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
+use crate::registry::ProviderKind;
 use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::vault::{UNSERVED_VAULT_AUTH, VaultSpec};
 
-/// The providers a store may name that Keyward serves, as written under `spec.provider`.
+/// The providers a store may name that this crate translates, as written under `spec.provider`;
+/// provider crates add theirs as rows with a `store_key` ([`ProviderKind::store_key`]).
 pub const SERVED_STORE_PROVIDERS: [&str; 4] = ["kubernetes", "fake", "vault", "aws"];
+
+/// The provider kinds a caller knows beyond this crate's own: the rows of
+/// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
+/// own row. Only rows with a `store_key` serve stores.
+pub type Plugins<'a> = &'a [&'static ProviderKind];
+
+/// Every store key served: this crate's, then the plug-ins'.
+fn served(plugins: Plugins<'_>) -> String {
+    let keys = SERVED_STORE_PROVIDERS.iter().copied().chain(plugins.iter().filter_map(|p| p.store_key));
+    keys.collect::<Vec<_>>().join(", ")
+}
 
 /// The Keyward provider configuration a store's `spec.provider` translates to.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,16 +50,28 @@ pub enum StoreBackend {
     /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
     /// credentials and roles.
     Aws(AwsService, Box<SecretsManagerSpec>),
+    /// Served by a provider crate's kind: its spec is the store's `spec.provider.<store_key>`
+    /// block as written, which the provider reads into its own type.
+    Plugin(&'static ProviderKind, serde_json::Value),
 }
 
 impl StoreBackend {
-    /// The provider's name under `spec.provider` (also the key of the reconciler's address table).
+    /// The provider process that serves it (the key of the reconciler's address table).
     pub fn provider_name(&self) -> &'static str {
         match self {
             StoreBackend::Kubernetes(_) => "kubernetes",
             StoreBackend::Fake(_) => "fake",
             StoreBackend::Vault(_) => "vault",
             StoreBackend::Aws(..) => "aws",
+            StoreBackend::Plugin(kind, _) => kind.provider,
+        }
+    }
+
+    /// The key under `spec.provider` it was read from.
+    pub fn store_key(&self) -> &'static str {
+        match self {
+            StoreBackend::Plugin(kind, _) => kind.store_key.unwrap_or(kind.provider),
+            other => other.provider_name(),
         }
     }
 }
@@ -55,18 +80,25 @@ impl StoreBackend {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreProviderError {
     /// Nothing under `spec.provider`.
-    #[error("spec.provider names no provider: set one of {}", SERVED_STORE_PROVIDERS.join(", "))]
-    Empty,
+    #[error("spec.provider names no provider: set one of {served}")]
+    Empty {
+        /// The providers served.
+        served: String,
+    },
     /// More than one provider.
     #[error("spec.provider names {}: set exactly one provider", .0.join(" and "))]
     Several(Vec<String>),
     /// A provider Keyward does not serve for SecretStores.
     #[error(
-        "spec.provider.{0} is not served by this controller: SecretStores and ClusterSecretStores are served for \
-         the providers {served}; use one of those, or reach this provider through a Provider or ClusterProvider",
-        served = SERVED_STORE_PROVIDERS.join(", ")
+        "spec.provider.{name} is not served by this controller: SecretStores and ClusterSecretStores are served \
+         for the providers {served}; use one of those, or reach this provider through a Provider or ClusterProvider"
     )]
-    NotSupported(String),
+    NotSupported {
+        /// What is not served (`gcpsm`, `vault.auth.gcp`).
+        name: String,
+        /// The providers served.
+        served: String,
+    },
     /// A provider Keyward serves whose process this installation does not run.
     #[error(
         "spec.provider.{0} is served by Keyward's {0} provider, which this installation does not run: enable it \
@@ -79,7 +111,7 @@ impl StoreProviderError {
     /// The condition reason for a store that cannot be served.
     pub fn reason(&self) -> &'static str {
         match self {
-            StoreProviderError::NotSupported(_) | StoreProviderError::NotEnabled(_) => "ProviderNotSupported",
+            StoreProviderError::NotSupported { .. } | StoreProviderError::NotEnabled(_) => "ProviderNotSupported",
             _ => "InvalidProviderConfig",
         }
     }
@@ -147,7 +179,7 @@ pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) 
 /// Where Keyward still differs from upstream for this store, each naming the field: an unserved
 /// provider, a Vault login Keyward does not serve, AWS session tags Keyward does not apply.
 /// Admission returns them as warnings; the store still applies.
-pub fn secret_store_warnings(spec: &SecretStoreSpec) -> Vec<String> {
+pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(v) = &spec.provider.vault {
         for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
@@ -157,9 +189,9 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec) -> Vec<String> {
             ));
         }
     }
-    match store_backend(&spec.provider) {
-        Err(StoreProviderError::NotSupported(what)) if what.starts_with("vault.auth.") => {}
-        Err(e @ StoreProviderError::NotSupported(_)) => out.push(e.to_string()),
+    match store_backend(&spec.provider, plugins) {
+        Err(StoreProviderError::NotSupported { name, .. }) if name.starts_with("vault.auth.") => {}
+        Err(e @ StoreProviderError::NotSupported { .. }) => out.push(e.to_string()),
         _ => {}
     }
     if let Some(aws) = &spec.provider.aws {
@@ -184,11 +216,14 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec) -> Vec<String> {
 /// `kubernetes` becomes a `Kubernetes` configuration (`remoteNamespace` defaulting to `default`
 /// as upstream; `allowRemoteNamespaceOverride` does not exist upstream and stays off), `fake` a
 /// `Fake` configuration (a deprecated `valueMap` becomes its JSON object text, which the Fake
-/// provider reads property by property as upstream does).
-pub fn store_backend(provider: &SecretStoreProvider) -> Result<StoreBackend, StoreProviderError> {
+/// provider reads property by property as upstream does). A key of one of `plugins` is that
+/// kind's spec as written.
+pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Result<StoreBackend, StoreProviderError> {
     let names = provider.names();
+    let not_supported =
+        |name: &str| StoreProviderError::NotSupported { name: name.to_string(), served: served(plugins) };
     match names.as_slice() {
-        [] => Err(StoreProviderError::Empty),
+        [] => Err(StoreProviderError::Empty { served: served(plugins) }),
         [_] => {
             if let Some(k) = &provider.kubernetes {
                 Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k))))
@@ -196,15 +231,20 @@ pub fn store_backend(provider: &SecretStoreProvider) -> Result<StoreBackend, Sto
                 Ok(StoreBackend::Fake(fake(f)))
             } else if let Some(v) = &provider.vault {
                 match v.auth.methods().into_iter().find(|m| UNSERVED_VAULT_AUTH.contains(m)) {
-                    Some(m) => Err(StoreProviderError::NotSupported(format!("vault.auth.{m}"))),
+                    Some(m) => Err(not_supported(&format!("vault.auth.{m}"))),
                     None => Ok(StoreBackend::Vault(Box::new(v.clone()))),
                 }
             } else if let Some(a) = provider.aws.as_ref().filter(|a| a.service != AwsService::CertificateManager) {
                 Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
             } else if provider.aws.is_some() {
-                Err(StoreProviderError::NotSupported("aws.service: CertificateManager".to_string()))
+                Err(not_supported("aws.service: CertificateManager"))
+            } else if let Some((kind, block)) = plugins
+                .iter()
+                .find_map(|p| p.store_key.and_then(|key| provider.other.get(key)).map(|block| (*p, block)))
+            {
+                Ok(StoreBackend::Plugin(kind, block.clone()))
             } else {
-                Err(StoreProviderError::NotSupported(names[0].to_string()))
+                Err(not_supported(names[0]))
             }
         }
         _ => Err(StoreProviderError::Several(names.iter().map(|n| n.to_string()).collect())),
@@ -245,16 +285,26 @@ fn fake(f: &FakeStoreProvider) -> FakeSpec {
 /// reports `Ready=False` with reason `ProviderNotSupported`. A served provider is validated with
 /// its configuration kind's rules. What a SecretStore may reach is [`secret_store_boundary`]'s
 /// question, answered apart so admission can deny it as a policy (403), not a malformed field.
-pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
+pub fn validate_secret_store(
+    namespace: Option<&str>,
+    spec: &SecretStoreSpec,
+    plugins: Plugins<'_>,
+) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    match store_backend(&spec.provider) {
+    match store_backend(&spec.provider, plugins) {
         Ok(StoreBackend::Kubernetes(k)) => {
             prefixed(&mut errs, "spec.provider.kubernetes", validate_kubernetes(&k));
         }
         Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
         Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
-        Err(StoreProviderError::NotSupported(_)) => {}
+        Ok(StoreBackend::Plugin(kind, block)) => {
+            let prefix = format!("spec.provider.{}", kind.store_key.unwrap_or(kind.provider));
+            if let Err(e) = (kind.admit)(&block, &mut |result, _| prefixed(&mut errs, &prefix, result)) {
+                errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
+            }
+        }
+        Err(StoreProviderError::NotSupported { .. }) => {}
         Err(e) => errs.push("spec.provider", e.to_string()),
     }
     if namespace.is_none() {
@@ -276,18 +326,27 @@ pub fn validate_secret_store(namespace: Option<&str>, spec: &SecretStoreSpec) ->
 /// own namespace only, whereas a ClusterSecretStore's is the operator's (upstream honours
 /// `namespace` in a store's references for ClusterSecretStores only). The providers check the
 /// same again on every request.
-pub fn secret_store_boundary(namespace: &str, spec: &SecretStoreSpec) -> Result<(), ValidationErrors> {
+pub fn secret_store_boundary(
+    namespace: &str,
+    spec: &SecretStoreSpec,
+    plugins: Plugins<'_>,
+) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    let Ok(backend) = store_backend(&spec.provider) else { return Ok(()) };
-    let reach = match &backend {
-        StoreBackend::Kubernetes(k) => kubernetes_reach(k),
-        StoreBackend::Vault(v) => vault_reach(v),
-        StoreBackend::Aws(_, a) => secrets_manager_reach(a),
-        StoreBackend::Fake(_) => return Ok(()),
+    let Ok(backend) = store_backend(&spec.provider, plugins) else { return Ok(()) };
+    let prefix = format!("spec.provider.{}", backend.store_key());
+    let mut judge = |reach: &Reach<'_>| {
+        let boundary = check_boundary(ConfigOwner::Tenant, namespace, reach)
+            .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
+        prefixed(&mut errs, &prefix, boundary);
     };
-    let boundary = check_boundary(ConfigOwner::Tenant, namespace, &reach)
-        .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
-    prefixed(&mut errs, &format!("spec.provider.{}", backend.provider_name()), boundary);
+    match &backend {
+        StoreBackend::Kubernetes(k) => judge(&kubernetes_reach(k)),
+        StoreBackend::Vault(v) => judge(&vault_reach(v)),
+        StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
+        StoreBackend::Fake(_) => {}
+        // A block that does not read is validate_secret_store's field error.
+        StoreBackend::Plugin(kind, block) => _ = (kind.admit)(block, &mut |_, reach| judge(reach)),
+    }
     errs.into_result()
 }
 
@@ -320,8 +379,8 @@ mod tests {
     /// Field errors, then (for a SecretStore) boundary errors, as admission reports them.
     fn errors(ns: Option<&str>, yaml: &str) -> Vec<String> {
         let s = spec(yaml);
-        let boundary = ns.map(|ns| secret_store_boundary(ns, &s));
-        [validate_secret_store(ns, &s)]
+        let boundary = ns.map(|ns| secret_store_boundary(ns, &s, &[]));
+        [validate_secret_store(ns, &s, &[])]
             .into_iter()
             .chain(boundary)
             .filter_map(Result::err)
@@ -335,13 +394,15 @@ mod tests {
             "provider:\n  kubernetes:\n    server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca, key: ca.crt}}\n    \
              auth: {serviceAccount: {name: reader, audiences: [a]}}\n",
         );
-        let StoreBackend::Kubernetes(k) = store_backend(&s.provider).expect("served") else { panic!("kubernetes") };
+        let StoreBackend::Kubernetes(k) = store_backend(&s.provider, &[]).expect("served") else {
+            panic!("kubernetes")
+        };
         assert_eq!(k.remote_namespace, "default", "upstream default");
         assert_eq!(k.server.url.as_deref(), Some("https://k"));
         assert_eq!(k.auth.and_then(|a| a.service_account).map(|sa| sa.audiences), Some(vec!["a".to_string()]));
         assert!(!k.allow_remote_namespace_override);
         let s = spec("provider: {kubernetes: {remoteNamespace: apps, authRef: {name: kc, key: config}}}");
-        let b = store_backend(&s.provider).expect("served");
+        let b = store_backend(&s.provider, &[]).expect("served");
         assert_eq!(b.provider_name(), "kubernetes");
         let StoreBackend::Kubernetes(k) = b else { panic!("kubernetes") };
         assert_eq!(k.remote_namespace, "apps");
@@ -354,14 +415,14 @@ mod tests {
             "provider:\n  vault:\n    server: https://vault:8200\n    path: secret\n    version: v2\n    \
              auth: {userPass: {path: userpass, username: u, secretRef: {name: p, key: password}}}\n",
         );
-        let StoreBackend::Vault(v) = store_backend(&s.provider).expect("served") else { panic!("vault") };
+        let StoreBackend::Vault(v) = store_backend(&s.provider, &[]).expect("served") else { panic!("vault") };
         assert_eq!(v.path.as_deref(), Some("secret"));
         assert_eq!(v.auth.methods(), ["userPass"]);
         let s = spec(
             "provider:\n  aws:\n    service: ParameterStore\n    region: eu-west-1\n    prefix: /team/\n    \
              auth: {secretRef: {accessKeyIDSecretRef: {name: k, key: id}, secretAccessKeySecretRef: {name: k, key: s}}}\n",
         );
-        let b = store_backend(&s.provider).expect("served");
+        let b = store_backend(&s.provider, &[]).expect("served");
         assert_eq!(b.provider_name(), "aws");
         let StoreBackend::Aws(service, a) = b else { panic!("aws") };
         assert_eq!(
@@ -410,7 +471,7 @@ mod tests {
             "provider:\n  fake:\n    data:\n    - {key: /a, value: one, version: v1}\n    - {key: /b, valueMap: {x: '1', y: '2'}}\n    \
              - {key: /c, version: ''}\n",
         );
-        let StoreBackend::Fake(f) = store_backend(&s.provider).expect("served") else { panic!("fake") };
+        let StoreBackend::Fake(f) = store_backend(&s.provider, &[]).expect("served") else { panic!("fake") };
         assert_eq!(
             f.data,
             vec![
@@ -471,7 +532,7 @@ mod tests {
 
     #[test]
     fn warnings_name_the_fields_keyward_does_not_serve() {
-        let w = |yaml: &str| secret_store_warnings(&spec(yaml));
+        let w = |yaml: &str| secret_store_warnings(&spec(yaml), &[]);
         assert_eq!(w("provider: {fake: {data: []}}"), Vec::<String>::new());
         assert_eq!(
             w("provider: {vault: {server: 'http://v', auth: {tokenSecretRef: {name: t, key: k}}}}"),
@@ -501,22 +562,63 @@ mod tests {
         );
     }
 
+    /// A provider crate's kind, as its crate declares it: here the Kubernetes spec served under
+    /// `spec.provider.example`.
+    static EXAMPLE: ProviderKind = ProviderKind {
+        kind: "Example",
+        plural: "examples",
+        provider: "example",
+        store_key: Some("example"),
+        admit: crate::registry::admit_spec::<KubernetesSpec>,
+        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+    };
+
+    #[test]
+    fn a_plugin_kind_serves_its_store_key_with_its_own_rules() {
+        let plugins: Plugins<'_> = &[&EXAMPLE];
+        let s = spec("provider: {example: {remoteNamespace: r, auth: {token: {bearerToken: {name: t, key: k}}}}}");
+        let b = store_backend(&s.provider, plugins).expect("served by the plug-in");
+        assert_eq!((b.provider_name(), b.store_key()), ("example", "example"));
+        let StoreBackend::Plugin(kind, block) = &b else { panic!("{b:?}") };
+        assert_eq!((*kind, block["remoteNamespace"].as_str()), (&EXAMPLE, Some("r")));
+        assert_eq!(validate_secret_store(Some("a"), &s, plugins), Ok(()));
+        // Without the row the store is not served, and the message lists the plug-in when known.
+        let e = store_backend(&s.provider, &[]).unwrap_err();
+        assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "example"), "{e:?}");
+        let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
+        assert!(e.to_string().contains("kubernetes, fake, vault, aws, example"), "{e}");
+        // Its field errors and its reach come from the kind, under the store's key.
+        let bad = spec("provider: {example: {auth: {token: {bearerToken: {name: t}}}}}");
+        let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.example.auth.token.bearerToken.key: must not be empty"), "{errs}");
+        let unreadable = spec("provider: {example: {remoteNamespace: [1]}}");
+        let errs = validate_secret_store(Some("a"), &unreadable, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.example: not a Example configuration"), "{errs}");
+        let across = spec("provider: {example: {auth: {token: {bearerToken: {name: t, key: k, namespace: other}}}}}");
+        let errs = secret_store_boundary("a", &across, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.example.auth.token.bearerToken"), "{errs}");
+        assert_eq!(secret_store_boundary("a", &s, plugins), Ok(()));
+    }
+
     #[test]
     fn unserved_empty_and_several_providers() {
-        let e = store_backend(&spec("provider: {gcpsm: {projectID: p}}").provider).unwrap_err();
-        assert_eq!(e, StoreProviderError::NotSupported("gcpsm".into()));
+        let e = store_backend(&spec("provider: {gcpsm: {projectID: p}}").provider, &[]).unwrap_err();
+        assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "gcpsm"), "{e:?}");
         assert_eq!(e.reason(), "ProviderNotSupported");
         assert!(e.to_string().starts_with("spec.provider.gcpsm is not served by this controller"), "{e}");
-        let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {gcp: {role: r}}}}").provider)
+        let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {gcp: {role: r}}}}").provider, &[])
             .unwrap_err();
-        assert_eq!(e, StoreProviderError::NotSupported("vault.auth.gcp".into()));
-        let e = store_backend(&spec("provider: {aws: {service: CertificateManager, region: r}}").provider).unwrap_err();
+        assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "vault.auth.gcp"), "{e:?}");
+        let e = store_backend(&spec("provider: {aws: {service: CertificateManager, region: r}}").provider, &[])
+            .unwrap_err();
         assert_eq!(e.reason(), "ProviderNotSupported");
-        let e = store_backend(&spec("provider: {}").provider).unwrap_err();
-        assert_eq!(e, StoreProviderError::Empty);
-        let e =
-            store_backend(&spec("provider: {fake: {data: []}, aws: {service: SecretsManager, region: x}}").provider)
-                .unwrap_err();
+        let e = store_backend(&spec("provider: {}").provider, &[]).unwrap_err();
+        assert!(matches!(e, StoreProviderError::Empty { .. }), "{e:?}");
+        let e = store_backend(
+            &spec("provider: {fake: {data: []}, aws: {service: SecretsManager, region: x}}").provider,
+            &[],
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "spec.provider names fake and aws: set exactly one provider");
         assert_eq!(e.reason(), "InvalidProviderConfig");
     }

@@ -539,8 +539,8 @@ fn e2e_valid_fixtures_pass_the_rules() {
             "ClusterProvider" => validate_cluster_provider(&serde_json::from_value(spec).expect("spec")),
             "Kubernetes" => validate_kubernetes(&serde_json::from_value(spec).expect("spec")),
             "Fake" => validate_fake(&serde_json::from_value(spec).expect("spec")),
-            "SecretStore" => validate_secret_store(Some("any"), &serde_json::from_value(spec).expect("spec")),
-            "ClusterSecretStore" => validate_secret_store(None, &serde_json::from_value(spec).expect("spec")),
+            "SecretStore" => validate_secret_store(Some("any"), &serde_json::from_value(spec).expect("spec"), &[]),
+            "ClusterSecretStore" => validate_secret_store(None, &serde_json::from_value(spec).expect("spec"), &[]),
             "ClusterExternalSecret" => {
                 crate::rules::validate_cluster_external_secret(&serde_json::from_value(spec).expect("spec"))
             }

@@ -11,8 +11,8 @@ use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
-use keyward_crds::rules::StoreBackend;
-use keyward_crds::rules::{ConfigOwner, NamedObject, Reach, ambient_refusal, check_boundary};
+use keyward_crds::registry::{ProviderKind, ProviderSpec};
+use keyward_crds::rules::{ConfigOwner, NamedObject, Plugins, Reach, StoreBackend, ambient_refusal, check_boundary};
 use keyward_crds::{ClusterSecretStore, SecretKeySelector, SecretStore};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
@@ -167,7 +167,7 @@ impl ClusterRefs {
         E: std::fmt::Display,
     {
         let ns = ctx.config_namespace();
-        let (spec, generation, what) = match store_backend(&self.client, ctx).await? {
+        let (spec, generation, what) = match store_backend(&self.client, ctx, &[]).await? {
             Some((backend, generation)) => {
                 let what = match ctx.store_ref_kind {
                     StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
@@ -189,6 +189,59 @@ impl ClusterRefs {
         };
         check(&spec).map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
         Ok(ResolvedConfig { spec, generation, what })
+    }
+
+    /// The configuration a request reaches, for a provider crate's kind `K` (row `kind`): the
+    /// `K` object the request names, or the `spec.provider.<store_key>` block of the SecretStore
+    /// or ClusterSecretStore it names, read as `K`'s spec. Either way its own rules
+    /// ([`ProviderSpec::validate`]) and the tenant boundary of what it reaches
+    /// ([`ProviderSpec::reach`], [`check_reach`]) are checked before anything it names is read.
+    pub async fn resolve_spec<K>(
+        &self,
+        ctx: &RequestContext,
+        kind: &'static ProviderKind,
+    ) -> Result<ResolvedConfig<K::Spec>, ProviderError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + kube::core::object::HasSpec
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        K::Spec: ProviderSpec + Clone,
+    {
+        let ns = ctx.config_namespace();
+        let resolved = match store_backend(&self.client, ctx, &[kind]).await? {
+            Some((StoreBackend::Plugin(row, block), generation)) if row == kind => {
+                let what = match ctx.store_ref_kind {
+                    StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
+                    _ => format!("{} {ns}/{}", ctx.kind, ctx.name),
+                };
+                let key = row.store_key.unwrap_or(row.provider);
+                let spec = serde_json::from_value::<K::Spec>(block)
+                    .map_err(|e| ProviderError::BadConfig(format!("{what}: spec.provider.{key}: {e}")))?;
+                ResolvedConfig { spec, generation, what }
+            }
+            Some((other, _)) => {
+                return Err(ProviderError::BadConfig(format!(
+                    "{} {ns}/{}: spec.provider.{} is served by another provider process",
+                    ctx.kind,
+                    ctx.name,
+                    other.store_key()
+                )));
+            }
+            None => {
+                let config: K = self.config(ctx).await?;
+                let generation = config.meta().generation;
+                ResolvedConfig {
+                    spec: config.spec().clone(),
+                    generation,
+                    what: format!("{} {ns}/{}", kind.kind, ctx.name),
+                }
+            }
+        };
+        resolved.spec.validate().map_err(|e| ProviderError::BadConfig(format!("{}: {e}", resolved.what)))?;
+        check_reach(ctx, &resolved.spec.reach())?;
+        Ok(resolved)
     }
 
     /// The key a configuration's Secret reference selects (`default_key` when it names none;
@@ -338,9 +391,12 @@ impl ClusterRefs {
 /// the provider configuration Keyward serves it with (`keyward_crds::rules::store_backend`), with
 /// the store's generation; `None` when the request names a configuration object instead. A
 /// store whose provider this process does not serve, or that names none, is `FAILED_PRECONDITION`.
+/// `plugins` are the provider crate kinds the caller serves (its own row), beside the kinds
+/// `keyward_crds` translates itself.
 pub async fn store_backend(
     client: &Client,
     ctx: &RequestContext,
+    plugins: Plugins<'_>,
 ) -> Result<Option<(StoreBackend, Option<i64>)>, ProviderError> {
     let (spec, generation, what) = match ctx.store_ref_kind {
         StoreRefKind::SecretStore => {
@@ -360,7 +416,7 @@ pub async fn store_backend(
         }
         StoreRefKind::Provider | StoreRefKind::ClusterProvider => return Ok(None),
     };
-    let backend = keyward_crds::rules::store_backend(&spec.provider)
+    let backend = keyward_crds::rules::store_backend(&spec.provider, plugins)
         .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
     Ok(Some((backend, generation)))
 }

@@ -7,6 +7,7 @@
 //! gone, whether deleted or missing from a re-list after a watch outage, so nothing keyed by
 //! object outlives the object.
 
+pub mod configs;
 pub mod packed;
 pub mod strip;
 
@@ -22,8 +23,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::workload::MANAGED_LABEL;
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Fake, Kubernetes, Provider, PushSecret,
-    SecretStore, SecretsManager, Vault,
+    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
 };
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -242,14 +242,8 @@ pub struct Caches {
     pub tls_secrets: Watched<Secret>,
     /// Namespaces, metadata only (ClusterProvider conditions read their labels).
     pub namespaces: Watched<PartialObjectMeta<Namespace>>,
-    /// `Kubernetes` provider configs, metadata only.
-    pub kubernetes_configs: Watched<PartialObjectMeta<Kubernetes>>,
-    /// `Fake` provider configs, metadata only.
-    pub fake_configs: Watched<PartialObjectMeta<Fake>>,
-    /// `Vault` provider configs, metadata only.
-    pub vault_configs: Watched<PartialObjectMeta<Vault>>,
-    /// `SecretsManager` provider configs, metadata only.
-    pub secrets_manager_configs: Watched<PartialObjectMeta<SecretsManager>>,
+    /// Provider configuration objects of every registered kind, metadata only.
+    pub provider_configs: configs::ConfigWatches,
     /// Deployments, stripped to what the reload rule reads.
     pub deployments: Watched<Deployment>,
     /// StatefulSets, likewise.
@@ -350,14 +344,14 @@ impl Caches {
             self.managed_secrets.start(scope.api(), managed, strip::none),
             self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
             self.namespaces.start(scope.all(), all.clone(), strip::namespace),
-            self.kubernetes_configs.start(scope.all(), all.clone(), strip::config_object),
-            self.fake_configs.start(scope.all(), all.clone(), strip::config_object),
-            self.vault_configs.start(scope.all(), all.clone(), strip::config_object),
-            self.secrets_manager_configs.start(scope.all(), all.clone(), strip::config_object),
             self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip),
             self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip),
             self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip),
         ];
+        for (kind, mut listed, watch) in self.provider_configs.start(&scope.client) {
+            waits.push((kind, Box::pin(async move { listed.wait_for(|l| *l).await.is_ok() })));
+            watches.push(watch);
+        }
         if scope.namespace.is_none() {
             waits.push(ready("ClusterExternalSecret", self.cluster_external_secrets.store()));
             watches.push(self.cluster_external_secrets.start(scope.all(), scope.class.clone(), strip::object));

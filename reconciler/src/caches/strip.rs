@@ -53,11 +53,6 @@ pub fn namespace(n: &mut PartialObjectMeta<Namespace>) {
     n.metadata.annotations = None;
 }
 
-/// Provider config objects (metadata only): only their name and namespace trigger checks.
-pub fn config_object<K>(c: &mut PartialObjectMeta<K>) {
-    keep(&mut c.metadata, &[], &[]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

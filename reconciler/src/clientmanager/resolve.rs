@@ -285,7 +285,7 @@ fn store_reference(
     stores: &StoreProviders,
 ) -> Result<(String, ProviderReference), ClientError> {
     let unserved = |source| ClientError::StoreProvider { kind: store.kind(), name: store.name(), source };
-    let backend = store_backend(provider).map_err(unserved)?;
+    let backend = store_backend(provider, keyward_provider_registry::PROVIDER_KINDS).map_err(unserved)?;
     let address = stores
         .addresses
         .get(backend.provider_name())

@@ -14,7 +14,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::rules::store_refresh_interval;
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore};
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -219,7 +218,7 @@ impl Store for ClusterSecretStore {
 fn follow<K: Store>(
     watched: &mut Watched<K>,
     tls: &mut Watched<Secret>,
-    configs: Vec<&mut dyn ConfigWatch>,
+    configs: Option<&mut caches::configs::ConfigWatches>,
     ctx: Arc<Context>,
     class: Option<String>,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + use<K> {
@@ -270,9 +269,9 @@ fn follow<K: Store>(
         });
     }
     let stores = watched.store();
-    for config in configs {
+    if let Some(config) = configs {
         let (trigger, stores, class) = (trigger.clone(), stores.clone(), class.clone());
-        config.hook_refs(Box::new(move |obj: ConfigObject<'_>| {
+        config.hook(move |obj: ConfigObject<'_>| {
             for p in stores.state() {
                 if of_class(p.as_ref(), class.as_deref())
                     && p.provider_ref().is_some_and(|r| references(r, p.own_namespace().as_deref(), obj))
@@ -280,29 +279,9 @@ fn follow<K: Store>(
                     trigger.send(ObjectRef::from_obj(p.as_ref()));
                 }
             }
-        }));
-    }
-    triggers
-}
-
-/// A watched provider config kind, seen by kind, namespace and name only.
-trait ConfigWatch {
-    fn hook_refs(&mut self, f: Box<dyn Fn(ConfigObject<'_>) + Send>);
-}
-
-impl<C: Cached> ConfigWatch for Watched<PartialObjectMeta<C>>
-where
-    PartialObjectMeta<C>: Cached,
-{
-    fn hook_refs(&mut self, f: Box<dyn Fn(ConfigObject<'_>) + Send>) {
-        self.hook(move |change| {
-            let obj = match change {
-                Change::Applied(o) | Change::Gone(o) => o,
-            };
-            let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-            f(ConfigObject { kind: &C::kind(&()), namespace: &ns, name: &name });
         });
     }
+    triggers
 }
 
 /// One store controller, on the shared caches.
@@ -353,30 +332,19 @@ pub fn controllers(
     let p_triggers = follow(
         &mut caches.providers,
         &mut caches.tls_secrets,
-        vec![
-            &mut caches.kubernetes_configs,
-            &mut caches.fake_configs,
-            &mut caches.vault_configs,
-            &mut caches.secrets_manager_configs,
-        ],
+        Some(&mut caches.provider_configs),
         ctx.clone(),
         class.clone(),
     );
     let c_triggers = follow(
         &mut caches.cluster_providers,
         &mut caches.tls_secrets,
-        vec![
-            &mut caches.kubernetes_configs,
-            &mut caches.fake_configs,
-            &mut caches.vault_configs,
-            &mut caches.secrets_manager_configs,
-        ],
+        Some(&mut caches.provider_configs),
         ctx.clone(),
         class.clone(),
     );
-    let s_triggers = follow(&mut caches.secret_stores, &mut caches.tls_secrets, Vec::new(), ctx.clone(), class.clone());
-    let cs_triggers =
-        follow(&mut caches.cluster_secret_stores, &mut caches.tls_secrets, Vec::new(), ctx.clone(), class);
+    let s_triggers = follow(&mut caches.secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class.clone());
+    let cs_triggers = follow(&mut caches.cluster_secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class);
     let providers =
         run_controller(caches.providers.store(), p_triggers, reconcile_provider, ctx.clone(), shutdown.clone());
     let clusters =

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use keyward_crds::generate::{Layout, check_all, write_all};
+use keyward_provider_registry::PROVIDER_KINDS;
 
 fn main() -> ExitCode {
     let mut check = false;
@@ -36,7 +37,8 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     for (dir, layout) in &dirs {
-        let result = if check { check_all(dir, *layout) } else { write_all(dir, *layout) };
+        let result =
+            if check { check_all(dir, *layout, PROVIDER_KINDS) } else { write_all(dir, *layout, PROVIDER_KINDS) };
         match result {
             Ok(()) if check => println!("{}: up to date", dir.display()),
             Ok(()) => println!("{}: written", dir.display()),

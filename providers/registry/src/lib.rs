@@ -1,0 +1,67 @@
+//! Every provider configuration kind Keyward ships, in one table ([`PROVIDER_KINDS`]).
+//!
+//! A row ([`ProviderKind`]) names the kind, the provider process that serves it, the SecretStore
+//! `spec.provider.<key>` it serves and how admission reads it. The webhook (admission dispatch,
+//! defaults, SecretStore validation), the reconciler (which process serves a store, which kinds
+//! to watch), `make generate` (CRDs, the chart's webhook rules and RBAC) and the chart and image
+//! checks all iterate this table. A new store is its provider crate, which declares its row
+//! (`pub static KIND`), plus one line here; docs/providers.md ("Writing a provider") walks
+//! through it.
+
+use keyward_crds::registry::{
+    FAKE_KIND, KUBERNETES_KIND, SECRETS_MANAGER_KIND, VAULT_KIND, find_kind, find_kind_named,
+};
+pub use keyward_crds::registry::{ProviderKind, ProviderSpec};
+
+/// The table, one row per configuration kind.
+pub static PROVIDER_KINDS: &[&ProviderKind] = &[&KUBERNETES_KIND, &FAKE_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
+
+/// The row of a configuration kind, by group, version and kind.
+pub fn provider_kind(group: &str, version: &str, kind: &str) -> Option<&'static ProviderKind> {
+    find_kind(PROVIDER_KINDS, group, version, kind)
+}
+
+/// The row of a kind named in a `providerRef` (group and version defaulted elsewhere).
+pub fn provider_kind_named(kind: &str) -> Option<&'static ProviderKind> {
+    find_kind_named(PROVIDER_KINDS, kind)
+}
+
+/// The distinct provider processes of the table, in table order.
+pub fn provider_names() -> Vec<&'static str> {
+    keyward_crds::registry::provider_names(PROVIDER_KINDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use keyward_crds::registry::{PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION};
+
+    use super::*;
+
+    /// Kinds, plurals and store keys are unique, and every row's CRD is the row's kind.
+    #[test]
+    fn rows_are_unique_and_match_their_crds() {
+        let mut seen = HashSet::new();
+        for row in PROVIDER_KINDS {
+            assert!(seen.insert(row.kind), "{} twice", row.kind);
+            assert!(seen.insert(row.plural), "{} twice", row.plural);
+            if let Some(key) = row.store_key {
+                assert!(seen.insert(key), "store key {key} twice");
+                assert!(
+                    !keyward_crds::rules::SERVED_STORE_PROVIDERS.contains(&key),
+                    "{key} is translated by keyward-crds already"
+                );
+            }
+            let crd = (row.crd)();
+            assert_eq!(
+                (crd.spec.group.as_str(), crd.spec.names.kind.as_str(), crd.spec.names.plural.as_str()),
+                (PROVIDER_CONFIG_GROUP, row.kind, row.plural)
+            );
+            assert!(crd.spec.versions.iter().any(|v| v.name == PROVIDER_CONFIG_VERSION));
+            assert_eq!(provider_kind(PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION, row.kind), Some(*row));
+        }
+        assert!(provider_kind("external-secrets.io", "v1", "Vault").is_none());
+        assert_eq!(provider_names()[..4], ["kubernetes", "fake", "vault", "aws"]);
+    }
+}
