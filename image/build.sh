@@ -10,8 +10,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
-binaries=(keyward-webhook keyward-reconciler keyward-certs keyward-provider-kubernetes keyward-provider-fake keyward-provider-vault keyward-provider-aws)
-packages=(keyward-webhook keyward-reconciler keyward-certs keyward-provider-kubernetes keyward-provider-fake keyward-provider-vault keyward-provider-aws)
+# Each binary is its package's own; the providers are every provider crate of the workspace.
+mapfile -t providers < <(bash image/provider-binaries.sh)
+binaries=(keyward-webhook keyward-reconciler keyward-certs "${providers[@]}")
+packages=("${binaries[@]}")
 
 repository="$(awk '$1=="repository:" {print $2; exit}' charts/keyward/values.yaml)"
 version="$(awk '$1=="appVersion:" {gsub(/"/, "", $2); print $2; exit}' charts/keyward/Chart.yaml)"

@@ -99,11 +99,35 @@ pub fn render_all(layout: Layout, kinds: Kinds<'_>) -> Result<Vec<(String, Strin
     Ok(files)
 }
 
-/// `keyward.providerConfigResources`: the resources of the provider configuration kinds, as the
-/// webhook configuration's rules list them.
+/// The chart's partials from the provider configuration kinds: `keyward.providerConfigResources`
+/// (every kind's resource, as the webhook configuration's rules list them) and
+/// `keyward.providerConfigRules` (per provider process, as JSON: the rules its ClusterRole needs to
+/// read its configuration objects by name and the SecretStores and ClusterSecretStores it serves).
 fn provider_kinds_template(kinds: Kinds<'_>) -> String {
     let resources: Vec<String> = kinds.iter().map(|p| format!("{:?}", p.plural)).collect();
-    format!("{HEADER}{{{{- define \"keyward.providerConfigResources\" -}}}}[{}]{{{{- end -}}}}\n", resources.join(", "))
+    let mut by_provider: Vec<(&str, Vec<&str>)> = Vec::new();
+    for k in kinds {
+        match by_provider.iter_mut().find(|(p, _)| *p == k.provider) {
+            Some((_, plurals)) => plurals.push(k.plural),
+            None => by_provider.push((k.provider, vec![k.plural])),
+        }
+    }
+    let rules: serde_json::Map<String, serde_json::Value> = by_provider
+        .into_iter()
+        .map(|(provider, plurals)| {
+            let rules = serde_json::json!([
+                {"apiGroups": [crate::registry::PROVIDER_CONFIG_GROUP], "resources": plurals, "verbs": ["get"]},
+                {"apiGroups": ["external-secrets.io"], "resources": ["secretstores", "clustersecretstores"], "verbs": ["get"]},
+            ]);
+            (provider.to_string(), rules)
+        })
+        .collect();
+    format!(
+        "{HEADER}{{{{- define \"keyward.providerConfigResources\" -}}}}[{}]{{{{- end -}}}}\n\
+         {{{{- define \"keyward.providerConfigRules\" -}}}}{}{{{{- end -}}}}\n",
+        resources.join(", "),
+        serde_json::Value::Object(rules)
+    )
 }
 
 /// Wraps one CRD's YAML in the chart's switches and adds the chart's labels.
