@@ -14,7 +14,13 @@ use keyward_crds::registry::{
 pub use keyward_crds::registry::{ProviderKind, ProviderSpec};
 
 /// The table, one row per configuration kind.
-pub static PROVIDER_KINDS: &[&ProviderKind] = &[&KUBERNETES_KIND, &FAKE_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
+pub static PROVIDER_KINDS: &[&ProviderKind] = &[
+    &KUBERNETES_KIND,
+    &FAKE_KIND,
+    &VAULT_KIND,
+    &SECRETS_MANAGER_KIND,
+    &keyward_provider_webhook::api::KIND,
+];
 
 /// The row of a configuration kind, by group, version and kind.
 pub fn provider_kind(group: &str, version: &str, kind: &str) -> Option<&'static ProviderKind> {
