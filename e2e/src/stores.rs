@@ -5,7 +5,9 @@
 //! - [`VaultDev`]: `vault server -dev`, built from Vault's Go module by
 //!   `e2e/scripts/build-vault.sh`, driven with the `vault` CLI itself;
 //! - [`Slapd`]: OpenLDAP's `slapd` (Debian's package, installed by
-//!   `e2e/scripts/install-slapd.sh`) with a throwaway directory, for Vault's LDAP login.
+//!   `e2e/scripts/install-slapd.sh`) with a throwaway directory, for Vault's LDAP login;
+//! - [`OpenStack`]: Keystone and Barbican, installed from PyPI into a cached virtualenv by
+//!   `e2e/scripts/install-openstack.sh`.
 //!
 //! All stop when dropped.
 
@@ -15,6 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::{ChildProcess, free_port, repo_root, spawn_logged};
+
+mod openstack;
+pub use openstack::OpenStack;
 
 /// Runs a cache script (build or install, once) and returns the directory it prints.
 ///
