@@ -284,3 +284,25 @@ async fn oversized_and_slow_answers_are_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redirects_are_checked_like_the_first_address() {
+    let store = StoreServer::start().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        install_crd(&client).await;
+        // 127.0.0.1 (the store) is allowed; 127.0.0.2 stands for a denied address.
+        let provider = start_provider(Some("127.0.0.2/32")).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut c = provider.client.clone();
+        store.seed("db", &[("user", "app")]);
+        let port = store.http_addr().port();
+        let via =
+            |to: &str| json!({"url": format!("{}/redirect?to={to}", store.http_url), "result": {"jsonPath": "$.user"}});
+        apply_config(&client, &ns, "allowed", via(&format!("http://127.0.0.1:{port}/secrets/db"))).await;
+        apply_config(&client, &ns, "denied", via(&format!("http://127.0.0.2:{port}/secrets/db"))).await;
+        assert_eq!(get(&mut c, &webhook_ref("allowed"), &ns, "k", "").await.expect("followed"), "app");
+        let e = get(&mut c, &webhook_ref("denied"), &ns, "k", "").await.expect_err("redirect to a denied address");
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("denied network 127.0.0.2/32"), "{e:?}");
+    })
+    .await;
+}

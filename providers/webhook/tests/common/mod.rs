@@ -153,6 +153,12 @@ async fn echo(
     axum::Json(json!({"args": q, "headers": h})).into_response()
 }
 
+/// `GET /redirect?to=<url>`: a redirect to `to`.
+async fn redirect(Query(q): Query<BTreeMap<String, String>>) -> Response {
+    let to = q.get("to").cloned().unwrap_or_default();
+    (StatusCode::FOUND, [(axum::http::header::LOCATION, to)]).into_response()
+}
+
 /// `GET /big`: 5 MiB of JSON, over the provider's 4 MiB cap.
 async fn big() -> Response {
     let s = "x".repeat(5 * 1024 * 1024);
@@ -170,6 +176,7 @@ fn router(state: AppState) -> Router {
         .route("/secrets/{*key}", get(read).post(write).put(write).delete(delete))
         .route("/get", get(echo))
         .route("/big", get(big))
+        .route("/redirect", get(redirect))
         .route("/slow", get(slow))
         .with_state(state)
 }
