@@ -146,14 +146,7 @@ impl HttpClient {
             .map_err(|_| ProviderError::BadConfig(format!("spec.method: {method:?} is not an HTTP method")))?;
         let mut req = self.http.request(method, url);
         for (name, value) in &r.headers {
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ProviderError::BadConfig(format!("spec.headers: {name:?} is not a header name")))?;
-            // A value with CR, LF or NUL (from a hostile key, say) is refused, never sent.
-            let v = HeaderValue::from_str(value).map_err(|_| {
-                ProviderError::BadConfig(format!(
-                    "spec.headers[{name:?}]: renders to a value that is not a valid header"
-                ))
-            })?;
+            let (n, v) = header(name, value)?;
             req = req.header(n, v);
         }
         let req = req.body(r.body.clone());
@@ -191,6 +184,17 @@ impl HttpClient {
         }
         ProviderError::Unavailable(format!("request to the webhook at {server} failed: {}", causes(&e.without_url())))
     }
+}
+
+/// A rendered header. A value with CR, LF or NUL (from a hostile key, say) is refused, never
+/// sent; other bytes pass as Go's client lets them.
+pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), ProviderError> {
+    let n = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| ProviderError::BadConfig(format!("spec.headers: {name:?} is not a header name")))?;
+    let v = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
+        ProviderError::BadConfig(format!("spec.headers[{name:?}]: renders to a value that is not a valid header"))
+    })?;
+    Ok((n, v))
 }
 
 /// A rendered URL, which must be `http` or `https` with a host.
@@ -244,5 +248,16 @@ mod tests {
         assert_eq!(check_status(404, "x").map_err(|e| e.code()), Err(tonic::Code::NotFound));
         assert_eq!(check_status(500, "x").map_err(|e| e.code()), Err(tonic::Code::Unavailable));
         assert!(check_status(204, "x").is_ok());
+    }
+
+    #[test]
+    fn header_values_cannot_smuggle_lines() {
+        assert!(header("Authorization", "Basic dGVzdA==").is_ok());
+        assert!(header("X-Name", "Jürgen").is_ok(), "non-ASCII bytes pass, as with Go's client");
+        for bad in ["a\r\nInjected: 1", "a\nb", "a\0b"] {
+            let e = header("X", bad).expect_err("refused");
+            assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+        }
+        assert!(header("Bad Name", "v").is_err());
     }
 }
