@@ -248,6 +248,29 @@ async fn a_tenant_config_stays_in_its_namespace_and_off_loopback() {
         let op = operator_ref("Webhook", "loop", &ns);
         assert_eq!(get(&mut c, &op, "elsewhere", "db", "user").await.expect("operator"), "app");
 
+        // A ClusterSecretStore is the operator's too; its Secret without a namespace is read in
+        // the source namespace.
+        apply_secret(&client, &ns, "creds", &[("token", "t0k3n")], true).await;
+        let css = format!("webhook-{ns}");
+        let obj = json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+            "metadata": {"name": css},
+            "spec": {"provider": {"webhook": {
+                "url": store_url(&store.http_url),
+                "headers": {"X-Token": "{{ .creds.token }}"},
+                "secrets": [{"name": "creds", "secretRef": {"name": "creds"}}],
+            }}},
+        });
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &store_resource("ClusterSecretStore"));
+        api.patch(&css, &PatchParams::apply("keyward-webhook-tests").force(), &Patch::Apply(&obj))
+            .await
+            .expect("ClusterSecretStore");
+        let r = provider_ref("ClusterSecretStore", &css, "", "ClusterSecretStore");
+        let got = get(&mut c, &r, &ns, "db", "user").await;
+        let _ = api.delete(&css, &Default::default()).await;
+        assert_eq!(got.expect("a ClusterSecretStore on loopback"), "app");
+        assert_eq!(store.last_headers().get("x-token").map(String::as_str), Some("t0k3n"));
+
         // Another namespace's Secret: refused before anything is read.
         apply_config(
             &client,
