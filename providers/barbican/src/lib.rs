@@ -7,7 +7,7 @@
 //! logs in to Keystone v3 with the configured user and password, scoped to the project, keeps
 //! the token until shortly before it expires ([`keystone`]), finds Barbican in the token's
 //! catalog and reads a secret's payload by its ID; `property` and GetSecretMap read the payload
-//! as a JSON object whose values stay raw JSON, as upstream ([`payload`]). Read-only, as
+//! as a JSON object ([`payload`]). Read-only, as
 //! upstream. Secrets named by a configuration are read within its namespace unless the cluster
 //! operator owns it.
 

@@ -1,7 +1,9 @@
-//! Properties of a JSON payload as upstream's provider reads them: the payload is decoded as a
-//! JSON object whose values stay raw JSON (Go's `map[string]json.RawMessage`), so a property's
-//! value is its JSON text exactly as stored: a string keeps its quotes (`"admin"`), an object
-//! or number its own spelling.
+//! Properties of a JSON payload: the payload is read as a JSON object and a property is one of
+//! its top-level keys (no dotted paths), as upstream's provider reads it. A string value is its
+//! text; any other value is its JSON exactly as stored (an object or a number keeps its own
+//! spelling, as upstream's `json.RawMessage`). Upstream also hands strings on as raw JSON, with
+//! their quotes (`"admin"`); Keyward gives the string itself, as its other providers and the
+//! conformance suite do.
 
 use keyward_provider_runtime::{ProviderError, SecretMap};
 
@@ -95,7 +97,17 @@ fn skip_value(raw: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
-/// One property of a payload (its raw JSON), as upstream's `property`.
+/// A member's value as handed on: a JSON string decoded to its text, anything else as written.
+fn value(raw: &[u8]) -> Vec<u8> {
+    if raw.first() == Some(&b'"')
+        && let Ok(s) = serde_json::from_slice::<String>(raw)
+    {
+        return s.into_bytes();
+    }
+    raw.to_vec()
+}
+
+/// One property of a payload ([`value`]), as upstream's `property`.
 pub fn property(payload: &[u8], property: &str, what: &str) -> Result<Vec<u8>, ProviderError> {
     let members = raw_members(payload).ok_or_else(|| {
         ProviderError::InvalidArgument(format!(
@@ -105,16 +117,16 @@ pub fn property(payload: &[u8], property: &str, what: &str) -> Result<Vec<u8>, P
     members
         .into_iter()
         .find(|(k, _)| k == property)
-        .map(|(_, v)| v.to_vec())
+        .map(|(_, v)| value(v))
         .ok_or_else(|| ProviderError::NoSecret(format!("{what}: property {property:?} not found in the payload")))
 }
 
-/// Every property of a payload (raw JSON values), as upstream's GetSecretMap.
+/// Every property of a payload ([`value`]), as upstream's GetSecretMap.
 pub fn map(payload: &[u8], what: &str) -> Result<SecretMap, ProviderError> {
     let members = raw_members(payload).ok_or_else(|| {
         ProviderError::InvalidArgument(format!("{what}: the payload is not a JSON object, so it has no properties"))
     })?;
-    Ok(members.into_iter().map(|(k, v)| (k, v.to_vec())).collect())
+    Ok(members.into_iter().map(|(k, v)| (k, value(v))).collect())
 }
 
 #[cfg(test)]
@@ -130,16 +142,20 @@ mod tests {
     }
 
     #[test]
-    fn values_stay_raw_json_as_upstream() {
-        // Upstream's own test payload and answers.
-        let payload = r#"{"username":"admin","password":"secret123","nested":{"key":"value"}}"#;
-        assert_eq!(property(payload.as_bytes(), "username", "s").expect("username"), br#""admin""#);
+    fn strings_are_text_and_other_values_raw_json() {
+        // Upstream's own test payload; upstream answers `"admin"` (quoted) for username.
+        let payload = r#"{"username":"admin","password":"secret123","nested":{"key":"value"},"esc":"a\"b\u00e9"}"#;
+        assert_eq!(property(payload.as_bytes(), "username", "s").expect("username"), b"admin");
+        assert_eq!(property(payload.as_bytes(), "esc", "s").expect("escaped"), "a\"bé".as_bytes());
         assert_eq!(property(payload.as_bytes(), "nested", "s").expect("nested"), br#"{"key":"value"}"#);
         let e = property(payload.as_bytes(), "nonexistent", "s").expect_err("missing");
         assert!(e.is_not_found() && e.to_string().contains("not found"), "{e}");
         let e = property(b"invalid-json", "username", "s").expect_err("not JSON");
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(map(b"[1,2]", "s").is_err() && map(b"\"x\"", "s").is_err());
+        let m = map(br#"{"n":1.50,"s":"t","o":{"a": [1]}}"#, "s").expect("map");
+        let got: std::collections::BTreeMap<&str, &[u8]> = m.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+        assert_eq!(got, [("n", &b"1.50"[..]), ("o", &br#"{"a": [1]}"#[..]), ("s", &b"t"[..])].into_iter().collect());
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl BarbicanProvider {
         }
     }
 
-    /// The payload of `remote_ref.key`, or its `property` (raw JSON, as upstream).
+    /// The payload of `remote_ref.key`, or its `property` ([`payload::property`]).
     async fn read(&self, ctx: &RequestContext, r: &ExternalSecretDataRemoteRef) -> Result<Vec<u8>, ProviderError> {
         let id = secret_id(&r.key)?;
         let t = self.target(ctx).await?;
@@ -276,15 +276,20 @@ impl Provider for BarbicanProvider {
         Ok(out)
     }
 
-    async fn push_secret(&self, _: &RequestContext, _: &SecretMap, _: &PushSecretData) -> Result<(), ProviderError> {
+    // Unsupported, as upstream's; a key that is no secret ID is refused as such first, as by
+    // every provider.
+    async fn push_secret(&self, _: &RequestContext, _: &SecretMap, data: &PushSecretData) -> Result<(), ProviderError> {
+        secret_id(&data.remote_key)?;
         Err(read_only("push secrets"))
     }
 
-    async fn delete_secret(&self, _: &RequestContext, _: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+    async fn delete_secret(&self, _: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
+        secret_id(&remote_ref.remote_key)?;
         Err(read_only("delete secrets (deletionPolicy Delete)"))
     }
 
-    async fn secret_exists(&self, _: &RequestContext, _: &PushSecretRemoteRef) -> Result<bool, ProviderError> {
+    async fn secret_exists(&self, _: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<bool, ProviderError> {
+        secret_id(&remote_ref.remote_key)?;
         Err(read_only("check whether secrets exist"))
     }
 
