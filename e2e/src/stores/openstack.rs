@@ -47,6 +47,16 @@ impl OpenStack {
     /// # Panics
     /// When either server cannot be configured or started.
     pub fn start_on(host: &str) -> OpenStack {
+        OpenStack::start_with(host, 3600)
+    }
+
+    /// Like [`OpenStack::start`], Keystone's tokens expiring `seconds` after they are issued
+    /// (3600 otherwise).
+    pub fn start_with_token_expiration(seconds: u32) -> OpenStack {
+        OpenStack::start_with("127.0.0.1", seconds)
+    }
+
+    fn start_with(host: &str, token_seconds: u32) -> OpenStack {
         let venv = cached_tool("install-openstack.sh");
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir for keystone and barbican: {e}"));
         let admin_password = format!("admin-{:016x}", rand::random::<u64>());
@@ -66,7 +76,7 @@ impl OpenStack {
              [fernet_tokens]\nkey_repository = {fernet}\n\
              [fernet_receipts]\nkey_repository = {receipts}\n\
              [credential]\nkey_repository = {credential}\n\
-             [token]\nexpiration = 3600\n",
+             [token]\nexpiration = {token_seconds}\n",
             db = p("keystone.db"),
             fernet = p("fernet-keys"),
             receipts = p("fernet-receipts"),
@@ -234,10 +244,16 @@ impl OpenStack {
         self.admin("revoke-user", self.as_user(serde_json::json!({})));
     }
 
-    /// How many password logins (`POST /v3/auth/tokens`) Keystone answered so far, the
-    /// harness's own and Barbican's included.
+    /// How many password logins (`POST /v3/auth/tokens`) of the tenant user Keystone was sent
+    /// so far, the harness's own included (Barbican's service logins are not counted).
     pub fn keystone_logins(&self) -> usize {
-        self.keystone.log().lines().filter(|l| l.contains("\"POST /v3/auth/tokens ")).count()
+        self.logins_of(Self::USER)
+    }
+
+    /// How many password logins of `user` Keystone was sent so far.
+    pub fn logins_of(&self, user: &str) -> usize {
+        let line = format!("keystone password login: user={}", serde_json::Value::from(user));
+        self.keystone.log().lines().filter(|l| *l == line).count()
     }
 
     /// The Keystone process (for its log).

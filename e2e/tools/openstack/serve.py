@@ -24,13 +24,36 @@ class Handler(simple_server.WSGIRequestHandler):
         sys.stderr.flush()
 
 
+def log_logins(app):
+    """Keystone wrapped: each password login (POST .../auth/tokens) is logged with its user name,
+    so tests can count one user's logins among those of services."""
+    import io
+    import json
+
+    def wrapped(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "POST" and environ.get("PATH_INFO", "").endswith("/auth/tokens"):
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+            try:
+                user = json.loads(body)["auth"]["identity"]["password"]["user"]["name"]
+            except (ValueError, KeyError, TypeError):
+                user = None
+            if user is not None:
+                sys.stderr.write("keystone password login: user=%s\n" % json.dumps(user))
+                sys.stderr.flush()
+        return app(environ, start_response)
+
+    return wrapped
+
+
 def application(service):
     # Both read oslo.config, which parses sys.argv: leave it nothing of ours to parse.
     sys.argv = [sys.argv[0]]
     if service == "keystone":
         from keystone.server import wsgi
 
-        return wsgi.initialize_public_application()
+        return log_logins(wsgi.initialize_public_application())
     if service == "barbican":
         import os
 

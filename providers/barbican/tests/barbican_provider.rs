@@ -252,3 +252,34 @@ async fn one_login_serves_many_reads_and_a_refused_token_is_replaced_once() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_is_replaced_shortly_before_it_expires() {
+    // Keystone's tokens live 75 s here; the provider stops using one a minute before it expires,
+    // so a token serves reads for about 15 s.
+    let os = tokio::task::spawn_blocking(|| keyward_e2e::stores::OpenStack::start_with_token_expiration(75))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    with_temp_namespace(&[], |client, ns| async move {
+        install_crd(&client).await;
+        apply_secret(&client, &ns, "os-creds", &[("password", os.password())]).await;
+        apply_config(&client, &ns, "short", spec(&os, "os-creds")).await;
+        let provider = start_provider().await;
+        let c = provider.client.clone();
+        let r = barbican_ref("short");
+        let id = os.create_secret("db", "v1");
+        let before = os.keystone_logins();
+        for _ in 0..2 {
+            assert_eq!(get(&c, &r, &ns, &id, "").await.expect("read"), "v1");
+        }
+        assert_eq!(os.keystone_logins() - before, 1, "the fresh token is reused");
+        tokio::time::sleep(std::time::Duration::from_secs(17)).await;
+        for _ in 0..2 {
+            assert_eq!(get(&c, &r, &ns, &id, "").await.expect("read"), "v1");
+        }
+        assert_eq!(os.keystone_logins() - before, 2, "a token near its expiry is replaced, the new one reused");
+        drop(provider);
+        drop(os);
+    })
+    .await;
+}
