@@ -7,13 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::Timestamp;
 use keyward_crds::{ExternalSecret, PushSecret};
-use kube::api::{ObjectMeta, PostParams};
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client};
 use rand::Rng;
 
 use crate::caches::{ManagedSecret, Packed};
@@ -51,14 +48,8 @@ impl Default for Settings {
     }
 }
 
-/// Who publishes events.
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    /// `reportingController`.
-    pub controller: String,
-    /// `reportingInstance`.
-    pub instance: String,
-}
+/// Who publishes events (`reportingController`, `reportingInstance`).
+pub use kube::runtime::events::Reporter;
 
 /// Which object per-object state belongs to. Namespace and name are kept as one string,
 /// `namespace/name` (neither may hold a `/`): there is one key per ExternalSecret in several maps.
@@ -139,7 +130,9 @@ pub struct Context {
     pub settings: Settings,
     /// Where templates are rendered (off the async workers, with a time limit).
     pub renders: RenderPool,
-    reporter: Reporter,
+    /// kube's event recorder: a repeated event (same object, reason, action and note) within its
+    /// cache window becomes one Event with a series count, not a new object per reconcile.
+    recorder: Recorder,
     objects: Mutex<HashMap<ObjectKey, PerObject>>,
 }
 
@@ -154,7 +147,8 @@ impl Context {
         settings: Settings,
     ) -> Self {
         let renders = RenderPool::new(settings.render_slots, settings.render_time_limit);
-        Context { client, caches, manager, metrics, settings, renders, reporter, objects: Mutex::new(HashMap::new()) }
+        let recorder = Recorder::new(client.clone(), reporter);
+        Context { client, caches, manager, metrics, settings, renders, recorder, objects: Mutex::new(HashMap::new()) }
     }
 
     fn objects(&self) -> MutexGuard<'_, HashMap<ObjectKey, PerObject>> {
@@ -232,30 +226,19 @@ impl Context {
         self.objects().len()
     }
 
-    /// Publishes an event (`events.k8s.io/v1`); failures are logged, never fatal. Events are
-    /// not cached or aggregated here: callers publish on a change, not on every reconcile.
+    /// Publishes an event (`events.k8s.io/v1`) through the recorder; failures are logged, never
+    /// fatal. Callers publish on a change, not on every reconcile; repeats within the recorder's
+    /// window are counted on one Event.
     pub async fn event(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
-        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
-        let suffix: u64 = rand::rng().random();
         let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{suffix:016x}", regarding.name.as_deref().unwrap_or("keyward"))),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            action: Some(action.to_string()),
-            reason: Some(reason.to_string()),
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.to_string(),
             // Event notes are limited to 1 kB.
             note: Some(truncate(note, 1000)),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            event_time: Some(MicroTime(Timestamp::now())),
-            regarding: Some(regarding.clone()),
-            reporting_controller: Some(self.reporter.controller.clone()),
-            reporting_instance: Some(self.reporter.instance.clone()),
-            ..Default::default()
+            action: action.to_string(),
+            secondary: None,
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
+        if let Err(e) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(error = %e, reason, "publishing event failed");
         }
     }

@@ -196,7 +196,7 @@ async fn lead(
         },
         manager.clone(),
         metrics.clone(),
-        Reporter { controller: "keyward-reconciler".into(), instance: identity.to_string() },
+        Reporter { controller: "keyward-reconciler".into(), instance: Some(identity.to_string()) },
         Settings {
             provider_check_interval: cli.provider_check_interval,
             error_backoff_base: cli.error_backoff,
