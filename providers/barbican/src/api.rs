@@ -292,5 +292,9 @@ mod tests {
         assert_eq!(crd.spec.scope, "Namespaced");
         let schema = serde_json::to_string(&crd.spec.versions[0].schema).expect("schema");
         assert!(schema.contains("authURL") && schema.contains("tenantName") && schema.contains("secretRef"));
+        assert!(
+            schema.contains("\"maxProperties\":1") && schema.contains("\"minProperties\":1"),
+            "username: one of two"
+        );
     }
 }
