@@ -157,6 +157,24 @@ async fn rendered_templates_pass_server_side_dry_run_in_both_modes() {
     .await;
 }
 
+/// The chart installs the same CRDs as `crds/yaml`: what Helm renders from the generated
+/// templates (descriptions holding template delimiters included) is the plain YAML's spec.
+#[test]
+fn the_charts_crds_render_to_the_plain_crd_yaml() {
+    let rendered = render(&[]);
+    let dir = keyward_e2e::repo_root().join("crds/yaml");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&dir).expect("crds/yaml") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        let plain: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
+        let name = plain["metadata"]["name"].as_str().expect("name");
+        let from_chart = find(&rendered, "CustomResourceDefinition", name);
+        assert_eq!(from_chart["spec"], plain["spec"], "{name}: the chart's CRD differs from crds/yaml");
+        compared += 1;
+    }
+    assert_eq!(compared, rendered.iter().filter(|o| o["kind"] == "CustomResourceDefinition").count());
+}
+
 /// Every provider process of `keyward_provider_registry` has its chart entry, running its own
 /// binary, and that binary is in the image; the chart deploys no provider the registry lacks.
 #[test]
@@ -180,9 +198,9 @@ fn every_registered_provider_has_a_chart_entry_and_an_image_binary() {
     assert!(in_chart.iter().all(|n| registered.contains(n)), "chart providers {in_chart:?}, registry {registered:?}");
 }
 
-/// The Vault and AWS providers are off by default; enabled, each gets its Deployment (running
-/// its own binary), Service, ServiceAccount and a ClusterRole with only what its configs and
-/// the stores it serves name, and the API server accepts the objects.
+/// The store providers (Vault, AWS, Webhook) are off by default; enabled, each gets its
+/// Deployment (running its own binary), Service, ServiceAccount and a ClusterRole with only what
+/// its configs and the stores it serves name, and the API server accepts the objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_providers_deploy_with_their_own_rules_when_enabled() {
     with_temp_namespace(&[], |_client, ns| async move {
@@ -190,8 +208,11 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
         let f = format!("{ns}-stores");
         // A values file names only what it changes: the entries are keyed by provider name.
         let dir = tempfile::tempdir().expect("tempdir");
-        let values =
-            write_values(dir.path(), "stores.yaml", "providers:\n  vault: {enabled: true}\n  aws: {enabled: true}\n");
+        let values = write_values(
+            dir.path(),
+            "stores.yaml",
+            "providers:\n  vault: {enabled: true}\n  aws: {enabled: true}\n  webhook: {enabled: true}\n",
+        );
         let render = |enable: bool| {
             let mut cmd = helm(cp.kubeconfig());
             cmd.args(["template", "kw"]).arg(chart_dir()).args(["-n", &ns, "--set", &format!("fullnameOverride={f}")]);
@@ -201,7 +222,9 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
             run(cmd)
         };
         let off = render(false);
-        assert!(!off.contains("keyward-provider-vault") && !off.contains("keyward-provider-aws"), "off by default");
+        for p in ["vault", "aws", "webhook"] {
+            assert!(!off.contains(&format!("keyward-provider-{p}")), "{p} off by default");
+        }
         let rendered = render(true);
         let (ok, out) = kubectl_input(cp.kubeconfig(), &["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &rendered);
         assert!(ok, "server-side dry run refused the chart with the store providers:\n{out}");
@@ -224,6 +247,7 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
                 "secretsmanagers",
                 vec!["secrets", "serviceaccounts", "serviceaccounts/token"],
             ),
+            ("webhook", "keyward-provider-webhook", "webhooks", vec!["secrets", "configmaps"]),
         ] {
             let name = format!("{f}-provider-{p}");
             let d = find("Deployment", &name);

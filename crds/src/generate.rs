@@ -141,7 +141,32 @@ fn helm_template(yaml: &str) -> String {
         "    helm.sh/resource-policy: keep\n",
         "  {{- end }}\n",
     );
+    let yaml = helm_literal(yaml);
     format!("{{{{- if .Values.crds.install }}}}\n{}{{{{- end }}}}\n", yaml.replacen("metadata:\n", metadata, 1))
+}
+
+/// Text Helm passes through as written: template delimiters in it (descriptions that show Go
+/// templates, such as the Webhook kind's `{{ .remoteRef.key }}`) become template literals.
+fn helm_literal(text: &str) -> String {
+    // One pass, so the `}}` of an inserted literal is never escaped again.
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if tail.starts_with("{{") {
+            out.push_str("{{`{{`}}");
+            rest = &tail[2..];
+        } else if tail.starts_with("}}") {
+            out.push_str("{{`}}`}}");
+            rest = &tail[2..];
+        } else {
+            out.push_str(&tail[..1]);
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A difference between the committed YAML and the types.
@@ -220,6 +245,12 @@ fn stale_files(dir: &Path, files: &[(String, String)]) -> Result<Vec<PathBuf>, G
 mod tests {
     use super::*;
     use crate::common::CATEGORY;
+
+    #[test]
+    fn helm_templates_keep_template_delimiters_of_descriptions_literal() {
+        assert_eq!(helm_literal("see {{ .remoteRef.key }} and {x}"), "see {{`{{`}} .remoteRef.key {{`}}`}} and {x}");
+        assert_eq!(helm_literal("no braces"), "no braces");
+    }
 
     #[test]
     fn upstream_retired_versions_are_kept_unserved_and_not_stored() {
