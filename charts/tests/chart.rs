@@ -198,7 +198,7 @@ fn every_registered_provider_has_a_chart_entry_and_an_image_binary() {
     assert!(in_chart.iter().all(|n| registered.contains(n)), "chart providers {in_chart:?}, registry {registered:?}");
 }
 
-/// The store providers (Vault, AWS, Webhook) are off by default; enabled, each gets its
+/// The store providers (Vault, AWS, Webhook, Barbican) are off by default; enabled, each gets its
 /// Deployment (running its own binary), Service, ServiceAccount and a ClusterRole with only what
 /// its configs and the stores it serves name, and the API server accepts the objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,7 +211,7 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
         let values = write_values(
             dir.path(),
             "stores.yaml",
-            "providers:\n  vault: {enabled: true}\n  aws: {enabled: true}\n  webhook: {enabled: true}\n",
+            "providers:\n  vault: {enabled: true}\n  aws: {enabled: true}\n  webhook: {enabled: true}\n  barbican: {enabled: true}\n",
         );
         let render = |enable: bool| {
             let mut cmd = helm(cp.kubeconfig());
@@ -222,7 +222,7 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
             run(cmd)
         };
         let off = render(false);
-        for p in ["vault", "aws", "webhook"] {
+        for p in ["vault", "aws", "webhook", "barbican"] {
             assert!(!off.contains(&format!("keyward-provider-{p}")), "{p} off by default");
         }
         let rendered = render(true);
@@ -248,6 +248,7 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
                 vec!["secrets", "serviceaccounts", "serviceaccounts/token"],
             ),
             ("webhook", "keyward-provider-webhook", "webhooks", vec!["secrets", "configmaps"]),
+            ("barbican", "keyward-provider-barbican", "barbicans", vec!["secrets"]),
         ] {
             let name = format!("{f}-provider-{p}");
             let d = find("Deployment", &name);

@@ -20,6 +20,7 @@ pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &VAULT_KIND,
     &SECRETS_MANAGER_KIND,
     &keyward_provider_webhook::api::KIND,
+    &keyward_provider_barbican::api::KIND,
 ];
 
 /// The row of a configuration kind, by group, version and kind.
