@@ -14,8 +14,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use keyward_crds::external_secret::DEFAULT_REFRESH_INTERVAL;
 use keyward_crds::provider_config::PROVIDER_CONFIG_API_VERSION;
-use keyward_provider_registry::provider_kind_named;
 use keyward_crds::rules::parse_go_duration;
+use keyward_provider_registry::provider_kind_named;
 use serde_json::{Value, json};
 
 fn add(tokens: &[&str], value: Value) -> PatchOperation {
