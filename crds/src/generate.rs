@@ -154,12 +154,12 @@ fn helm_literal(text: &str) -> String {
     while let Some(i) = rest.find(['{', '}']) {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
-        if tail.starts_with("{{") {
+        if let Some(after) = tail.strip_prefix("{{") {
             out.push_str("{{`{{`}}");
-            rest = &tail[2..];
-        } else if tail.starts_with("}}") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
             out.push_str("{{`}}`}}");
-            rest = &tail[2..];
+            rest = after;
         } else {
             out.push_str(&tail[..1]);
             rest = &tail[1..];
