@@ -11,7 +11,6 @@ use kube::core::PartialObjectMeta;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::watch;
 
 use crate::provider::refs::ConfigObject;
 
@@ -29,9 +28,6 @@ impl Default for ConfigWatches {
     }
 }
 
-/// Resolves once a kind listed; false when its watch stopped first.
-pub type Listed = watch::Receiver<bool>;
-
 impl ConfigWatches {
     /// Runs `hook` for every configuration object applied, deleted, or missing from a re-list.
     pub fn hook(&mut self, hook: impl Fn(ConfigObject<'_>) + Send + Sync + 'static) {
@@ -39,25 +35,13 @@ impl ConfigWatches {
     }
 
     /// Starts one metadata watch per kind, in every namespace.
-    pub fn start(self, client: &Client) -> Vec<(&'static str, Listed, tokio::task::JoinHandle<()>)> {
+    pub fn start(self, client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
         let hooks: std::sync::Arc<Vec<Hook>> = std::sync::Arc::new(self.hooks);
-        self.kinds
-            .iter()
-            .map(|kind| {
-                let (listed_tx, listed) = watch::channel(false);
-                let task = tokio::spawn(watch_kind(client.clone(), kind, hooks.clone(), listed_tx));
-                (kind.kind, listed, task)
-            })
-            .collect()
+        self.kinds.iter().map(|kind| tokio::spawn(watch_kind(client.clone(), kind, hooks.clone()))).collect()
     }
 }
 
-async fn watch_kind(
-    client: Client,
-    kind: &'static ProviderKind,
-    hooks: std::sync::Arc<Vec<Hook>>,
-    listed: watch::Sender<bool>,
-) {
+async fn watch_kind(client: Client, kind: &'static ProviderKind, hooks: std::sync::Arc<Vec<Hook>>) {
     let gvk = GroupVersionKind::gvk(PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION, kind.kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, kind.plural);
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resource);
@@ -89,7 +73,6 @@ async fn watch_kind(
                     tell(ns, name);
                 }
                 known = now;
-                listed.send_replace(true);
             }
             Ok(watcher::Event::Apply(obj)) => {
                 let k = key(&obj);

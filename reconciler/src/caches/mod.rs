@@ -348,10 +348,9 @@ impl Caches {
             self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip),
             self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip),
         ];
-        for (kind, mut listed, watch) in self.provider_configs.start(&scope.client) {
-            waits.push((kind, Box::pin(async move { listed.wait_for(|l| *l).await.is_ok() })));
-            watches.push(watch);
-        }
+        // Not waited for: they only re-check Providers when a configuration changes, and a kind
+        // whose CRD is missing (CRDs installed apart from the chart) must not hold the rest up.
+        watches.extend(self.provider_configs.start(&scope.client));
         if scope.namespace.is_none() {
             waits.push(ready("ClusterExternalSecret", self.cluster_external_secrets.store()));
             watches.push(self.cluster_external_secrets.start(scope.all(), scope.class.clone(), strip::object));
