@@ -8,6 +8,7 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use keyward_crds::SecretsManagerSpec;
+use keyward_provider_runtime::body::limit_error;
 use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, require_operator_owned};
 use keyward_provider_runtime::{ProviderError, RequestContext};
 
@@ -24,8 +25,12 @@ const SESSION_NAME: &str = "keyward-provider-aws";
 pub fn map_sdk_error<E, R>(e: SdkError<E, R>, what: &str) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
+    // An answer refused by the size or time cap (capped.rs) says so, whatever the SDK wrapped it in.
+    if let Some(refused) = limit_error(&e) {
+        return refused.to_provider_error(&format!("{what}: the AWS endpoint"));
+    }
     let code = e.code().map(str::to_string);
     let msg = format!("{what}: {}", DisplayErrorContext(&e));
     match e {
@@ -77,11 +82,13 @@ where
 }
 
 /// The shared SDK configuration: region, an HTTPS client on rustls with ring (the system's
-/// roots), endpoint overrides from the standard `AWS_ENDPOINT_URL*` environment of the provider
-/// process (set by the operator, never by a config object).
+/// roots) whose answers are size- and time-capped (`capped.rs`), endpoint overrides from the
+/// standard `AWS_ENDPOINT_URL*` environment of the provider process (set by the operator, never
+/// by a config object).
 fn loader(region: &str) -> aws_config::ConfigLoader {
-    let http =
-        aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https();
+    let http = crate::capped::CappedClient::wrap(
+        aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https(),
+    );
     aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_string())).http_client(http)
 }
 

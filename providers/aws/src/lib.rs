@@ -8,6 +8,7 @@
 //! config's namespace; a tenant's config naming another namespace, or relying on the provider's
 //! own credentials, is refused.
 
+mod capped;
 pub mod client;
 pub mod mapping;
 pub mod parameter_store;

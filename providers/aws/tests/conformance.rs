@@ -171,11 +171,7 @@ impl ConformanceTarget for AwsTarget {
     }
 
     fn not_applicable(&self) -> Vec<(Case, &'static str)> {
-        vec![(
-            Case::OversizedResponse,
-            "known gap: the AWS SDK client reads its endpoint's answers without the runtime's size cap (pointed at a \
-             server flooding 300 MB, GetSecret does not answer within 30 s); remove this line once it does",
-        )]
+        Vec::new()
     }
 
     async fn point_at(&self, server: &Hostile) -> Result<Pointed, String> {
