@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use keyward_provider_runtime::{ProviderError, body};
+use keyward_provider_runtime::{ProviderError, body, store_tls};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
@@ -26,34 +26,13 @@ pub const KEY_MANAGER: &str = "key-manager";
 /// The HTTP(S) client: rustls on ring with the system roots, the runtime's time limit, no
 /// redirects (an answer elsewhere is not followed with a token or a password).
 pub fn http_client() -> Result<reqwest::Client, ProviderError> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let tls = store_tls::client_config(None, "spec.authURL")?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(body::REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ProviderError::Internal(format!("building the HTTP client: {e}")))
-}
-
-/// The error and its causes, one line.
-pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let s = c.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        cur = c.source();
-    }
-    out
 }
 
 /// One request, its answer capped by the runtime's body limits: status, headers and body.
@@ -63,14 +42,17 @@ pub async fn send(
 ) -> Result<(u16, http::HeaderMap, Vec<u8>), ProviderError> {
     let resp = req.send().await.map_err(|e| {
         let kind = if e.is_timeout() { "timed out" } else { "failed" };
-        ProviderError::Unavailable(format!("request to {server} {kind}: {}", causes(&e)))
+        ProviderError::Unavailable(format!("request to {server} {kind}: {}", store_tls::causes(&e)))
     })?;
     let answer = http::Response::<reqwest::Body>::from(resp);
     let (head, bytes) =
         body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
             match body::limit_error(e.as_ref()) {
                 Some(refused) => refused.to_provider_error(server),
-                None => ProviderError::Unavailable(format!("reading the answer of {server}: {}", causes(e.as_ref()))),
+                None => ProviderError::Unavailable(format!(
+                    "reading the answer of {server}: {}",
+                    store_tls::causes(e.as_ref())
+                )),
             }
         })?;
     Ok((head.status.as_u16(), head.headers, bytes.to_vec()))

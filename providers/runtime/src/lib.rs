@@ -24,6 +24,7 @@ mod provider;
 pub mod refs;
 mod server;
 mod service;
+pub mod store_tls;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tls;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
 use keyward_provider_runtime::refs::{CacheKey, ClusterRefs, NamedKind, named_namespace, require_operator_owned};
-use keyward_provider_runtime::{ProviderError, RequestContext, body, keys};
+use keyward_provider_runtime::{ProviderError, RequestContext, body, keys, store_tls};
 use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -159,13 +159,6 @@ fn pem_certs(pem: &[u8], field: &str) -> Result<Vec<CertificateDer<'static>>, Pr
         .map_err(|e| ProviderError::BadConfig(format!("{field}: not a PEM certificate: {e}")))
 }
 
-/// rustls on ring with the safe protocol versions.
-fn tls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, ProviderError> {
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))
-}
-
 /// The HTTPS client over a TLS configuration.
 fn http_client(tls: rustls::ClientConfig) -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()
@@ -183,21 +176,8 @@ async fn tls_config(
     ctx: &RequestContext,
     spec: &VaultSpec,
 ) -> Result<(rustls::ClientConfig, Option<(Vec<u8>, Vec<u8>)>), ProviderError> {
-    let mut roots = rustls::RootCertStore::empty();
-    match refs.ca_bundle(ctx, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref()).await? {
-        Some(ders) => {
-            for der in ders {
-                roots
-                    .add(CertificateDer::from(der))
-                    .map_err(|e| ProviderError::BadConfig(format!("spec.caBundle: unusable certificate: {e}")))?;
-            }
-        }
-        None => {
-            let native = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(native.certs);
-        }
-    }
-    let builder = tls_builder()?.with_root_certificates(roots);
+    let ders = refs.ca_bundle(ctx, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref()).await?;
+    let builder = store_tls::builder()?.with_root_certificates(store_tls::roots(ders, "spec.caBundle")?);
     let (field, cert_pem, key_pem) = if let Some(c) = &spec.auth.cert {
         if !spec.server.starts_with("https://") {
             return Err(ProviderError::BadConfig(
@@ -403,22 +383,6 @@ fn fingerprint(
     h.finalize().into()
 }
 
-/// An error with its causes (`a: b: c`): reqwest's own message leaves out why a connection
-/// failed, such as a certificate signed by an unknown CA.
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
 fn errors_of(body: &Value) -> String {
     body.get("errors")
         .and_then(Value::as_array)
@@ -481,7 +445,7 @@ impl VaultClient {
         }
         let resp = req.send().await.map_err(|e| {
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
-            ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, causes(&e)))
+            ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, store_tls::causes(&e)))
         })?;
         if let (Some(slot), Some(index)) = (&self.index, resp.headers().get(INDEX_HEADER))
             && let Ok(mut last) = slot.lock()
@@ -496,7 +460,7 @@ impl VaultClient {
                 None => ProviderError::Unavailable(format!(
                     "reading the answer of Vault at {}: {}",
                     self.server,
-                    causes(e.as_ref())
+                    store_tls::causes(e.as_ref())
                 )),
             }
         })?;
@@ -710,8 +674,10 @@ mod tests {
     }
 
     fn client(server: String, namespace: Option<&str>, auth_namespace: Option<&str>) -> VaultClient {
-        let tls =
-            tls_builder().expect("tls").with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
+        let tls = store_tls::builder()
+            .expect("tls")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
         VaultClient {
             http: http_client(tls).expect("http"),
             server,
@@ -968,6 +934,6 @@ mod tests {
     #[test]
     fn causes_are_joined() {
         let e = Outer(std::io::Error::other("invalid peer certificate: UnknownIssuer"));
-        assert_eq!(causes(&e), "error sending request: invalid peer certificate: UnknownIssuer");
+        assert_eq!(store_tls::causes(&e), "error sending request: invalid peer certificate: UnknownIssuer");
     }
 }

@@ -2,15 +2,13 @@
 //! [`crate::netguard`] for a tenant's configuration. Answers are read through the runtime's size
 //! cap ([`keyward_provider_runtime::body`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use keyward_crds::rules::parse_go_duration;
 use keyward_provider_runtime::body::{self, MAX_RESPONSE_BYTES, REQUEST_TIMEOUT};
 use keyward_provider_runtime::refs::ClusterRefs;
-use keyward_provider_runtime::{ProviderError, RequestContext};
+use keyward_provider_runtime::{ProviderError, RequestContext, store_tls};
 use reqwest::header::{HeaderName, HeaderValue};
-use rustls::pki_types::CertificateDer;
 
 use crate::api::WebhookSpec;
 use crate::netguard::{DeniedNetworks, GuardedResolver, denied_in};
@@ -55,42 +53,6 @@ pub fn server_of(url: &reqwest::Url) -> String {
     }
 }
 
-/// An error with its causes (`a: b: c`), without URLs.
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
-fn tls_config(roots: Option<Vec<Vec<u8>>>) -> Result<rustls::ClientConfig, ProviderError> {
-    let mut store = rustls::RootCertStore::empty();
-    match roots {
-        Some(ders) => {
-            for der in ders {
-                store
-                    .add(CertificateDer::from(der))
-                    .map_err(|e| ProviderError::BadConfig(format!("spec.caBundle: unusable certificate: {e}")))?;
-            }
-        }
-        None => {
-            store.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        }
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ProviderError::Internal(format!("TLS versions: {e}")))?
-        .with_root_certificates(store)
-        .with_no_client_auth())
-}
-
 impl HttpClient {
     /// The client of `spec`: its CA (`caBundle`, `caProvider` read within the tenant boundary,
     /// else the system roots), its time limit, and `denied` checked for every address it
@@ -114,7 +76,7 @@ impl HttpClient {
             }
         });
         let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls_config(roots)?)
+            .tls_backend_preconfigured(store_tls::client_config(roots, "spec.caBundle")?)
             .dns_resolver(GuardedResolver(denied.clone()))
             // The address check needs the provider to resolve and connect itself.
             .no_proxy()
@@ -160,7 +122,7 @@ impl HttpClient {
                         Some(refused) => refused.to_provider_error(&format!("the webhook at {server}")),
                         None => ProviderError::Unavailable(format!(
                             "reading the answer of the webhook at {server}: {}",
-                            causes(e.as_ref())
+                            store_tls::causes(e.as_ref())
                         )),
                     }
                 })?;
@@ -182,7 +144,10 @@ impl HttpClient {
                 self.timeout
             ));
         }
-        ProviderError::Unavailable(format!("request to the webhook at {server} failed: {}", causes(&e.without_url())))
+        ProviderError::Unavailable(format!(
+            "request to the webhook at {server} failed: {}",
+            store_tls::causes(&e.without_url())
+        ))
     }
 }
 
