@@ -271,18 +271,34 @@ impl ClusterRefs {
         self.secret_text(ns, &sel.name, sel.key.as_deref().unwrap_or_default(), field).await
     }
 
+    /// A whole Secret a configuration's reference names (every key, its labels), read in the
+    /// namespace the tenant boundary allows ([`named_namespace`]); the reference's key is not used.
+    pub async fn selected_secret(
+        &self,
+        ctx: &RequestContext,
+        field: &str,
+        sel: &SecretKeySelector,
+    ) -> Result<Secret, ProviderError> {
+        let ns = named_namespace(ctx, field, NamedKind::Secret, &sel.name, sel.namespace.as_deref())?;
+        self.secret(ns, &sel.name, field).await
+    }
+
+    /// A Secret by namespace and name; missing is `FAILED_PRECONDITION` naming `field`.
+    pub async fn secret(&self, ns: &str, name: &str, field: &str) -> Result<Secret, ProviderError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        api.get_opt(name)
+            .await
+            .map_err(|e| map_ref_error(e, &format!("{field}: Secret {ns}/{name}")))?
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} not found")))
+    }
+
     /// One key of a Secret.
     pub async fn secret_key(&self, ns: &str, name: &str, key: &str, field: &str) -> Result<Vec<u8>, ProviderError> {
         if name.is_empty() || key.is_empty() {
             return Err(ProviderError::BadConfig(format!("{field}: name and key are required")));
         }
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(|e| map_ref_error(e, &format!("{field}: Secret {ns}/{name}")))?
-            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} not found")))?;
-        secret
+        self.secret(ns, name, field)
+            .await?
             .data
             .and_then(|mut d| d.remove(key))
             .map(|v| v.0)

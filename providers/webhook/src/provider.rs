@@ -3,16 +3,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
 use keyward_provider_runtime::keys;
-use keyward_provider_runtime::refs::{
-    CacheKey, ClientCache, ClusterRefs, NamedKind, map_ref_error, named_namespace, operator_owned,
-};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, operator_owned};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
-use kube::Api;
 
 use crate::api::{KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec};
 use crate::client::{HttpClient, check_status, parse_url, server_of};
@@ -67,20 +63,14 @@ impl WebhookProvider {
         let mut out = SecretData::new();
         for (i, s) in spec.secrets.iter().enumerate() {
             let field = format!("spec.secrets[{i}].secretRef");
-            let r = &s.secret_ref;
-            let ns = named_namespace(ctx, &field, NamedKind::Secret, &r.name, r.namespace.as_deref())?;
-            let api: Api<Secret> = Api::namespaced(self.refs.client().clone(), ns);
-            let secret = api
-                .get_opt(&r.name)
-                .await
-                .map_err(|e| map_ref_error(e, &format!("{field}: Secret {ns}/{}", r.name)))?
-                .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{} not found", r.name)))?;
+            let secret = self.refs.selected_secret(ctx, &field, &s.secret_ref).await?;
             let label = secret.metadata.labels.as_ref().and_then(|l| l.get(SECRET_TYPE_LABEL));
             if label.map(String::as_str) != Some(SECRET_TYPE_VALUE) {
                 return Err(ProviderError::BadConfig(format!(
-                    "{field}: Secret {ns}/{} does not carry the label {SECRET_TYPE_LABEL}: {SECRET_TYPE_VALUE}, which \
+                    "{field}: Secret {}/{} does not carry the label {SECRET_TYPE_LABEL}: {SECRET_TYPE_VALUE}, which \
                      a Secret must carry to be used by a webhook configuration",
-                    r.name
+                    secret.metadata.namespace.as_deref().unwrap_or_default(),
+                    secret.metadata.name.as_deref().unwrap_or_default()
                 )));
             }
             let data: BTreeMap<String, Vec<u8>> =
