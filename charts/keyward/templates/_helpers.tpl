@@ -65,27 +65,133 @@ matchExpressions:
 {{- end }}
 {{- end -}}
 
-{{/* Pod spec parts every component shares. */}}
-{{- define "keyward.podCommon" -}}
-{{- with .root.Values.imagePullSecrets }}
-imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
+{{/* Labels of one component's object plus user labels, which never replace Keyward's own:
+(dict "root" $ "component" "webhook" "extra" (list map…)) — earlier maps win. */}}
+{{- define "keyward.mergedLabels" -}}
+{{- $labels := fromYaml (include "keyward.componentLabels" .) -}}
+{{- range .extra }}{{- $labels = merge $labels (. | default dict) }}{{- end -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/* The ServiceAccount a component runs as: (dict "root" $ "component" "webhook" "values" $v) */}}
+{{- define "keyward.serviceAccountName" -}}
+{{- $sa := .values.serviceAccount | default dict -}}
+{{- $sa.name | default (printf "%s-%s" (include "keyward.fullname" .root) .component) -}}
+{{- end -}}
+
+{{/* A component's ServiceAccount object, unless serviceAccount.create is false. */}}
+{{- define "keyward.serviceAccount" -}}
+{{- $sa := .values.serviceAccount | default dict -}}
+{{- if dig "create" true $sa }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "keyward.serviceAccountName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "keyward.mergedLabels" (dict "root" .root "component" .component "extra" (list $sa.extraLabels)) | nindent 4 }}
+  {{- with $sa.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
-securityContext:
-  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
-{{- with .values.nodeSelector }}
-nodeSelector:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with .values.tolerations }}
-tolerations:
+{{- end -}}
+
+{{/* Pod template metadata: Keyward's labels, then the component's and global podLabels and
+podAnnotations (the component's win). */}}
+{{- define "keyward.podMetadata" -}}
+{{- $g := .root.Values.global | default dict -}}
+labels:
+  {{- include "keyward.mergedLabels" (dict "root" .root "component" .component "extra" (list .values.podLabels $g.podLabels)) | nindent 2 }}
+{{- $annotations := merge (dict) (.values.podAnnotations | default dict) ($g.podAnnotations | default dict) }}
+{{- with $annotations }}
+annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
+{{/* A security context: the chart-wide one with the component's merged over it; `enabled: false`
+leaves it out. (dict "global" map "own" map) */}}
+{{- define "keyward.securityContext" -}}
+{{- $sc := mergeOverwrite (deepCopy (.global | default dict)) (deepCopy (.own | default dict)) -}}
+{{- if dig "enabled" true $sc -}}
+securityContext:
+  {{- toYaml (omit $sc "enabled") | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod spec parts every component shares: (dict "root" $ "component" "webhook" "values" $v
+"defaultAffinity" map). nodeSelector merges with global.nodeSelector; tolerations, affinity and
+topologySpreadConstraints fall back to the global ones when the component sets none; a spread
+constraint without a labelSelector selects the component's Pods. */}}
+{{- define "keyward.podCommon" -}}
+{{- $g := .root.Values.global | default dict -}}
+{{- $v := .values -}}
+serviceAccountName: {{ include "keyward.serviceAccountName" . }}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with include "keyward.securityContext" (dict "global" .root.Values.podSecurityContext "own" $v.podSecurityContext) }}
+{{ . }}
+{{- end }}
+{{- with merge (dict) ($v.nodeSelector | default dict) ($g.nodeSelector | default dict) }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations | default $g.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity | default $g.affinity | default .defaultAffinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints | default $g.topologySpreadConstraints }}
+{{- $constraints := list }}
+{{- range . }}
+{{- $c := deepCopy . }}
+{{- if not $c.labelSelector }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "keyward.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $constraints = append $constraints $c }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $constraints | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The container's args: extraArgs as --key=value (--key alone for an empty value). */}}
+{{- define "keyward.args" -}}
+{{- with .values.extraArgs -}}
+args:
+  {{- range $key, $value := . }}
+  {{- if or (kindIs "invalid" $value) (eq (toString $value) "") }}
+  - {{ printf "--%s" $key | quote }}
+  {{- else }}
+  - {{ printf "--%s=%v" $key $value | quote }}
+  {{- end }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The container's security context: (dict "root" $ "values" $v) */}}
+{{- define "keyward.containerSecurityContext" -}}
+{{- include "keyward.securityContext" (dict "global" .root.Values.securityContext "own" .values.securityContext) -}}
+{{- end -}}
+
+{{/* Environment every component gets: (dict "root" $ "values" $v) */}}
 {{- define "keyward.commonEnv" -}}
 - name: KEYWARD_LOG_FORMAT
-  value: {{ .Values.logFormat | quote }}
+  value: {{ dig "log" "format" "" .values | default .root.Values.logFormat | quote }}
+{{- with dig "log" "level" "" .values | default .root.Values.logLevel }}
+- name: KEYWARD_LOG_LEVEL
+  value: {{ . | quote }}
+{{- end }}
 - name: KEYWARD_POD_NAMESPACE
   valueFrom:
     fieldRef:
@@ -94,4 +200,36 @@ tolerations:
   valueFrom:
     fieldRef:
       fieldPath: metadata.name
+{{- end -}}
+
+{{/* The user's variables, after Keyward's: env, then extraEnv. */}}
+{{- define "keyward.userEnv" -}}
+{{- with concat (.values.env | default list) (.values.extraEnv | default list) }}
+{{- toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* A PodDisruptionBudget for a component when podDisruptionBudget.enabled: maxUnavailable when
+given, else minAvailable (default 1). (dict "root" $ "component" "webhook" "values" $v "name" n) */}}
+{{- define "keyward.podDisruptionBudget" -}}
+{{- $pdb := .values.podDisruptionBudget | default dict -}}
+{{- if $pdb.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "keyward.componentLabels" . | nindent 4 }}
+spec:
+  {{- if not (kindIs "invalid" $pdb.maxUnavailable) }}
+  maxUnavailable: {{ $pdb.maxUnavailable }}
+  {{- else }}
+  minAvailable: {{ hasKey $pdb "minAvailable" | ternary $pdb.minAvailable 1 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "keyward.selectorLabels" . | nindent 6 }}
+{{- end }}
 {{- end -}}
