@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::generators::{ClusterGenerator, Fake as GeneratorFake, Password, SshKey, Uuid};
 use crate::registry::ProviderKind;
 use crate::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
@@ -26,6 +27,11 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         ClusterProvider::crd(),
         with_retired_versions(SecretStore::crd()),
         with_retired_versions(ClusterSecretStore::crd()),
+        Password::crd(),
+        Uuid::crd(),
+        SshKey::crd(),
+        GeneratorFake::crd(),
+        ClusterGenerator::crd(),
     ];
     api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()
 }
@@ -283,7 +289,13 @@ mod tests {
         }
         for crd in &crds {
             let categories = crd.spec.names.categories.clone().unwrap_or_default();
-            assert_eq!(categories, vec![CATEGORY.to_string()], "{}", crd.spec.names.kind);
+            // Generators are also in upstream's own category for them.
+            let expected: Vec<String> = if crd.spec.group == crate::generators::GENERATOR_GROUP {
+                vec![CATEGORY.into(), crate::generators::GENERATOR_CATEGORY.into()]
+            } else {
+                vec![CATEGORY.into()]
+            };
+            assert_eq!(categories, expected, "{}", crd.spec.names.kind);
             for c in &categories {
                 assert!(!names.contains(c), "category {c:?} of {} shadows a resource name", crd.spec.names.kind);
             }

@@ -5,6 +5,7 @@ pub mod cluster_external_secret;
 pub mod common;
 pub mod external_secret;
 pub mod generate;
+pub mod generators;
 pub mod provider;
 pub mod provider_config;
 pub mod push_secret;

@@ -8,6 +8,7 @@ mod auth;
 mod boundary;
 mod cluster_external_secret;
 mod duration;
+mod generators;
 mod keys;
 mod namespace;
 mod reach;
@@ -26,8 +27,12 @@ pub use boundary::{
 };
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
 pub use duration::{DurationError, parse_go_duration};
+pub use generators::{
+    AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
+    check_generator_namespace_admitted, cluster_generator_spec, generator_target,
+};
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
-pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
+pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted, conditions_admit};
 pub use reach::{
     AWS_DEFAULT_CHAIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
 };

@@ -60,6 +60,21 @@ pub fn check_namespace_admitted(
     conditions: &[ClusterProviderCondition],
     namespace: NamespaceView<'_>,
 ) -> Result<(), NamespaceDenied> {
+    conditions_admit(conditions, namespace).map_err(|reasons| NamespaceDenied {
+        kind,
+        cluster_provider: cluster_provider.to_string(),
+        namespace: namespace.name.to_string(),
+        reasons,
+    })
+}
+
+/// The rule behind every kind with namespace conditions (ClusterProvider, ClusterSecretStore,
+/// ClusterGenerator): `Ok` when a condition admits the namespace or there are none, otherwise
+/// why each condition failed, one entry per condition (for the operator's logs).
+pub fn conditions_admit(
+    conditions: &[ClusterProviderCondition],
+    namespace: NamespaceView<'_>,
+) -> Result<(), Vec<String>> {
     if conditions.is_empty() {
         return Ok(());
     }
@@ -70,12 +85,7 @@ pub fn check_namespace_admitted(
             Err(why) => reasons.push(format!("conditions[{i}]: {why}")),
         }
     }
-    Err(NamespaceDenied {
-        kind,
-        cluster_provider: cluster_provider.to_string(),
-        namespace: namespace.name.to_string(),
-        reasons,
-    })
+    Err(reasons)
 }
 
 fn condition_admits(condition: &ClusterProviderCondition, ns: NamespaceView<'_>) -> Result<(), String> {

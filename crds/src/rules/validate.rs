@@ -10,7 +10,8 @@ use super::{ValidationErrors, parse_address, parse_go_duration};
 use crate::SecretKeySelector;
 use crate::common::SecretStoreRef;
 use crate::external_secret::{
-    CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec, MergeStrategy,
+    CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec, GeneratorRef,
+    MergeStrategy,
 };
 use crate::provider::{
     AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
@@ -87,6 +88,9 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
         {
             errs.push(format!("{path}.sourceRef"), "set storeRef or generatorRef");
         }
+        if let Some(g) = generator {
+            check_generator_ref(&mut errs, &format!("{path}.sourceRef.generatorRef"), g);
+        }
         if let Some(r) = store {
             check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), r);
         } else if generator.is_none() && spec.secret_store_ref.is_none() {
@@ -157,6 +161,17 @@ pub(crate) fn check_duration(errs: &mut ValidationErrors, field: &str, value: &s
 fn check_store_ref(errs: &mut ValidationErrors, path: &str, r: &SecretStoreRef) {
     if r.name.is_empty() {
         errs.push(format!("{path}.name"), "must not be empty: name a Provider or ClusterProvider");
+    }
+}
+
+/// A `generatorRef` must name a served kind; the generator object itself is read, and a
+/// ClusterGenerator's conditions checked, where it is used.
+fn check_generator_ref(errs: &mut ValidationErrors, path: &str, r: &GeneratorRef) {
+    if r.name.is_empty() {
+        errs.push(format!("{path}.name"), "must not be empty: name the generator");
+    }
+    if let Err(e) = super::generator_target(r) {
+        errs.push(path, e);
     }
 }
 
@@ -240,7 +255,7 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
             }
             (Some(_), _) => {}
         },
-        (None, Some(_)) => {}
+        (None, Some(g)) => check_generator_ref(&mut errs, "spec.selector.generatorRef", g),
         _ => errs.push("spec.selector", "set exactly one of secret or generatorRef"),
     }
     let mut targets = BTreeSet::new();

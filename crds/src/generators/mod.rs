@@ -1,0 +1,25 @@
+//! `generators.external-secrets.io/v1alpha1`: objects that make values instead of fetching them.
+//!
+//! Keyward serves the kinds that generate in the reconciler itself, with no store and no
+//! credentials: Password, UUID, SSHKey and Fake, each namespaced, and the cluster-scoped
+//! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
+//! so upstream manifests apply unchanged.
+
+pub mod cluster;
+pub mod fake;
+pub mod password;
+pub mod sshkey;
+pub mod uuid;
+
+pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, GeneratorSpec};
+pub use fake::{Fake, FakeSpec};
+pub use password::{Password, PasswordEncoding, PasswordSpec};
+pub use sshkey::{SshKey, SshKeySpec, SshKeyType};
+pub use uuid::{Uuid, UuidSpec};
+
+/// API group of the generator kinds.
+pub const GENERATOR_GROUP: &str = "generators.external-secrets.io";
+/// API version of the generator kinds, as a `generatorRef.apiVersion` names it.
+pub const GENERATOR_API_VERSION: &str = "generators.external-secrets.io/v1alpha1";
+/// The category upstream lists its generators under, besides `external-secrets`.
+pub const GENERATOR_CATEGORY: &str = "external-secrets-generators";

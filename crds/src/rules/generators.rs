@@ -1,0 +1,202 @@
+//! Generator references: which kinds are served, and which namespaces may use a
+//! ClusterGenerator (the conditions rule of ClusterProviders, [`conditions_admit`]).
+
+use super::namespace::{NamespaceView, conditions_admit};
+use crate::external_secret::GeneratorRef;
+use crate::generators::{
+    ClusterGeneratorSpec, FakeSpec, GENERATOR_API_VERSION, GeneratorKind, PasswordSpec, SshKeySpec, UuidSpec,
+};
+use crate::provider::ClusterProviderCondition;
+
+/// The kind `generatorRef.kind` names for a ClusterGenerator.
+pub const CLUSTER_GENERATOR_KIND: &str = "ClusterGenerator";
+
+/// Upstream's generator kinds that Keyward does not serve (they call out to a service, or keep
+/// state), named in the refusal so a manifest's author knows it is not a typo.
+pub const UNSERVED_GENERATOR_KINDS: &[&str] = &[
+    "ACRAccessToken",
+    "BeyondtrustWorkloadCredentialsDynamicSecret",
+    "CloudsmithAccessToken",
+    "ECRAuthorizationToken",
+    "GCRAccessToken",
+    "GithubAccessToken",
+    "GitlabDeployToken",
+    "Grafana",
+    "MFA",
+    "QuayAccessToken",
+    "STSSessionToken",
+    "VaultDynamicSecret",
+    "Webhook",
+];
+
+/// What a `generatorRef` points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GeneratorTarget {
+    /// A namespaced generator of this kind, in the namespace of the ExternalSecret or PushSecret.
+    Namespaced(GeneratorKind),
+    /// A cluster-scoped ClusterGenerator, subject to its namespace conditions.
+    Cluster,
+}
+
+/// Checks a `generatorRef` names a served kind of Keyward's generator API version; the message
+/// says what to change.
+pub fn generator_target(r: &GeneratorRef) -> Result<GeneratorTarget, String> {
+    if let Some(v) = r.api_version.as_deref().filter(|v| *v != GENERATOR_API_VERSION) {
+        return Err(format!("apiVersion {v:?} is not served: use {GENERATOR_API_VERSION:?}"));
+    }
+    if r.kind == CLUSTER_GENERATOR_KIND {
+        return Ok(GeneratorTarget::Cluster);
+    }
+    if let Some(k) = GeneratorKind::parse(&r.kind) {
+        return Ok(GeneratorTarget::Namespaced(k));
+    }
+    let served = served_kinds();
+    if UNSERVED_GENERATOR_KINDS.contains(&r.kind.as_str()) {
+        Err(format!(
+            "generator kind {:?} is not served by Keyward (it generates in the reconciler only: {served})",
+            r.kind
+        ))
+    } else {
+        Err(format!("unknown generator kind {:?}: use one of {served}", r.kind))
+    }
+}
+
+fn served_kinds() -> String {
+    let mut kinds: Vec<&str> = GeneratorKind::ALL.iter().map(|k| k.as_str()).collect();
+    kinds.push(CLUSTER_GENERATOR_KIND);
+    kinds.join(", ")
+}
+
+/// A namespace that no condition of a ClusterGenerator admits. As for ClusterProviders, the
+/// message names only the ClusterGenerator and the namespace; why each condition failed
+/// ([`Self::detail`]) is for the operator's logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "ClusterGenerator {name:?} does not allow namespace {namespace:?}: its spec.conditions do not admit the namespace"
+)]
+pub struct GeneratorNamespaceDenied {
+    /// The ClusterGenerator's name.
+    pub name: String,
+    /// The namespace that was refused.
+    pub namespace: String,
+    /// Why each condition failed, one entry per condition.
+    pub reasons: Vec<String>,
+}
+
+impl GeneratorNamespaceDenied {
+    /// Why each condition failed, for the operator's logs (never for the namespace owner).
+    pub fn detail(&self) -> String {
+        self.reasons.join("; ")
+    }
+}
+
+/// Checks a namespace against a ClusterGenerator's conditions, with the rule of ClusterProviders.
+pub fn check_generator_namespace_admitted(
+    name: &str,
+    conditions: &[ClusterProviderCondition],
+    namespace: NamespaceView<'_>,
+) -> Result<(), GeneratorNamespaceDenied> {
+    conditions_admit(conditions, namespace).map_err(|reasons| GeneratorNamespaceDenied {
+        name: name.to_string(),
+        namespace: namespace.name.to_string(),
+        reasons,
+    })
+}
+
+/// The spec of one generator kind, borrowed from a namespaced generator or a ClusterGenerator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AnyGeneratorSpec<'a> {
+    /// A Password spec.
+    Password(&'a PasswordSpec),
+    /// A UUID spec.
+    Uuid(&'a UuidSpec),
+    /// An SSHKey spec.
+    SshKey(&'a SshKeySpec),
+    /// A Fake spec.
+    Fake(&'a FakeSpec),
+}
+
+/// The spec a ClusterGenerator holds: the field of `spec.generator` that matches `spec.kind`,
+/// and no other.
+pub fn cluster_generator_spec(spec: &ClusterGeneratorSpec) -> Result<AnyGeneratorSpec<'_>, String> {
+    let g = &spec.generator;
+    let set = [g.password_spec.is_some(), g.uuid_spec.is_some(), g.ssh_key_spec.is_some(), g.fake_spec.is_some()]
+        .into_iter()
+        .filter(|s| *s)
+        .count();
+    let found = match spec.kind {
+        GeneratorKind::Password => g.password_spec.as_ref().map(AnyGeneratorSpec::Password),
+        GeneratorKind::Uuid => g.uuid_spec.as_ref().map(AnyGeneratorSpec::Uuid),
+        GeneratorKind::SshKey => g.ssh_key_spec.as_ref().map(AnyGeneratorSpec::SshKey),
+        GeneratorKind::Fake => g.fake_spec.as_ref().map(AnyGeneratorSpec::Fake),
+    };
+    let field = match spec.kind {
+        GeneratorKind::Password => "passwordSpec",
+        GeneratorKind::Uuid => "uuidSpec",
+        GeneratorKind::SshKey => "sshKeySpec",
+        GeneratorKind::Fake => "fakeSpec",
+    };
+    match found {
+        Some(s) if set == 1 => Ok(s),
+        Some(_) => Err(format!("spec.generator sets several specs; set only {field} for kind {}", spec.kind)),
+        None => Err(format!("spec.generator.{field} is required for kind {}", spec.kind)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::generators::GeneratorSpec;
+
+    fn r(kind: &str, api_version: Option<&str>) -> GeneratorRef {
+        GeneratorRef { api_version: api_version.map(String::from), kind: kind.into(), name: "g".into() }
+    }
+
+    #[test]
+    fn served_kinds_resolve_and_others_are_refused_by_name() {
+        assert_eq!(generator_target(&r("Password", None)), Ok(GeneratorTarget::Namespaced(GeneratorKind::Password)));
+        assert_eq!(
+            generator_target(&r("UUID", Some(GENERATOR_API_VERSION))),
+            Ok(GeneratorTarget::Namespaced(GeneratorKind::Uuid))
+        );
+        assert_eq!(generator_target(&r("SSHKey", None)), Ok(GeneratorTarget::Namespaced(GeneratorKind::SshKey)));
+        assert_eq!(generator_target(&r("Fake", None)), Ok(GeneratorTarget::Namespaced(GeneratorKind::Fake)));
+        assert_eq!(generator_target(&r("ClusterGenerator", None)), Ok(GeneratorTarget::Cluster));
+        let e = generator_target(&r("VaultDynamicSecret", None)).unwrap_err();
+        assert!(e.contains("\"VaultDynamicSecret\" is not served") && e.contains("Password, UUID"), "{e}");
+        let e = generator_target(&r("password", None)).unwrap_err();
+        assert!(e.contains("unknown generator kind \"password\""), "{e}");
+        let e = generator_target(&r("Password", Some("generators.external-secrets.io/v1"))).unwrap_err();
+        assert!(e.contains("apiVersion"), "{e}");
+    }
+
+    #[test]
+    fn cluster_generator_conditions_use_the_cluster_provider_rule() {
+        let labels: BTreeMap<String, String> = BTreeMap::new();
+        let only_a = vec![ClusterProviderCondition { namespaces: vec!["a".into()], ..Default::default() }];
+        let view = |name| NamespaceView { name, labels: &labels };
+        assert!(check_generator_namespace_admitted("g", &[], view("b")).is_ok(), "no conditions: every namespace");
+        assert!(check_generator_namespace_admitted("g", &only_a, view("a")).is_ok());
+        let denied = check_generator_namespace_admitted("g", &only_a, view("b")).unwrap_err();
+        assert!(denied.to_string().contains("ClusterGenerator \"g\" does not allow namespace \"b\""), "{denied}");
+        assert!(!denied.to_string().contains("[a]"), "the conditions stay out of the message");
+        assert!(denied.detail().contains("namespaces [a]"), "{}", denied.detail());
+    }
+
+    #[test]
+    fn a_cluster_generator_holds_the_spec_of_its_kind_only() {
+        let spec = |kind, generator| ClusterGeneratorSpec { kind, generator, conditions: vec![] };
+        let password = GeneratorSpec { password_spec: Some(PasswordSpec::default()), ..Default::default() };
+        assert!(matches!(
+            cluster_generator_spec(&spec(GeneratorKind::Password, password.clone())),
+            Ok(AnyGeneratorSpec::Password(_))
+        ));
+        let e = cluster_generator_spec(&spec(GeneratorKind::Uuid, password.clone())).unwrap_err();
+        assert!(e.contains("spec.generator.uuidSpec is required"), "{e}");
+        let both = GeneratorSpec { uuid_spec: Some(UuidSpec {}), ..password };
+        let e = cluster_generator_spec(&spec(GeneratorKind::Uuid, both)).unwrap_err();
+        assert!(e.contains("several specs"), "{e}");
+    }
+}
