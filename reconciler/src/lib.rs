@@ -9,6 +9,7 @@ pub mod clusterexternalsecret;
 pub mod conditions;
 pub mod context;
 pub mod externalsecret;
+pub mod generators;
 pub mod keys;
 pub mod metrics;
 pub mod object_metrics;

@@ -135,6 +135,16 @@ impl ClientManager {
         true
     }
 
+    /// The current labels of a namespace, as ClusterProvider conditions see them (the namespace
+    /// watch, else the API); `None` when it does not exist. ClusterGenerator conditions read them
+    /// here too, so both kinds decide on the same labels.
+    pub async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, String> {
+        self.lookup.namespace_labels(name).await
+    }
+
     /// Where SecretStores and ClusterSecretStores are served.
     pub fn store_providers(&self) -> &StoreProviders {
         &self.stores

@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, stream};
 use keyward_crds::external_secret::{
     ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecretDataRemoteRef, ExternalSecretFind,
-    ExternalSecretRewrite, MetadataPolicy, NullBytePolicy,
+    ExternalSecretRewrite, GeneratorRef, MetadataPolicy, NullBytePolicy,
 };
 use keyward_crds::{ExternalSecret, SecretStoreRef, StoreKind};
 use keyward_proto::ProviderError;
@@ -15,6 +16,7 @@ use kube::ResourceExt;
 
 use super::decode::{decode, has_transform, rewrite_limited};
 use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient, Waitable};
+use crate::generators::{GeneratorError, generate_ref};
 use crate::keys::{convert_key, map_keys};
 use crate::renders::{RenderError, RenderPool};
 
@@ -61,6 +63,14 @@ pub enum FetchError {
         error: ProviderError,
         /// The provider as it stood when the call failed (to wait on it).
         provider: Waitable,
+    },
+    /// A `generatorRef` gave no values (not found, refused for the namespace, invalid spec).
+    #[error("{entry}.sourceRef.generatorRef: {error}")]
+    Generator {
+        /// Which entry.
+        entry: String,
+        /// Why.
+        error: GeneratorError,
     },
     /// A `rewrite.transform` template failed, ran out of its budget, or found no render slot.
     #[error("{entry}: {error}")]
@@ -132,8 +142,10 @@ impl Clients<'_> {
 /// One provider call of a fetch, planned before any call is made.
 struct Planned {
     entry: String,
+    /// `Kind/name` of the store; empty for a generator.
     store: String,
-    client: ProviderClient,
+    /// `None` for a generator: it runs here, no provider is called.
+    client: Option<ProviderClient>,
     request: Request,
     strategy: Option<DecodingStrategy>,
     /// Key conversion of a map answer (extract, find).
@@ -149,6 +161,23 @@ enum Request {
     Extract { remote: pb::ExternalSecretDataRemoteRef, rewrite: Vec<ExternalSecretRewrite> },
     /// `dataFrom[i].find`.
     Find { find: pb::ExternalSecretFind, rewrite: Vec<ExternalSecretRewrite> },
+    /// `dataFrom[i].sourceRef.generatorRef`.
+    Generate { generator: GeneratorRef, rewrite: Vec<ExternalSecretRewrite> },
+}
+
+/// Why one planned call gave no answer.
+enum CallError {
+    /// The provider answered with an error; the provider as it stood then.
+    Provider(ProviderError, Waitable),
+    /// The generator gave no values.
+    Generator(GeneratorError),
+}
+
+/// What generating needs, shared by the calls of one fetch.
+struct GeneratorContext<'a> {
+    client: &'a kube::Client,
+    manager: &'a ClientManager,
+    namespace: &'a str,
 }
 
 enum Answer {
@@ -157,14 +186,27 @@ enum Answer {
 }
 
 impl Planned {
-    /// The answer, or the error with the provider's state captured right when it failed.
-    async fn call(&self) -> Result<Answer, (ProviderError, Waitable)> {
-        let answer = match &self.request {
-            Request::Value { remote, .. } => self.client.get_secret(remote.clone()).await.map(Answer::Value),
-            Request::Extract { remote, .. } => self.client.get_secret_map(remote.clone()).await.map(Answer::Map),
-            Request::Find { find, .. } => self.client.get_all_secrets(find.clone()).await.map(Answer::Map),
+    /// The answer, or the error (for a provider, with its state captured right when it failed).
+    async fn call(&self, generators: &GeneratorContext<'_>) -> Result<Answer, CallError> {
+        // Planning gives every store entry a client and no generator one.
+        let no_store = || CallError::Generator(GeneratorError::Invalid(format!("{}: no store to call", self.entry)));
+        let client = match (&self.request, &self.client) {
+            (Request::Generate { generator, .. }, _) => {
+                let generated = generate_ref(generators.client, generators.manager, generators.namespace, generator)
+                    .await
+                    .map_err(CallError::Generator)?;
+                return Ok(Answer::Map(generated.into_iter().collect()));
+            }
+            (_, Some(client)) => client,
+            (_, None) => return Err(no_store()),
         };
-        answer.map_err(|e| (e, self.client.waitable()))
+        let answer = match &self.request {
+            Request::Value { remote, .. } => client.get_secret(remote.clone()).await.map(Answer::Value),
+            Request::Extract { remote, .. } => client.get_secret_map(remote.clone()).await.map(Answer::Map),
+            Request::Find { find, .. } => client.get_all_secrets(find.clone()).await.map(Answer::Map),
+            Request::Generate { .. } => return Err(no_store()),
+        };
+        answer.map_err(|e| CallError::Provider(e, client.waitable()))
     }
 }
 
@@ -174,6 +216,7 @@ impl Planned {
 /// wins a key, as when they ran one after another).
 /// Transform rewrites (templates) run on the render pool.
 pub async fn fetch(
+    client: &kube::Client,
     manager: &ClientManager,
     renders: &RenderPool,
     es: &ExternalSecret,
@@ -193,15 +236,19 @@ pub async fn fetch(
         let (client, store) = clients.get(d.source_ref.as_ref().map(|s| &s.store_ref), &entry).await?;
         let request = Request::Value { secret_key: d.secret_key.clone(), remote: remote_ref(&d.remote_ref) };
         let (strategy, null_bytes) = (d.remote_ref.decoding_strategy, d.remote_ref.null_byte_policy);
+        let client = Some(client);
         planned.push(Planned { entry, store, client, request, strategy, conversion: None, null_bytes });
     }
     for (i, d) in spec.data_from.iter().enumerate() {
         let entry = format!("dataFrom[{i}]");
         let source = d.source_ref.as_ref();
-        if source.and_then(|s| s.generator_ref.as_ref()).is_some() {
-            return Err(FetchError::Config(format!(
-                "{entry}.sourceRef.generatorRef: generators are not supported by this controller"
-            )));
+        if let Some(generator) = source.and_then(|s| s.generator_ref.as_ref()) {
+            // As upstream: the generated keys are rewritten, or else converted with the default
+            // strategy; there is nothing to decode.
+            let request = Request::Generate { generator: generator.clone(), rewrite: d.rewrite.clone() };
+            let (store, client) = (String::new(), None);
+            planned.push(Planned { entry, store, client, request, strategy: None, conversion: None, null_bytes: None });
+            continue;
         }
         let (request, strategy, conversion, null_bytes) = if let Some(extract) = &d.extract {
             let request = Request::Extract { remote: remote_ref(extract), rewrite: d.rewrite.clone() };
@@ -213,10 +260,16 @@ pub async fn fetch(
             return Err(FetchError::Config(format!("{entry} needs extract or find")));
         };
         let (client, store) = clients.get(source.and_then(|s| s.store_ref.as_ref()), &entry).await?;
+        let client = Some(client);
         planned.push(Planned { entry, store, client, request, strategy, conversion, null_bytes });
     }
 
-    let answers: Vec<_> = stream::iter(planned.iter().map(Planned::call)).buffered(concurrency.max(1)).collect().await;
+    let generators = GeneratorContext { client, manager, namespace: &clients.namespace };
+    // Boxed and collected first: a stream of futures borrowing `generators` through a closure
+    // is not `Send` for every lifetime, which the controller needs.
+    let calls: Vec<BoxFuture<'_, Result<Answer, CallError>>> =
+        planned.iter().map(|p| p.call(&generators).boxed()).collect();
+    let answers: Vec<_> = stream::iter(calls).buffered(concurrency.max(1)).collect().await;
     let mut out = Fetched { entries: planned.len(), ..Default::default() };
     for (p, answer) in planned.into_iter().zip(answers) {
         match (answer, p.request) {
@@ -225,7 +278,12 @@ pub async fn fetch(
                 check_null_bytes(p.null_bytes, &secret_key, &value).map_err(FetchError::Config)?;
                 out.data.insert(secret_key, value);
             }
-            (Ok(Answer::Map(map)), Request::Extract { rewrite: rw, .. } | Request::Find { rewrite: rw, .. }) => {
+            (
+                Ok(Answer::Map(map)),
+                Request::Extract { rewrite: rw, .. }
+                | Request::Find { rewrite: rw, .. }
+                | Request::Generate { rewrite: rw, .. },
+            ) => {
                 // As upstream: the keys are rewritten as the provider gave them (so a rewrite
                 // sees `path/to/x`); without a rewrite they are converted; then the values decoded.
                 let rewritten = if rw.is_empty() {
@@ -248,10 +306,13 @@ pub async fn fetch(
                 }
             }
             (Ok(_), _) => return Err(FetchError::Config(format!("{}: unexpected answer", p.entry))),
-            (Err((error, _)), _) if tolerate_missing && error.is_not_found() => out.missing.push(p.entry),
-            (Err((error, provider)), _) => {
+            (Err(CallError::Provider(error, _)), _) if tolerate_missing && error.is_not_found() => {
+                out.missing.push(p.entry)
+            }
+            (Err(CallError::Provider(error, provider)), _) => {
                 return Err(FetchError::Provider { store: p.store, entry: p.entry, error, provider });
             }
+            (Err(CallError::Generator(error)), _) => return Err(FetchError::Generator { entry: p.entry, error }),
         }
     }
     Ok(out)
@@ -273,6 +334,7 @@ impl FetchError {
     pub fn is_transient(&self) -> bool {
         match self {
             FetchError::Config(_) | FetchError::Render { .. } => false,
+            FetchError::Generator { error, .. } => error.is_transient(),
             FetchError::Client { error, .. } => error.is_transient(),
             FetchError::Provider { error, .. } => error.is_transient(),
         }

@@ -301,24 +301,26 @@ async fn sync(
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
     let err = |message: String| Failed::new(reason::SECRET_SYNCED_ERROR, message);
-    let fetched = fetch(&ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
-        let kind = match &e {
-            FetchError::Config(_) => "invalid ExternalSecret",
-            FetchError::Client { .. } => "cannot use store",
-            FetchError::Provider { .. } => "provider error",
-            FetchError::Render { .. } => "rewrite",
-        };
-        // A store naming a provider this controller lacks says so in the reason too.
-        let reason = match &e {
-            FetchError::Client { error, .. } => error.reason().unwrap_or(reason::SECRET_SYNCED_ERROR),
-            _ => reason::SECRET_SYNCED_ERROR,
-        };
-        let message = format!("{kind}: {e}; the target Secret keeps its last data");
-        match e {
-            FetchError::Render { entry, error } => Failed::render(error.context(&format!("{entry}: "))),
-            e => Failed { reason, message, waiting_on: e.waiting_on(), busy: false },
-        }
-    })?;
+    let fetched =
+        fetch(&ctx.client, &ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
+            let kind = match &e {
+                FetchError::Config(_) => "invalid ExternalSecret",
+                FetchError::Client { .. } => "cannot use store",
+                FetchError::Provider { .. } => "provider error",
+                FetchError::Render { .. } => "rewrite",
+                FetchError::Generator { .. } => "generator",
+            };
+            // A store naming a provider this controller lacks says so in the reason too.
+            let reason = match &e {
+                FetchError::Client { error, .. } => error.reason().unwrap_or(reason::SECRET_SYNCED_ERROR),
+                _ => reason::SECRET_SYNCED_ERROR,
+            };
+            let message = format!("{kind}: {e}; the target Secret keeps its last data");
+            match e {
+                FetchError::Render { entry, error } => Failed::render(error.context(&format!("{entry}: "))),
+                e => Failed { reason, message, waiting_on: e.waiting_on(), busy: false },
+            }
+        })?;
 
     if target.creation_policy == CreationPolicy::None {
         return Ok(Synced {

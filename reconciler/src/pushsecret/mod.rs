@@ -1,5 +1,6 @@
 //! The PushSecret controller.
 
+pub mod generated;
 pub mod plan;
 pub mod reconcile;
 pub mod stores;

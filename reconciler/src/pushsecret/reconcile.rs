@@ -20,6 +20,7 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::generated::generated_source;
 use super::plan::{Push, Store, plan};
 use super::stores::{Target, resolve_targets};
 use crate::clientmanager::{Need, ProviderClient, Waitable};
@@ -229,9 +230,7 @@ async fn fail(
 async fn source_secrets(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<SourceData, Failure> {
     let source = match (&ps.spec.selector.secret, &ps.spec.selector.generator_ref) {
         (Some(s), _) => s,
-        (None, Some(_)) => {
-            return Err(String::from("selector.generatorRef: generators are not supported by this controller").into());
-        }
+        (None, Some(generator)) => return Ok(vec![generated_source(ps, ctx, ns, generator).await?]),
         (None, None) => return Err(String::from("selector.secret is required").into()),
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
