@@ -2,8 +2,8 @@
 //! the request path only reads it, so answering never calls the API server.
 //!
 //! Only what decisions need is kept: namespace labels, ClusterProvider specs, ClusterSecretStore
-//! namespace conditions, the names of Providers and SecretStores, and for ExternalSecrets and
-//! PushSecrets the ClusterProviders they reference.
+//! and ClusterGenerator namespace conditions, the names of Providers and SecretStores, and for
+//! ExternalSecrets and PushSecrets the ClusterProviders they reference.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -34,11 +34,13 @@ pub enum Source {
     ClusterSecretStores = 5,
     /// SecretStores (metadata only).
     SecretStores = 6,
+    /// ClusterGenerators (kept as their namespace conditions).
+    ClusterGenerators = 7,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 7] = [
+    pub const ALL: [Source; 8] = [
         Source::Namespaces,
         Source::ClusterProviders,
         Source::Providers,
@@ -46,6 +48,7 @@ impl Source {
         Source::PushSecrets,
         Source::ClusterSecretStores,
         Source::SecretStores,
+        Source::ClusterGenerators,
     ];
 
     /// Name for logs and metrics.
@@ -58,6 +61,7 @@ impl Source {
             Source::PushSecrets => "pushsecrets",
             Source::ClusterSecretStores => "clustersecretstores",
             Source::SecretStores => "secretstores",
+            Source::ClusterGenerators => "clustergenerators",
         }
     }
 
@@ -202,6 +206,8 @@ pub struct State {
     pub cluster_providers: HashMap<String, CachedClusterProvider>,
     /// ClusterSecretStore name → namespace conditions.
     pub cluster_secret_stores: HashMap<String, CachedClusterSecretStore>,
+    /// ClusterGenerator name → namespace conditions (cached like a ClusterSecretStore's).
+    pub cluster_generators: HashMap<String, CachedClusterSecretStore>,
     /// Namespace → names of its Providers.
     pub providers: HashMap<String, HashSet<String>>,
     /// Namespace → names of its SecretStores.

@@ -150,6 +150,7 @@ fn scrape(state: &AppState) -> String {
         gauge("namespaces", s.namespaces.len());
         gauge("clusterproviders", s.cluster_providers.len());
         gauge("clustersecretstores", s.cluster_secret_stores.len());
+        gauge("clustergenerators", s.cluster_generators.len());
         gauge("providers", s.providers.values().map(|p| p.len()).sum());
         gauge("storerefs", s.refs.len());
     }

@@ -1284,3 +1284,50 @@ mod https {
         assert!(Connection::connect(config, s.addr, "127.0.0.1").await.is_err());
     }
 }
+
+#[test]
+fn a_generator_ref_to_a_cluster_generator_follows_its_conditions_and_unserved_kinds_are_refused() {
+    let c = caches();
+    c.write().cluster_generators.insert(
+        "prod-passwords".into(),
+        Ok(serde_json::from_value(json!([{"namespaceSelector": {"matchLabels": {"env": "prod"}}}]))
+            .expect("conditions")),
+    );
+    let es = |kind: &str, name: &str| {
+        json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "metadata": {"name": "gen"},
+            "spec": {"refreshInterval": "1h", "target": {"name": "gen"},
+                     "dataFrom": [{"sourceRef": {"generatorRef": {"kind": kind, "name": name}}}]}
+        })
+    };
+    assert!(validate(ES, "CREATE", Some("team-a"), es("ClusterGenerator", "prod-passwords"), &c).allowed);
+    denied_with(
+        &validate(ES, "CREATE", Some("team-b"), es("ClusterGenerator", "prod-passwords"), &c),
+        403,
+        &[
+            "spec.dataFrom[0].sourceRef.generatorRef: ClusterGenerator \"prod-passwords\" does not allow namespace \"team-b\"",
+        ],
+    );
+    let d = validate(ES, "CREATE", Some("team-b"), es("ClusterGenerator", "later"), &c);
+    assert!(d.allowed, "{d:?}");
+    assert!(d.warnings[0].contains("ClusterGenerator \"later\" does not exist yet"), "{d:?}");
+    let d = validate(ES, "CREATE", Some("team-b"), es("Password", "pw"), &c);
+    assert!(d.allowed && d.warnings.is_empty(), "a namespaced generator is the namespace's own: {d:?}");
+    denied_with(
+        &validate(ES, "CREATE", Some("team-b"), es("VaultDynamicSecret", "v"), &c),
+        400,
+        &["spec.dataFrom[0].sourceRef.generatorRef", "\"VaultDynamicSecret\" is not served"],
+    );
+    let ps = json!({
+        "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret", "metadata": {"name": "p"},
+        "spec": {"secretStoreRefs": [{"name": "local", "kind": "Provider"}],
+                 "selector": {"generatorRef": {"kind": "ClusterGenerator", "name": "prod-passwords"}},
+                 "data": [{"match": {"secretKey": "password", "remoteRef": {"remoteKey": "r"}}}]}
+    });
+    denied_with(
+        &validate(PS, "CREATE", Some("team-b"), ps.clone(), &c),
+        403,
+        &["spec.selector.generatorRef: ClusterGenerator \"prod-passwords\" does not allow namespace \"team-b\""],
+    );
+    assert!(validate(PS, "CREATE", Some("team-a"), ps, &c).allowed);
+}

@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use keyward_crds::external_secret::GeneratorRef;
 use keyward_crds::rules::{
-    ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace, check_boundary,
-    check_namespace_admitted, check_push_override, config_owner, push_metadata_remote_namespace, secret_store_boundary,
-    secret_store_warnings, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
-    validate_external_secret, validate_provider, validate_push_secret, validate_secret_store,
+    CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
+    check_boundary, check_generator_namespace_admitted, check_namespace_admitted, check_push_override, config_owner,
+    push_metadata_remote_namespace, secret_store_boundary, secret_store_warnings, store_ref_kind,
+    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_provider,
+    validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
@@ -135,6 +137,11 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 check.omitted_kind(state, ns, &path, &r.name, r.kind);
                 check.store_ref(state, ns, &path, &r.name, store_ref_kind(r.kind));
             }
+            for (i, d) in es.spec.data_from.iter().enumerate() {
+                if let Some(g) = d.source_ref.as_ref().and_then(|s| s.generator_ref.as_ref()) {
+                    check.cluster_generator_use(state, ns, &format!("spec.dataFrom[{i}].sourceRef.generatorRef"), g);
+                }
+            }
         }
         Kind::ClusterExternalSecret => {
             let ces: ClusterExternalSecret = match parse(kind, object) {
@@ -157,6 +164,9 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                     check.store_ref(state, ns, &path, store, store_ref_kind(r.kind));
                     check.push_overrides(state, ns, &path, store, store_ref_kind(r.kind), &ps);
                 }
+            }
+            if let Some(g) = &ps.spec.selector.generator_ref {
+                check.cluster_generator_use(state, ns, "spec.selector.generatorRef", g);
             }
         }
         Kind::Provider => {
@@ -324,6 +334,47 @@ impl Check {
                      ProviderNamespace names it in spec.config.providerRef.namespace: create that first)"
                 )
             }));
+        }
+    }
+
+    /// A `generatorRef` to a ClusterGenerator: its namespace conditions decide, with the rule of
+    /// ClusterProviders. Other kinds are checked by the spec rules (served kinds) and read by the
+    /// reconciler in the manifest's own namespace.
+    fn cluster_generator_use(&mut self, state: &State, ns: &str, path: &str, r: &GeneratorRef) {
+        if r.kind != CLUSTER_GENERATOR_KIND || r.name.is_empty() {
+            return;
+        }
+        let name = r.name.as_str();
+        let conditions = match state.cluster_generators.get(name) {
+            None => {
+                self.warnings
+                    .push(format!("{path}: ClusterGenerator {name:?} does not exist yet; nothing syncs until it does"));
+                return;
+            }
+            Some(Err(why)) => {
+                self.warnings.push(format!("{path}: ClusterGenerator {name:?} cannot be read: {why}"));
+                return;
+            }
+            Some(Ok(conditions)) => conditions,
+        };
+        let empty = Labels::new();
+        let (labels, known) = match state.namespaces.get(ns) {
+            Some(l) => (l, true),
+            None => (&empty, false),
+        };
+        if let Err(denied) = check_generator_namespace_admitted(name, conditions, NamespaceView { name: ns, labels }) {
+            tracing::info!(cluster_generator = name, namespace = ns, detail = %denied.detail(), "namespace refused");
+            if !known && conditions.iter().any(|c| c.namespace_selector.is_some()) {
+                self.denied.push(format!(
+                    "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
+                     namespaceSelector of ClusterGenerator {name:?} cannot be checked; retry in a moment"
+                ));
+            } else {
+                self.denied.push(format!(
+                    "{path}: {denied}. Use a ClusterGenerator whose spec.conditions admit namespace {ns:?}, ask its \
+                     owner to admit it, or use a generator in this namespace"
+                ));
+            }
         }
     }
 

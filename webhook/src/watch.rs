@@ -1,12 +1,14 @@
 //! Watches that feed the caches. Namespaces, Providers and SecretStores are watched metadata-only;
-//! ClusterProviders keep their spec, ClusterSecretStores their namespace conditions; ExternalSecrets and PushSecrets only leave their
-//! ClusterProvider references in a small index (ExternalSecrets also their injection target).
+//! ClusterProviders keep their spec, ClusterSecretStores and ClusterGenerators their namespace
+//! conditions; ExternalSecrets and PushSecrets only leave their ClusterProvider references in a
+//! small index (ExternalSecrets also their injection target).
 //! No Secret is ever watched: the webhook has no access to Secrets at all.
 
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
+use keyward_crds::generators::ClusterGenerator;
 use keyward_crds::{
     ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
     PushSecret, SecretStore,
@@ -87,6 +89,21 @@ impl Feed<DynamicObject> for ClusterSecretStores {
     }
     fn delete(&self, state: &mut State, o: DynamicObject) {
         state.cluster_secret_stores.remove(&o.name_any());
+    }
+}
+
+/// ClusterGenerators: their namespace conditions, read as a ClusterSecretStore's (the same
+/// field, the same rule), so a generator spec this version does not know never hides them.
+struct ClusterGenerators;
+impl Feed<DynamicObject> for ClusterGenerators {
+    fn replace(&self, state: &mut State, items: Vec<DynamicObject>) {
+        state.cluster_generators = items.iter().map(|o| (o.name_any(), cluster_secret_store_conditions(o))).collect();
+    }
+    fn apply(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_generators.insert(o.name_any(), cluster_secret_store_conditions(&o));
+    }
+    fn delete(&self, state: &mut State, o: DynamicObject) {
+        state.cluster_generators.remove(&o.name_any());
     }
 }
 
@@ -258,8 +275,14 @@ pub fn spawn_watches(client: Client, caches: Arc<Caches>) -> Vec<tokio::task::Jo
         tokio::spawn(run(
             Source::SecretStores,
             watcher(Api::<PartialObjectMeta<SecretStore>>::all(client.clone()), cfg()).backoff(retry()),
-            caches,
+            caches.clone(),
             SecretStores,
+        )),
+        tokio::spawn(run(
+            Source::ClusterGenerators,
+            watcher(dynamic(ApiResource::erase::<ClusterGenerator>(&())), cfg()).backoff(retry()).modify(strip),
+            caches,
+            ClusterGenerators,
         )),
     ]
 }
