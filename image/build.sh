@@ -3,7 +3,8 @@
 # release binaries and the few shared libraries they link (glibc, libgcc) in an otherwise empty
 # root filesystem, written by image/oci.py to dist/keyward-image.tar (an archive that both
 # `docker load` and `ctr images import` read). When the local one-node cluster is up
-# (`make cluster-up NODE=1`), the image is imported into its containerd too.
+# (`make cluster-up NODE=1`), the image is imported into its containerd too. The `keyward`
+# command-line tool is built as well and left in dist/ (it is not part of the image).
 #
 # The image name is the chart's default: image.repository and the chart's appVersion.
 set -euo pipefail
@@ -55,6 +56,13 @@ python3 image/oci.py --rootfs "$rootfs" --name "$name" --out "$repo/dist/keyward
 rm -rf "$rootfs"
 size="$(du -h "$repo/dist/keyward-image.tar" | cut -f1)"
 echo "wrote dist/keyward-image.tar ($name, $size)" >&2
+
+# The keyward command-line tool is for people and CI, not for the image: built on its own (so the
+# image's binaries keep their own feature set) and left next to the image as dist/keyward.
+echo "==> release build of keyward (command line, not in the image)" >&2
+cargo build --release --locked -p keyward-cli --bin keyward >&2
+install -m 0755 "$CARGO_TARGET_DIR/release/keyward" "$repo/dist/keyward"
+echo "wrote dist/keyward" >&2
 
 if sock="$(bash e2e/scripts/cluster.sh node-socket 2>/dev/null)"; then
   ctr --address "$sock" -n k8s.io images import "$repo/dist/keyward-image.tar" >&2

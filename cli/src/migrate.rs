@@ -1,0 +1,298 @@
+//! `keyward migrate`: what an External Secrets install holds that Keyward does not serve or
+//! would refuse, read from the cluster. The steps of the switch are in docs/migrating.md.
+
+use std::collections::BTreeSet;
+
+use keyward_crds::registry::{PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION};
+use keyward_crds::rules::store_backend;
+use keyward_crds::{
+    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
+    SecretStoreSpec,
+};
+use keyward_provider_registry::PROVIDER_KINDS;
+use kube::discovery::ApiResource;
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::admission::review;
+use crate::cluster::{admission_state, connect, list};
+use crate::{Error, Output};
+
+/// Where the steps of the switch are written.
+pub const GUIDE: &str = "docs/migrating.md (\"Switching a running install\")";
+
+/// An object, as `Kind namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectRef {
+    /// Its kind.
+    pub kind: String,
+    /// Its namespace, for namespaced kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// A store and whether Keyward serves its provider.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Store {
+    /// The store.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// The keys under `spec.provider`.
+    pub provider: Vec<String>,
+    /// The Keyward provider process that serves it, when served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+    /// Why it is not served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_served: Option<String>,
+}
+
+/// An object using generators.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorUse {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// Where it names a generator.
+    pub paths: Vec<String>,
+}
+
+/// An object the webhook would refuse now.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refused {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// The denial.
+    pub message: String,
+}
+
+/// The survey.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Survey {
+    /// Every SecretStore and ClusterSecretStore.
+    pub stores: Vec<Store>,
+    /// The provider processes the served stores need.
+    pub providers_needed: BTreeSet<String>,
+    /// ExternalSecrets and PushSecrets that name a generator.
+    pub generators: Vec<GeneratorUse>,
+    /// Objects the admission rules refuse.
+    pub refused: Vec<Refused>,
+    /// Where the steps are.
+    pub guide: &'static str,
+}
+
+impl Survey {
+    /// Whether nothing stands in the way.
+    pub fn clear(&self) -> bool {
+        self.stores.iter().all(|s| s.not_served.is_none()) && self.generators.is_empty() && self.refused.is_empty()
+    }
+}
+
+fn object_ref(kind: &str, o: &kube::api::DynamicObject) -> ObjectRef {
+    ObjectRef { kind: kind.to_string(), namespace: o.namespace(), name: o.name_any() }
+}
+
+/// What a store's `spec.provider` needs.
+pub fn store(object: ObjectRef, spec: &Value) -> Store {
+    let provider: Vec<String> =
+        spec.get("provider").and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    let (served_by, not_served) = match served_by(spec) {
+        Ok(p) => (Some(p.to_string()), None),
+        Err(e) => (None, Some(e)),
+    };
+    Store { object, provider, served_by, not_served }
+}
+
+/// The Keyward provider process that serves a SecretStore or ClusterSecretStore `spec`, or why
+/// none does (the reconciler's own translation, `store_backend`).
+pub fn served_by(spec: &Value) -> Result<&'static str, String> {
+    let spec = SecretStoreSpec::deserialize(spec).map_err(|e| format!("spec cannot be read: {e}"))?;
+    store_backend(&spec.provider, PROVIDER_KINDS).map(|b| b.provider_name()).map_err(|e| e.to_string())
+}
+
+/// Where an ExternalSecret or PushSecret names a generator.
+pub fn generator_paths(kind: &str, object: &Value) -> Vec<String> {
+    match kind {
+        "ExternalSecret" => object
+            .pointer("/spec/dataFrom")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, d)| d.pointer("/sourceRef/generatorRef").is_some_and(|g| !g.is_null()))
+            .map(|(i, _)| format!("spec.dataFrom[{i}].sourceRef.generatorRef"))
+            .collect(),
+        "PushSecret" => object
+            .pointer("/spec/selector/generatorRef")
+            .filter(|g| !g.is_null())
+            .map(|_| vec!["spec.selector.generatorRef".to_string()])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The kinds the webhook admits, with their API resources.
+fn admitted_kinds() -> Vec<(String, ApiResource)> {
+    let mut kinds = vec![
+        ("ExternalSecret".to_string(), ApiResource::erase::<ExternalSecret>(&())),
+        ("PushSecret".into(), ApiResource::erase::<PushSecret>(&())),
+        ("ClusterExternalSecret".into(), ApiResource::erase::<ClusterExternalSecret>(&())),
+        ("SecretStore".into(), ApiResource::erase::<SecretStore>(&())),
+        ("ClusterSecretStore".into(), ApiResource::erase::<ClusterSecretStore>(&())),
+        ("Provider".into(), ApiResource::erase::<Provider>(&())),
+        ("ClusterProvider".into(), ApiResource::erase::<ClusterProvider>(&())),
+    ];
+    for row in PROVIDER_KINDS {
+        let resource = ApiResource {
+            group: PROVIDER_CONFIG_GROUP.into(),
+            version: PROVIDER_CONFIG_VERSION.into(),
+            api_version: format!("{PROVIDER_CONFIG_GROUP}/{PROVIDER_CONFIG_VERSION}"),
+            kind: row.kind.into(),
+            plural: row.plural.into(),
+        };
+        kinds.push((row.kind.to_string(), resource));
+    }
+    kinds
+}
+
+/// Reads the cluster.
+pub async fn survey(client: &Client) -> Result<Survey, Error> {
+    let state = admission_state(client, None).await?;
+    let mut survey = Survey {
+        stores: Vec::new(),
+        providers_needed: BTreeSet::new(),
+        generators: Vec::new(),
+        refused: Vec::new(),
+        guide: GUIDE,
+    };
+    for (kind, resource) in admitted_kinds() {
+        for o in list(client, &resource, None).await? {
+            let mut value = serde_json::to_value(&o).map_err(|e| Error::Output(e.to_string()))?;
+            // A list leaves the kind out of its items; the webhook reads it from the review.
+            value["apiVersion"] = resource.api_version.clone().into();
+            value["kind"] = kind.clone().into();
+            let object = object_ref(&kind, &o);
+            if matches!(kind.as_str(), "SecretStore" | "ClusterSecretStore") {
+                let s = store(object.clone(), value.get("spec").unwrap_or(&Value::Null));
+                survey.providers_needed.extend(s.served_by.clone());
+                survey.stores.push(s);
+            }
+            let paths = generator_paths(&kind, &value);
+            if !paths.is_empty() {
+                survey.generators.push(GeneratorUse { object: object.clone(), paths });
+            }
+            if let Some(v) = review(&value, object.namespace.as_deref(), true, &state).filter(|v| !v.allowed) {
+                let message = v.message.unwrap_or_default();
+                survey.refused.push(Refused { object, message });
+            }
+        }
+    }
+    Ok(survey)
+}
+
+/// The text report.
+pub fn text(s: &Survey) -> String {
+    let mut out = String::from("SecretStores and ClusterSecretStores:\n");
+    if s.stores.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for st in &s.stores {
+        let provider = st.provider.join(", ");
+        match (&st.served_by, &st.not_served) {
+            (Some(p), _) => out.push_str(&format!("  {}: {provider}: served by Keyward's {p} provider\n", st.object)),
+            (None, Some(why)) => out.push_str(&format!("  {}: {provider}: NOT SERVED: {why}\n", st.object)),
+            (None, None) => {}
+        }
+    }
+    if !s.providers_needed.is_empty() {
+        let needed: Vec<&str> = s.providers_needed.iter().map(String::as_str).collect();
+        out.push_str(&format!(
+            "  Install Keyward with these providers enabled: {} (chart values providers.<name>.enabled)\n",
+            needed.join(", ")
+        ));
+    }
+    out.push_str(
+        "ExternalSecrets and PushSecrets using generatorRef (generators are not served; they report Ready=False):\n",
+    );
+    if s.generators.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for g in &s.generators {
+        out.push_str(&format!("  {}: {}\n", g.object, g.paths.join(", ")));
+    }
+    out.push_str("Objects Keyward's admission rules refuse now (changing them would be denied):\n");
+    if s.refused.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for r in &s.refused {
+        out.push_str(&format!("  {}: {}\n", r.object, r.message));
+    }
+    out.push_str(&format!("How to switch: {}\n", s.guide));
+    out
+}
+
+/// `keyward migrate`.
+pub async fn run(out: Output) -> Result<bool, Error> {
+    let (client, _) = connect().await?;
+    let s = survey(&client).await?;
+    match out {
+        Output::Json => {
+            let text = serde_json::to_string_pretty(&s).map_err(|e| Error::Output(e.to_string()))?;
+            println!("{text}");
+        }
+        Output::Text => print!("{}", text(&s)),
+    }
+    Ok(s.clear())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(name: &str) -> ObjectRef {
+        ObjectRef { kind: "SecretStore".into(), namespace: Some("apps".into()), name: name.into() }
+    }
+
+    #[test]
+    fn stores_are_served_or_say_why_not() {
+        let vault: Value = serde_yaml::from_str(
+            "provider: {vault: {server: 'https://vault:8200', path: secret, version: v2, auth: {tokenSecretRef: {name: t, key: k}}}}",
+        )
+        .unwrap();
+        let s = store(at("v"), &vault);
+        assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("vault"), None));
+        let gcp: Value = serde_yaml::from_str("provider: {gcpsm: {projectID: p}}").unwrap();
+        let s = store(at("g"), &gcp);
+        assert_eq!(s.provider, ["gcpsm"]);
+        assert!(s.not_served.unwrap().contains("spec.provider.gcpsm is not served"));
+    }
+
+    #[test]
+    fn generator_references_are_found() {
+        let es: Value = serde_yaml::from_str(
+            "spec: {dataFrom: [{extract: {key: a}}, {sourceRef: {generatorRef: {kind: Password, name: p}}}]}",
+        )
+        .unwrap();
+        assert_eq!(generator_paths("ExternalSecret", &es), ["spec.dataFrom[1].sourceRef.generatorRef"]);
+        let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Password, name: p}}}").unwrap();
+        assert_eq!(generator_paths("PushSecret", &ps), ["spec.selector.generatorRef"]);
+        assert!(generator_paths("PushSecret", &es).is_empty());
+    }
+}
