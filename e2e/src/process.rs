@@ -173,6 +173,14 @@ pub(crate) fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// The environment variable of every provider's `--tenant-denied-networks`.
+pub const TENANT_DENIED_NETWORKS_ENV: &str = "KEYWARD_TENANT_DENIED_NETWORKS";
+
+/// What providers started by local tests deny to tenants' configurations: link-local and cloud
+/// metadata addresses, but not loopback, where the local control plane and the store servers
+/// listen. Tests of the loopback refusal set the provider's default list themselves.
+pub const LOCAL_DENIED_NETWORKS: &str = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128";
+
 /// A provider binary started as a process on free loopback ports with the TLS directory
 /// `tls_dir`, the local control plane's kubeconfig and `env`; returns once it logged
 /// `provider serving`, with its gRPC and health addresses.
@@ -202,7 +210,9 @@ pub async fn spawn_provider_with(
         .arg(health.to_string())
         .arg("--tls-dir")
         .arg(tls_dir)
-        .env("KUBECONFIG", cp.kubeconfig());
+        .env("KUBECONFIG", cp.kubeconfig())
+        // The stores of local tests listen on loopback; a caller's env may set another list.
+        .env(TENANT_DENIED_NETWORKS_ENV, LOCAL_DENIED_NETWORKS);
     // A flag may be given once: text logs unless the caller chose a format.
     if !args.contains(&"--log-format") {
         cmd.args(["--log-format", "text"]);

@@ -145,7 +145,7 @@ async fn a_plugin_providers_stores_are_admitted_checked_and_synced() {
         let provider = ProviderProcess::start_with_env(
             "keyward-provider-webhook",
             pki.provider_dir(),
-            &[("KEYWARD_WEBHOOK_TENANT_DENIED_NETWORKS", "")],
+            &[(keyward_e2e::TENANT_DENIED_NETWORKS_ENV, "")],
         )
         .await;
         let _webhook = start_webhook(&client, &pki, &ns).await;

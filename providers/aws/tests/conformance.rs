@@ -171,7 +171,8 @@ impl ConformanceTarget for AwsTarget {
     }
 
     fn not_applicable(&self) -> Vec<(Case, &'static str)> {
-        Vec::new()
+        // AWS endpoints are the provider process's settings (the operator's), never a configuration's.
+        vec![(Case::DeniedAddress, "an AWS configuration names no server")]
     }
 
     async fn point_at(&self, server: &Hostile) -> Result<Pointed, String> {

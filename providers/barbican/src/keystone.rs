@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use keyward_provider_runtime::{ProviderError, body, store_tls};
+use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
+use keyward_provider_runtime::{ProviderError, body, store_calls, store_tls};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
@@ -23,30 +24,69 @@ pub const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 /// The catalog's type of Barbican's service.
 pub const KEY_MANAGER: &str = "key-manager";
 
-/// The HTTP(S) client: rustls on ring with the system roots, the runtime's time limit, no
-/// redirects (an answer elsewhere is not followed with a token or a password).
-pub fn http_client() -> Result<reqwest::Client, ProviderError> {
-    let tls = store_tls::client_config(None, "spec.authURL")?;
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .timeout(body::REQUEST_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| ProviderError::Internal(format!("building the HTTP client: {e}")))
+/// The provider's name on [`store_calls`].
+pub const PROVIDER_NAME: &str = "OpenStack/Barbican";
+
+/// The HTTP(S) client Keystone and Barbican are reached with, and what it may not reach: the
+/// Keystone URL is the configuration's to write and Barbican's URL is whatever that Keystone's
+/// catalog says, so both go through the runtime's address guard.
+#[derive(Clone)]
+pub struct Http {
+    client: reqwest::Client,
+    denied: DeniedNetworks,
 }
 
-/// One request, its answer capped by the runtime's body limits: status, headers and body.
-pub async fn send(
-    req: reqwest::RequestBuilder,
-    server: &str,
-) -> Result<(u16, http::HeaderMap, Vec<u8>), ProviderError> {
-    let resp = req.send().await.map_err(|e| {
-        let kind = if e.is_timeout() { "timed out" } else { "failed" };
-        ProviderError::Unavailable(format!("request to {server} {kind}: {}", store_tls::causes(&e)))
-    })?;
-    let answer = http::Response::<reqwest::Body>::from(resp);
-    let (head, bytes) =
-        body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
+impl Http {
+    /// rustls on ring with the system roots, the runtime's time limit, no redirects (an answer
+    /// elsewhere is not followed with a token or a password), names resolved and checked by
+    /// the guard against `denied`.
+    pub fn new(denied: DeniedNetworks) -> Result<Self, ProviderError> {
+        let tls = store_tls::client_config(None, "spec.authURL")?;
+        let client = guarded_http(&denied)
+            .tls_backend_preconfigured(tls)
+            .timeout(body::REQUEST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ProviderError::Internal(format!("building the HTTP client: {e}")))?;
+        Ok(Http { client, denied })
+    }
+
+    /// A request to `url`.
+    pub fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        self.client.request(method, url)
+    }
+
+    /// One request, its address checked and its answer capped by the runtime's body limits:
+    /// status, headers and body. Counted as the store call `call` ([`store_calls`]; an answer
+    /// below 400, or 404, is a successful call).
+    pub async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        server: &str,
+        call: &str,
+    ) -> Result<(u16, http::HeaderMap, Vec<u8>), ProviderError> {
+        let result = self.exchange(req, server).await;
+        let ok = matches!(&result, Ok((s, _, _)) if *s < 400 || *s == 404);
+        store_calls::record(PROVIDER_NAME, call, ok);
+        result
+    }
+
+    async fn exchange(
+        &self,
+        req: reqwest::RequestBuilder,
+        server: &str,
+    ) -> Result<(u16, http::HeaderMap, Vec<u8>), ProviderError> {
+        let req = req.build().map_err(|e| ProviderError::BadConfig(format!("{server}: {e}")))?;
+        // An IP literal is never resolved, so it is checked here; names are checked when resolved.
+        self.denied.check_url(req.url()).map_err(|d| ProviderError::PermissionDenied(format!("{server}: {d}")))?;
+        let resp = self.client.execute(req).await.map_err(|e| {
+            denied_error(&e).unwrap_or_else(|| {
+                let kind = if e.is_timeout() { "timed out" } else { "failed" };
+                ProviderError::Unavailable(format!("request to {server} {kind}: {}", store_tls::causes(&e)))
+            })
+        })?;
+        let answer = http::Response::<reqwest::Body>::from(resp);
+        let (head, bytes) = body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
             match body::limit_error(e.as_ref()) {
                 Some(refused) => refused.to_provider_error(server),
                 None => ProviderError::Unavailable(format!(
@@ -55,7 +95,8 @@ pub async fn send(
                 )),
             }
         })?;
-    Ok((head.status.as_u16(), head.headers, bytes.to_vec()))
+        Ok((head.status.as_u16(), head.headers, bytes.to_vec()))
+    }
 }
 
 /// What an OpenStack error answer says (`error.message`, Barbican's `description`), short.
@@ -243,7 +284,7 @@ impl TokenCache {
     }
 
     /// A usable token for `creds`: the cached one, else a new login (one at a time per key).
-    pub async fn token(&self, http: &reqwest::Client, creds: &Credentials) -> Result<Token, ProviderError> {
+    pub async fn token(&self, http: &Http, creds: &Credentials) -> Result<Token, ProviderError> {
         let slot = self.slot(&TokenKey::of(creds));
         let mut held = slot.lock().await;
         if let Some(t) = held.as_ref().filter(|t| t.usable()) {
@@ -269,11 +310,11 @@ impl TokenCache {
     }
 
     /// `POST <identity>/auth/tokens`.
-    async fn login(&self, http: &reqwest::Client, c: &Credentials) -> Result<Token, ProviderError> {
+    async fn login(&self, http: &Http, c: &Credentials) -> Result<Token, ProviderError> {
         self.logins.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let server = format!("Keystone at {}", c.identity);
-        let req = http.post(format!("{}/auth/tokens", c.identity)).json(&login_body(c));
-        let (status, headers, body) = send(req, &server).await?;
+        let req = http.request(reqwest::Method::POST, format!("{}/auth/tokens", c.identity)).json(&login_body(c));
+        let (status, headers, body) = http.send(req, &server, "Login").await?;
         let who = format!("user {:?} of domain {:?} for project {:?}", c.user, c.domain, c.project);
         match status {
             201 | 200 => {}

@@ -17,9 +17,10 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
+    let denied = cli.runtime.tenant_denied_networks.clone();
     keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
         let client = kube::Client::try_from(config)?;
-        keyward_provider_barbican::BarbicanProvider::new(client).map_err(|e| anyhow::anyhow!(e))
+        keyward_provider_barbican::BarbicanProvider::new(client, denied).map_err(|e| anyhow::anyhow!(e))
     })
     .await
     .map_err(|e| anyhow::anyhow!(e))

@@ -13,8 +13,9 @@ use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMa
 use serde_json::Value;
 
 use crate::api::{Barbican, BarbicanSpec, KIND, PASSWORD_FIELD, USERNAME_FIELD};
-use crate::keystone::{Credentials, TokenCache, error_text, http_client, identity_v3, send};
+use crate::keystone::{Credentials, Http, TokenCache, error_text, identity_v3};
 use crate::payload;
+use keyward_provider_runtime::netguard::DeniedNetworks;
 
 /// Secrets listed per page of `GET /v1/secrets`.
 const PAGE: usize = 100;
@@ -24,7 +25,10 @@ const MAX_LISTED: usize = 10_000;
 /// The Barbican provider.
 pub struct BarbicanProvider {
     refs: ClusterRefs,
-    http: reqwest::Client,
+    /// For tenants' configurations: reaches only what the tenant denied networks allow.
+    tenant_http: Http,
+    /// For the operator's configurations: reaches any address.
+    operator_http: Http,
     /// Credentials read from a configuration's Secrets, per configuration, generation and owner,
     /// for [`keyward_provider_runtime::refs::CLIENT_TTL`].
     credentials: ClientCache<Arc<Credentials>>,
@@ -34,6 +38,7 @@ pub struct BarbicanProvider {
 /// What a request reached: the configuration and the credentials it logs in with.
 struct Target {
     spec: BarbicanSpec,
+    http: Http,
     creds: Arc<Credentials>,
     key: CacheKey,
     what: String,
@@ -65,14 +70,16 @@ fn map_status(status: u16, body: &[u8], server: &str, what: &str) -> ProviderErr
 }
 
 impl BarbicanProvider {
-    /// A provider reading configurations and Secrets with `client`.
+    /// A provider reading configurations and Secrets with `client`; tenants' configurations
+    /// may not reach `tenant_denied`.
     ///
     /// # Errors
     /// When the HTTP client cannot be built.
-    pub fn new(client: kube::Client) -> Result<Self, ProviderError> {
+    pub fn new(client: kube::Client, tenant_denied: DeniedNetworks) -> Result<Self, ProviderError> {
         Ok(BarbicanProvider {
             refs: ClusterRefs::new(client),
-            http: http_client()?,
+            tenant_http: Http::new(tenant_denied)?,
+            operator_http: Http::new(DeniedNetworks::none())?,
             credentials: ClientCache::default(),
             tokens: Arc::default(),
         })
@@ -90,7 +97,8 @@ impl BarbicanProvider {
         let key = CacheKey::of(ctx, config.generation);
         let spec = config.spec;
         let creds = self.credentials.get_or_build(&key, async { self.read_credentials(ctx, &spec).await }).await?;
-        Ok(Target { spec, creds, key, what: config.what })
+        let http = if key.operator { self.operator_http.clone() } else { self.tenant_http.clone() };
+        Ok(Target { spec, http, creds, key, what: config.what })
     }
 
     /// The user name and password, read in the namespace the tenant boundary allows.
@@ -133,18 +141,19 @@ impl BarbicanProvider {
         loop {
             let token = self
                 .tokens
-                .token(&self.http, &t.creds)
+                .token(&t.http, &t.creds)
                 .await
                 .map_err(|e| self.credentials.evict_if_refused(&t.key, e))
                 .map_err(|e| with_config(e, &t.what))?;
             let base = token.barbican_url(&t.spec.region).map_err(|e| with_config(e, &t.what))?;
             let server = format!("Barbican at {base}");
-            let req = self
+            let req = t
                 .http
-                .get(format!("{base}/v1/{path}"))
+                .request(reqwest::Method::GET, format!("{base}/v1/{path}"))
                 .header("X-Auth-Token", &token.value)
                 .header("Accept", accept);
-            let (status, _, body) = send(req, &server).await?;
+            let call = if path.starts_with("secrets?") { "ListSecrets" } else { "GetSecret" };
+            let (status, _, body) = t.http.send(req, &server, call).await?;
             if status == 401 && !retried {
                 self.tokens.forget(&t.creds, &token).await;
                 retried = true;

@@ -96,6 +96,8 @@ impl ConformanceTarget for FakeTarget {
     fn not_applicable(&self) -> Vec<(Case, &'static str)> {
         vec![
             (Case::OversizedResponse, "a Fake configuration names no server"),
+            (Case::DeniedAddress, "a Fake configuration names no server"),
+            (Case::StoreCalls, "the Fake provider calls no store"),
             // Keys are names in one in-memory map, never paths: there is no store path to leave.
             (Case::Traversal, "Fake keys are map keys, not paths (the provider does not apply keys::check_key)"),
             (Case::FindPathTraversal, "find.path is a prefix of Fake keys, not a path"),

@@ -7,10 +7,9 @@
 
 use base64::Engine;
 use keyward_crds::provider_config::KubernetesSpec;
-use keyward_provider_runtime::body::LimitLayer;
+use keyward_provider_runtime::netguard::{CallNames, DeniedNetworks, kube_client};
 use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, pem_to_der};
 use keyward_provider_runtime::{ProviderError, RequestContext};
-use kube::client::ClientBuilder;
 use kube::config::AuthInfo;
 use kube::{Client, Config};
 
@@ -28,15 +27,37 @@ fn auth_info(value: serde_json::Value) -> Result<AuthInfo, ProviderError> {
     serde_json::from_value(value).map_err(|e| ProviderError::Internal(format!("building credentials: {e}")))
 }
 
+/// How target-cluster requests count as store calls: upstream's provider and call names.
+const CALLS: CallNames = CallNames { provider: "Kubernetes", call: kubernetes_call };
+
+/// The call a request to the target cluster is: a Secret read, list, write or delete, or the
+/// access review Validate makes.
+pub fn kubernetes_call(method: &http::Method, path: &str) -> &'static str {
+    let resource = path.trim_end_matches('/').rsplit('/').nth(1).unwrap_or_default();
+    let collection = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    match (method.as_str(), collection) {
+        (_, "selfsubjectaccessreviews") => "CreateSelfSubjectAccessReview",
+        (_, "selfsubjectrulesreviews") => "CreateSelfSubjectRulesReview",
+        ("GET", "secrets") => "ListSecrets",
+        ("POST", "secrets") => "CreateSecret",
+        ("GET", _) if resource == "secrets" => "GetSecret",
+        ("PUT" | "PATCH", _) => "UpdateSecret",
+        ("DELETE", _) => "DeleteSecret",
+        _ => "Other",
+    }
+}
+
 /// Builds a client for the cluster and credentials `spec` describes. `refs` reads what the
 /// config names with the provider's own client (Secrets, ConfigMaps, ServiceAccount tokens),
 /// `own_config` is the provider's configuration (the default target cluster when `server.url`
-/// is unset).
+/// is unset). A server the configuration names (`server.url`, the kubeconfig's) is reached
+/// only where `denied` allows; the provider's own cluster is the operator's choice.
 pub async fn build_client(
     refs: &ClusterRefs,
     own_config: &Config,
     ctx: &RequestContext,
     spec: &KubernetesSpec,
+    denied: &DeniedNetworks,
 ) -> Result<Client, ProviderError> {
     if let Some(sel) = &spec.auth_ref {
         let yaml = refs.selected_secret_text(ctx, "spec.authRef", sel).await?;
@@ -52,7 +73,7 @@ pub async fn build_client(
         config.accept_invalid_certs = inline.insecure_skip_tls_verify;
         config.tls_server_name = inline.tls_server_name.clone();
         config.auth_info = auth_info(inline.user)?;
-        return target_client(config).map_err(|e| ProviderError::BadConfig(format!("spec.authRef: {e}")));
+        return kube_client(config, denied, "spec.authRef", CALLS);
     }
 
     let mut config = match &spec.server.url {
@@ -99,15 +120,31 @@ pub async fn build_client(
     } else {
         return Err(ProviderError::BadConfig("spec.auth: set exactly one of cert, token or serviceAccount".into()));
     };
-    target_client(config)
-        .map_err(|e| ProviderError::BadConfig(format!("building a client for the target cluster: {e}")))
+    // Every answer goes through the runtime's size and time cap (in `kube_client`): a server
+    // answering with hundreds of megabytes, or dripping its answer, cannot take the shared
+    // provider process down or hold a call. Only single objects and paged lists are read from
+    // it (no watches), so one answer stays well under the cap.
+    match &spec.server.url {
+        Some(_) => kube_client(config, denied, "spec.server.url", CALLS),
+        None => kube_client(config, &DeniedNetworks::none(), "the provider's own cluster", CALLS),
+    }
 }
 
-/// The client for a target cluster. Its server is the configuration's to name (tenant-owned
-/// configurations included), so every answer goes through the runtime's size and time cap: a
-/// server answering with hundreds of megabytes, or dripping its answer, cannot take the shared
-/// provider process down or hold a call. Only single objects and paged lists are read from it
-/// (no watches), so one answer stays well under the cap.
-fn target_client(config: Config) -> Result<Client, kube::Error> {
-    Ok(ClientBuilder::try_from(config)?.with_layer(&LimitLayer::default()).build())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_have_upstreams_names() {
+        let get = http::Method::GET;
+        assert_eq!(kubernetes_call(&get, "/api/v1/namespaces/a/secrets/db"), "GetSecret");
+        assert_eq!(kubernetes_call(&get, "/api/v1/namespaces/a/secrets"), "ListSecrets");
+        assert_eq!(kubernetes_call(&http::Method::POST, "/api/v1/namespaces/a/secrets"), "CreateSecret");
+        assert_eq!(kubernetes_call(&http::Method::PUT, "/api/v1/namespaces/a/secrets/db"), "UpdateSecret");
+        assert_eq!(kubernetes_call(&http::Method::DELETE, "/api/v1/namespaces/a/secrets/db"), "DeleteSecret");
+        assert_eq!(
+            kubernetes_call(&http::Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+            "CreateSelfSubjectAccessReview"
+        );
+    }
 }

@@ -34,6 +34,7 @@ use crate::mapping::{
 };
 use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
 use keyward_provider_runtime::json::find_regex;
+use keyward_provider_runtime::netguard::DeniedNetworks;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 
 /// Secrets asked for per page when listing the target cluster.
@@ -45,6 +46,8 @@ pub struct KubernetesProvider {
     refs: ClusterRefs,
     own_config: Config,
     clients: ClientCache<Client>,
+    /// What a tenant's configuration may not reach.
+    tenant_denied: DeniedNetworks,
 }
 
 /// A resolved request: the target client, the remote namespace and the cache key (to evict
@@ -58,10 +61,11 @@ struct Target {
 }
 
 impl KubernetesProvider {
-    /// A provider using `own_config` to read its config objects and credentials.
-    pub fn new(own_config: Config) -> Result<Self, kube::Error> {
+    /// A provider using `own_config` to read its config objects and credentials; tenants'
+    /// configurations may not reach `tenant_denied`.
+    pub fn new(own_config: Config, tenant_denied: DeniedNetworks) -> Result<Self, kube::Error> {
         let refs = ClusterRefs::new(Client::try_from(own_config.clone())?);
-        Ok(KubernetesProvider { refs, own_config, clients: ClientCache::default() })
+        Ok(KubernetesProvider { refs, own_config, clients: ClientCache::default(), tenant_denied })
     }
 
     /// Number of cached target clients.
@@ -96,7 +100,8 @@ impl KubernetesProvider {
         let client = self
             .clients
             .get_or_build(&key, async {
-                let c = build_client(&self.refs, &self.own_config, ctx, &spec).await?;
+                let denied = self.tenant_denied.for_request(ctx);
+                let c = build_client(&self.refs, &self.own_config, ctx, &spec, &denied).await?;
                 tracing::info!(generation = key.generation, "built a client for the target cluster");
                 Ok(c)
             })

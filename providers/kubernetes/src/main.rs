@@ -17,7 +17,10 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, keyward_provider_kubernetes::KubernetesProvider::new)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))
+    let denied = cli.runtime.tenant_denied_networks.clone();
+    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+        keyward_provider_kubernetes::KubernetesProvider::new(config, denied)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!(e))
 }

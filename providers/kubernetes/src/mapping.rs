@@ -268,10 +268,15 @@ pub fn map_kube_error(e: kube::Error, what: &str) -> ProviderError {
                 _ => ProviderError::Internal(msg),
             }
         }
-        // A refused answer of the target cluster (too large, too slow) says so plainly.
-        other => match keyward_provider_runtime::body::limit_error(&other) {
-            Some(refused) => refused.to_provider_error(&format!("{what}: the target cluster's API server")),
-            None => ProviderError::Unavailable(format!("{what}: {other}")),
+        // A refused address, or a refused answer of the target cluster (too large, too slow),
+        // says so plainly.
+        other => match (
+            keyward_provider_runtime::netguard::denied_in(&other),
+            keyward_provider_runtime::body::limit_error(&other),
+        ) {
+            (Some(denied), _) => ProviderError::PermissionDenied(format!("{what}: {denied}")),
+            (None, Some(refused)) => refused.to_provider_error(&format!("{what}: the target cluster's API server")),
+            (None, None) => ProviderError::Unavailable(format!("{what}: {other}")),
         },
     }
 }

@@ -54,11 +54,13 @@ fn requests_roundtrip() {
         remote_ref: Some(remote_ref()),
         provider_ref: Some(provider_ref()),
         source_namespace: ns(),
+        max_age_seconds: 30,
     });
     roundtrip(GetSecretMapRequest {
         remote_ref: Some(remote_ref()),
         provider_ref: Some(provider_ref()),
         source_namespace: ns(),
+        max_age_seconds: 0,
     });
     roundtrip(GetAllSecretsRequest {
         provider_ref: Some(provider_ref()),

@@ -39,6 +39,18 @@ pub struct RuntimeArgs {
         default_value = crate::tls::DEFAULT_CLIENT_NAME
     )]
     pub allowed_client_names: Vec<String>,
+    /// Networks a tenant's configuration may not reach, comma-separated (CIDRs or addresses):
+    /// every address a server name a configuration writes resolves to is checked before
+    /// connecting (Vault's server, a target cluster's URL, Keystone and its catalog, a
+    /// webhook's URL). The operator's configurations (a ClusterProvider with
+    /// authenticationScope ProviderNamespace, a ClusterSecretStore) may reach any. Empty: no check.
+    #[arg(
+        long,
+        env = "KEYWARD_TENANT_DENIED_NETWORKS",
+        default_value = crate::netguard::DEFAULT_TENANT_DENIED_NETWORKS,
+        value_parser = crate::netguard::DeniedNetworks::parse
+    )]
+    pub tenant_denied_networks: crate::netguard::DeniedNetworks,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -11,7 +11,9 @@
 //! - a plain HTTP port with `/healthz`, `/readyz` and `/metrics`;
 //! - graceful shutdown that lets in-flight calls finish.
 //!
-//! Binaries share their flags through [`RuntimeArgs`].
+//! Binaries share their flags through [`RuntimeArgs`]. Store clients take their TLS from
+//! [`store_tls`], cap answers with [`body`], and keep tenants' configurations off the provider's
+//! own loopback, link-local and metadata addresses with [`netguard`].
 
 pub mod body;
 mod cli;
@@ -19,11 +21,14 @@ mod context;
 pub mod json;
 pub mod keys;
 mod metrics;
+pub mod netguard;
 mod provider;
+pub mod read_cache;
 #[cfg(feature = "refs")]
 pub mod refs;
 mod server;
 mod service;
+pub mod store_calls;
 pub mod store_tls;
 #[cfg(feature = "testkit")]
 pub mod testkit;

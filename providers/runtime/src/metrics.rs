@@ -40,8 +40,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh registry with `grpc_server_requests_total{method,status}` and
-    /// `grpc_server_request_duration_seconds{method}`.
+    /// A fresh registry with `grpc_server_requests_total{method,status}`,
+    /// `grpc_server_request_duration_seconds{method}` and the store calls
+    /// ([`crate::store_calls`]).
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
@@ -54,6 +55,7 @@ impl Metrics {
             "Time to handle a gRPC request, by method",
             durations.clone(),
         );
+        crate::store_calls::register(&mut registry);
         Metrics { registry: Arc::new(registry), requests, durations }
     }
 

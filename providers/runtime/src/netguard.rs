@@ -1,18 +1,33 @@
 //! Which addresses a tenant's configuration may not reach: the provider pod's own loopback, and
 //! link-local and cloud metadata addresses (the provider's own cloud identity lives there).
 //!
-//! Host names are resolved by the provider's own resolver ([`GuardedResolver`]), which checks
-//! every address a name resolves to and hands the HTTP client only checked addresses, so the
-//! connection goes to an address that was checked (a second DNS answer cannot swap it). IP
-//! literals in URLs (and in redirects) are checked before a request is sent
-//! ([`DeniedNetworks::check_url`]).
+//! Every server address a configuration chooses (a Vault `server`, a Kubernetes `server.url`,
+//! Keystone's `authURL` and the Barbican endpoint its catalog names, a webhook's rendered URL)
+//! is the tenant's to write, so every provider that connects to one goes through this guard:
+//! [`DeniedNetworks::for_request`] is the tenant list, or nothing for the operator's own
+//! configurations.
+//!
+//! Host names are resolved by the provider's own resolver (reqwest: [`GuardedResolver`]; kube:
+//! [`kube_client`]), which checks every address a name resolves to and hands the client only
+//! checked addresses, so the connection goes to an address that was checked (a second DNS answer
+//! cannot swap it). IP literals in URLs (and in redirects) are checked before a request is sent
+//! ([`DeniedNetworks::check_host`]).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// The default of `--tenant-denied-networks`.
+use keyward_crds::rules::ConfigOwner;
+
+use crate::{ProviderError, RequestContext};
+
+#[cfg(feature = "kube-target")]
+mod kube_target;
+#[cfg(feature = "kube-target")]
+pub use kube_target::{CallNames, kube_client};
+
+/// The default of `--tenant-denied-networks` (every provider binary's flag).
 pub const DEFAULT_TENANT_DENIED_NETWORKS: &str =
     "127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128,fd00:ec2::254/128";
 
@@ -120,14 +135,26 @@ impl DeniedNetworks {
         }
     }
 
-    /// Refuses a URL whose host is a denied IP literal (names are checked when resolved).
-    pub fn check_url(&self, url: &reqwest::Url) -> Result<(), Denied> {
-        // The URL parser writes IP hosts canonically (`2130706433` becomes `127.0.0.1`).
-        let host = url.host_str().unwrap_or_default();
+    /// The networks a request's configuration may not reach: this list for a tenant's
+    /// configuration, nothing for the operator's ([`RequestContext::owner`]).
+    pub fn for_request(&self, ctx: &RequestContext) -> DeniedNetworks {
+        if ctx.owner() == ConfigOwner::Operator { DeniedNetworks::none() } else { self.clone() }
+    }
+
+    /// Refuses a host that is a denied IP literal (`[::1]` too); names are checked when
+    /// resolved.
+    pub fn check_host(&self, host: &str) -> Result<(), Denied> {
         match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
             Ok(ip) => self.check(host, ip),
             Err(_) => Ok(()),
         }
+    }
+
+    /// Refuses a URL whose host is a denied IP literal (names are checked when resolved).
+    #[cfg(feature = "reqwest")]
+    pub fn check_url(&self, url: &reqwest::Url) -> Result<(), Denied> {
+        // The URL parser writes IP hosts canonically (`2130706433` becomes `127.0.0.1`).
+        self.check_host(url.host_str().unwrap_or_default())
     }
 
     /// Resolves `host` and checks every address; the checked addresses (port `port`).
@@ -157,6 +184,7 @@ impl DeniedNetworks {
 #[derive(Clone, Debug)]
 pub struct GuardedResolver(pub DeniedNetworks);
 
+#[cfg(feature = "reqwest")]
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let denied = self.0.clone();
@@ -166,6 +194,38 @@ impl reqwest::dns::Resolve for GuardedResolver {
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// Most redirects a guarded client follows (as Go's client).
+pub const MAX_REDIRECTS: usize = 10;
+
+/// A reqwest client builder that reaches only what `denied` allows: names resolved by
+/// [`GuardedResolver`], no proxy (the check needs the provider to resolve and connect itself),
+/// and every redirect's URL checked (at most [`MAX_REDIRECTS`]). Callers check the first URL's
+/// IP literal with [`DeniedNetworks::check_url`], and add their TLS and time limits. With
+/// nothing denied (the operator's configurations) it is the plain client, proxies included.
+#[cfg(feature = "reqwest")]
+pub fn guarded_http(denied: &DeniedNetworks) -> reqwest::ClientBuilder {
+    if denied.is_empty() {
+        return reqwest::Client::builder().redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS));
+    }
+    let redirects = denied.clone();
+    let policy = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            return attempt.error(format!("stopped after {MAX_REDIRECTS} redirects"));
+        }
+        match redirects.check_url(attempt.url()) {
+            Ok(()) => attempt.follow(),
+            Err(d) => attempt.error(d),
+        }
+    });
+    reqwest::Client::builder().dns_resolver(GuardedResolver(denied.clone())).no_proxy().redirect(policy)
+}
+
+/// The refusal in a failed request's causes, as the provider error a caller returns
+/// (`PERMISSION_DENIED`), if the guard refused it.
+pub fn denied_error(err: &(dyn std::error::Error + 'static)) -> Option<ProviderError> {
+    denied_in(err).map(|d| ProviderError::PermissionDenied(d.to_string()))
 }
 
 /// The [`Denied`] somewhere in `err`'s chain of causes.
@@ -215,6 +275,16 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "reqwest")]
+    #[test]
+    fn url_literals_are_read_canonically() {
+        let d = default();
+        let url = reqwest::Url::parse("http://[::ffff:7f00:1]:8080/x").expect("url");
+        assert!(d.check_url(&url).is_err(), "a mapped loopback literal");
+        let url = reqwest::Url::parse("http://2130706433/").expect("url");
+        assert!(d.check_url(&url).is_err(), "a decimal IPv4 literal is loopback too");
+    }
+
     #[test]
     fn lists_parse_and_an_empty_list_denies_nothing() {
         assert!(DeniedNetworks::parse("").expect("empty").is_empty());
@@ -233,10 +303,9 @@ mod tests {
         let e = d.resolve("localhost", 80).await.expect_err("localhost is loopback");
         assert!(e.to_string().contains("denied network"), "{e}");
         assert!(d.resolve("[::1]", 80).await.is_err());
-        let url = reqwest::Url::parse("http://[::ffff:7f00:1]:8080/x").expect("url");
-        assert!(d.check_url(&url).is_err(), "a mapped loopback literal");
-        let url = reqwest::Url::parse("http://2130706433/").expect("url");
-        assert!(d.check_url(&url).is_err(), "a decimal IPv4 literal is loopback too");
+        assert!(d.check_host("[::ffff:7f00:1]").is_err(), "a mapped loopback literal");
+        assert!(d.check_host("169.254.169.254").is_err());
+        assert!(d.check_host("metadata.internal").is_ok(), "names are checked when resolved");
         assert_eq!(DeniedNetworks::none().resolve("127.0.0.1", 81).await.expect("allowed").len(), 1);
     }
 }

@@ -1,9 +1,10 @@
-//! The gRPC service: request checks, logging context, metrics, and error mapping around a
-//! [`Provider`].
+//! The gRPC service: request checks, logging context, metrics, error mapping, and shared
+//! store calls for identical reads ([`crate::read_cache`]) around a [`Provider`].
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use keyward_proto::ProviderError;
 use keyward_proto::v1::secret_store_provider_server::SecretStoreProvider;
@@ -19,23 +20,33 @@ use tracing::Instrument;
 use crate::context::{RequestContext, check_provider_ref};
 use crate::metrics::{Metrics, code_name};
 use crate::provider::Provider;
+use crate::read_cache::{ReadCache, ReadKey};
 
 /// Serves a [`Provider`] as `provider.v1.SecretStoreProvider`.
 pub struct ProviderService<P> {
     provider: Arc<P>,
     metrics: Metrics,
+    /// GetSecret answers shared between identical requests ([`crate::read_cache`]).
+    reads: Arc<ReadCache<Vec<u8>>>,
+    /// GetSecretMap answers, likewise.
+    maps: Arc<ReadCache<HashMap<String, Vec<u8>>>>,
 }
 
 impl<P> Clone for ProviderService<P> {
     fn clone(&self) -> Self {
-        ProviderService { provider: self.provider.clone(), metrics: self.metrics.clone() }
+        ProviderService {
+            provider: self.provider.clone(),
+            metrics: self.metrics.clone(),
+            reads: self.reads.clone(),
+            maps: self.maps.clone(),
+        }
     }
 }
 
 impl<P: Provider> ProviderService<P> {
     /// Wraps a provider; calls are recorded in `metrics`.
     pub fn new(provider: Arc<P>, metrics: Metrics) -> Self {
-        ProviderService { provider, metrics }
+        ProviderService { provider, metrics, reads: Arc::default(), maps: Arc::default() }
     }
 
     /// Runs one call: the span carries the method, ProviderReference and source namespace so
@@ -104,8 +115,11 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
+        let (reads, max_age) = (self.reads.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
         self.run(M, &key, checked, |p, ctx| async move {
-            p.get_secret(&ctx, &remote_ref).await.map(|value| GetSecretResponse { value })
+            let read = ReadKey::new(M, &ctx, &remote_ref);
+            let value = reads.get(read, max_age, p.get_secret(&ctx, &remote_ref)).await?;
+            Ok(GetSecretResponse { value })
         })
         .await
     }
@@ -120,8 +134,11 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
+        let (maps, max_age) = (self.maps.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
         self.run(M, &key, checked, |p, ctx| async move {
-            p.get_secret_map(&ctx, &remote_ref).await.map(|secrets| GetSecretMapResponse { secrets })
+            let read = ReadKey::new(M, &ctx, &remote_ref);
+            let secrets = maps.get(read, max_age, p.get_secret_map(&ctx, &remote_ref)).await?;
+            Ok(GetSecretMapResponse { secrets })
         })
         .await
     }

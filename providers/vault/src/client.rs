@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
+use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
 use keyward_provider_runtime::refs::{CacheKey, ClusterRefs, NamedKind, named_namespace, require_operator_owned};
-use keyward_provider_runtime::{ProviderError, RequestContext, body, keys, store_tls};
+use keyward_provider_runtime::{ProviderError, RequestContext, body, keys, store_calls, store_tls};
 use reqwest::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -159,9 +160,9 @@ fn pem_certs(pem: &[u8], field: &str) -> Result<Vec<CertificateDer<'static>>, Pr
         .map_err(|e| ProviderError::BadConfig(format!("{field}: not a PEM certificate: {e}")))
 }
 
-/// The HTTPS client over a TLS configuration.
-fn http_client(tls: rustls::ClientConfig) -> Result<reqwest::Client, ProviderError> {
-    reqwest::Client::builder()
+/// The HTTPS client over a TLS configuration, reaching only what `denied` allows.
+fn http_client(tls: rustls::ClientConfig, denied: &DeniedNetworks) -> Result<reqwest::Client, ProviderError> {
+    guarded_http(denied)
         .tls_backend_preconfigured(tls)
         .timeout(body::REQUEST_TIMEOUT)
         .build()
@@ -390,9 +391,32 @@ fn errors_of(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The provider's name on [`store_calls`], upstream's.
+pub const PROVIDER_NAME: &str = "HashiCorp/Vault";
+
+/// What a request to Vault is, in upstream's call names (`ReadMounts` and `RenewSelf` are
+/// Keyward's: upstream makes neither call).
+pub fn vault_call(method: &Method, path: &str) -> &'static str {
+    match path {
+        "auth/token/lookup-self" => return "LookupSelf",
+        "auth/token/renew-self" => return "RenewSelf",
+        "auth/token/revoke-self" => return "RevokeSelf",
+        p if p.starts_with("auth/") => return "Login",
+        p if p.starts_with("sys/") => return "ReadMounts",
+        _ => {}
+    }
+    match method.as_str() {
+        "GET" => "ReadSecretData",
+        "LIST" => "ListSecrets",
+        "DELETE" => "DeleteSecret",
+        _ => "WriteSecretData",
+    }
+}
+
 impl VaultClient {
     /// Builds a client for the server, CA, credentials and options `spec` describes, holding
-    /// the token `tokens` keeps for `key` when it was obtained with the same credentials.
+    /// the token `tokens` keeps for `key` when it was obtained with the same credentials, and
+    /// reaching only what `denied` allows (`spec.server` is the configuration's to write).
     /// Nothing is sent to Vault yet; the first call without a usable token logs in.
     pub async fn build(
         refs: &ClusterRefs,
@@ -400,9 +424,13 @@ impl VaultClient {
         spec: &VaultSpec,
         tokens: &TokenCache,
         key: &CacheKey,
+        denied: &DeniedNetworks,
     ) -> Result<Self, ProviderError> {
+        let server = reqwest::Url::parse(&spec.server)
+            .map_err(|e| ProviderError::BadConfig(format!("spec.server {:?}: {e}", spec.server)))?;
+        denied.check_url(&server).map_err(|d| ProviderError::PermissionDenied(format!("spec.server: {d}")))?;
         let (tls, identity) = tls_config(refs, ctx, spec).await?;
-        let http = http_client(tls)?;
+        let http = http_client(tls, denied)?;
         let login = login_method(refs, ctx, &spec.auth).await?;
         let namespace = spec.namespace.clone().filter(|n| !n.is_empty());
         let auth_namespace = spec.auth.namespace.clone().filter(|n| !n.is_empty()).or_else(|| namespace.clone());
@@ -419,8 +447,24 @@ impl VaultClient {
         })
     }
 
-    /// One raw request: the status and the JSON body (`Null` when empty).
+    /// One raw request: the status and the JSON body (`Null` when empty), counted as a store
+    /// call ([`store_calls`]; an answer below 400, or 404, is a successful call).
     async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        namespace: Option<&str>,
+        body: Option<&Value>,
+        query: &[(&str, String)],
+    ) -> Result<(u16, Value), ProviderError> {
+        let call = vault_call(&method, path);
+        let result = self.exchange(method, path, token, namespace, body, query).await;
+        store_calls::record(PROVIDER_NAME, call, matches!(&result, Ok((s, _)) if *s < 400 || *s == 404));
+        result
+    }
+
+    async fn exchange(
         &self,
         method: Method,
         path: &str,
@@ -444,6 +488,9 @@ impl VaultClient {
             req = req.json(b);
         }
         let resp = req.send().await.map_err(|e| {
+            if let Some(refused) = denied_error(&e) {
+                return refused;
+            }
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
             ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, store_tls::causes(&e)))
         })?;
@@ -679,7 +726,7 @@ mod tests {
             .with_root_certificates(rustls::RootCertStore::empty())
             .with_no_client_auth();
         VaultClient {
-            http: http_client(tls).expect("http"),
+            http: http_client(tls, &DeniedNetworks::none()).expect("http"),
             server,
             namespace: namespace.map(str::to_string),
             auth_namespace: auth_namespace.map(str::to_string),
@@ -935,5 +982,17 @@ mod tests {
     fn causes_are_joined() {
         let e = Outer(std::io::Error::other("invalid peer certificate: UnknownIssuer"));
         assert_eq!(store_tls::causes(&e), "error sending request: invalid peer certificate: UnknownIssuer");
+    }
+
+    #[test]
+    fn calls_have_upstreams_names() {
+        let list = Method::from_bytes(b"LIST").expect("method");
+        assert_eq!(vault_call(&Method::POST, "auth/approle/login"), "Login");
+        assert_eq!(vault_call(&Method::GET, "auth/token/lookup-self"), "LookupSelf");
+        assert_eq!(vault_call(&Method::GET, "sys/internal/ui/mounts/secret"), "ReadMounts");
+        assert_eq!(vault_call(&Method::GET, "secret/data/db"), "ReadSecretData");
+        assert_eq!(vault_call(&list, "secret/metadata/app"), "ListSecrets");
+        assert_eq!(vault_call(&Method::POST, "secret/data/db"), "WriteSecretData");
+        assert_eq!(vault_call(&Method::DELETE, "secret/metadata/db"), "DeleteSecret");
     }
 }

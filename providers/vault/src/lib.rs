@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use keyward_provider_runtime::json::{push_value, value_map, value_property};
 use keyward_provider_runtime::keys;
+use keyward_provider_runtime::netguard::DeniedNetworks;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
@@ -58,6 +59,8 @@ pub struct VaultProvider {
     clients: ClientCache<Target>,
     /// Tokens outlive the clients: a rebuilt client reuses the token while it is valid.
     tokens: TokenCache,
+    /// What a tenant's configuration may not reach.
+    tenant_denied: DeniedNetworks,
 }
 
 fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
@@ -65,9 +68,15 @@ fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
 }
 
 impl VaultProvider {
-    /// A provider reading its config objects and credentials with `client`.
-    pub fn new(client: kube::Client) -> Self {
-        VaultProvider { refs: ClusterRefs::new(client), clients: ClientCache::default(), tokens: TokenCache::default() }
+    /// A provider reading its config objects and credentials with `client`; tenants'
+    /// configurations may not reach `tenant_denied`.
+    pub fn new(client: kube::Client, tenant_denied: DeniedNetworks) -> Self {
+        VaultProvider {
+            refs: ClusterRefs::new(client),
+            clients: ClientCache::default(),
+            tokens: TokenCache::default(),
+            tenant_denied,
+        }
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
@@ -89,7 +98,8 @@ impl VaultProvider {
         let key = CacheKey::of(ctx, config.generation);
         self.clients
             .get_or_build(&key, async {
-                let client = VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key).await?;
+                let denied = self.tenant_denied.for_request(ctx);
+                let client = VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key, &denied).await?;
                 tracing::info!(generation = key.generation, config = %config.what, server = %spec.server, "built a Vault client");
                 Ok(Target {
                     client,

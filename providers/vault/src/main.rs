@@ -16,8 +16,9 @@ async fn main() -> anyhow::Result<()> {
     keyward_provider_runtime::install_crypto_provider();
     let cli = Cli::parse();
     cli.runtime.init_logging();
+    let denied = cli.runtime.tenant_denied_networks.clone();
     keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
-        kube::Client::try_from(config).map(keyward_provider_vault::VaultProvider::new)
+        kube::Client::try_from(config).map(|c| keyward_provider_vault::VaultProvider::new(c, denied))
     })
     .await
     .map_err(|e| anyhow::anyhow!(e))

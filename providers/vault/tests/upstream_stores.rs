@@ -21,6 +21,7 @@ use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRequest,
     ValidateRequest,
 };
+use keyward_provider_runtime::netguard::DeniedNetworks;
 use keyward_provider_runtime::{Provider, check_provider_ref};
 use keyward_provider_vault::VaultProvider;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -149,6 +150,7 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretR
             property: property.into(),
             ..Default::default()
         }),
+        max_age_seconds: 0,
     }
 }
 
@@ -435,7 +437,8 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
         let spec = json!({"server": v.address(), "path": "secret",
             "auth": {"userPass": {"username": "app", "secretRef": {"name": "userpass", "key": "password"}}}});
         secret_store(&client, &ns, "vault", spec).await;
-        let provider = Arc::new(VaultProvider::new(client.clone()));
+        let denied = DeniedNetworks::parse(keyward_e2e::LOCAL_DENIED_NETWORKS).expect("the local list parses");
+        let provider = Arc::new(VaultProvider::new(client.clone(), denied));
         let r = store_ref("vault", &ns);
         let ctx = check_provider_ref("GetSecret", Some(&r), &ns, true).unwrap();
         let remote = ExternalSecretDataRemoteRef { key: key.clone(), property: "user".into(), ..Default::default() };

@@ -1,21 +1,21 @@
 //! The HTTP client of one configuration: its CA, its time limit, and the address check of
-//! [`crate::netguard`] for a tenant's configuration. Answers are read through the runtime's size
-//! cap ([`keyward_provider_runtime::body`]).
+//! [`keyward_provider_runtime::netguard`] for a tenant's configuration. Answers are read
+//! through the runtime's size cap ([`keyward_provider_runtime::body`]).
 
 use std::time::Duration;
 
 use keyward_crds::rules::parse_go_duration;
 use keyward_provider_runtime::body::{self, MAX_RESPONSE_BYTES, REQUEST_TIMEOUT};
+use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
 use keyward_provider_runtime::refs::ClusterRefs;
-use keyward_provider_runtime::{ProviderError, RequestContext, store_tls};
+use keyward_provider_runtime::{ProviderError, RequestContext, store_calls, store_tls};
 use reqwest::header::{HeaderName, HeaderValue};
 
 use crate::api::WebhookSpec;
-use crate::netguard::{DeniedNetworks, GuardedResolver, denied_in};
 use crate::render::Rendered;
 
-/// Most redirects followed (as Go's client).
-const MAX_REDIRECTS: usize = 10;
+/// The provider's name on [`store_calls`], upstream's.
+pub const PROVIDER_NAME: &str = "Webhook";
 
 /// A configuration's HTTP client.
 #[derive(Clone)]
@@ -65,22 +65,8 @@ impl HttpClient {
     ) -> Result<Self, ProviderError> {
         let roots = refs.ca_bundle(ctx, "spec", spec.ca_bundle.as_deref(), spec.ca_provider.as_ref()).await?;
         let timeout = request_timeout(spec)?;
-        let redirects = denied.clone();
-        let policy = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                return attempt.error(format!("stopped after {MAX_REDIRECTS} redirects"));
-            }
-            match redirects.check_url(attempt.url()) {
-                Ok(()) => attempt.follow(),
-                Err(d) => attempt.error(d),
-            }
-        });
-        let http = reqwest::Client::builder()
+        let http = guarded_http(&denied)
             .tls_backend_preconfigured(store_tls::client_config(roots, "spec.caBundle")?)
-            .dns_resolver(GuardedResolver(denied.clone()))
-            // The address check needs the provider to resolve and connect itself.
-            .no_proxy()
-            .redirect(policy)
             .connect_timeout(timeout)
             .timeout(timeout)
             .build()
@@ -99,8 +85,16 @@ impl HttpClient {
     }
 
     /// Sends the rendered request and reads the answer, at most [`MAX_RESPONSE_BYTES`] within
-    /// the time limit.
+    /// the time limit; counted as upstream's `HTTPRequest` store call ([`store_calls`]; an
+    /// answer below 400, or 404, is a successful call).
     pub async fn send(&self, method: &str, r: &Rendered) -> Result<Answer, ProviderError> {
+        let result = self.exchange(method, r).await;
+        let ok = matches!(&result, Ok(a) if a.status < 400 || a.status == 404);
+        store_calls::record(PROVIDER_NAME, "HTTPRequest", ok);
+        result
+    }
+
+    async fn exchange(&self, method: &str, r: &Rendered) -> Result<Answer, ProviderError> {
         let url = parse_url(&r.url)?;
         let server = server_of(&url);
         self.denied.check_url(&url).map_err(|d| ProviderError::PermissionDenied(d.to_string()))?;
@@ -135,8 +129,8 @@ impl HttpClient {
     }
 
     fn send_error(&self, server: &str, e: reqwest::Error) -> ProviderError {
-        if let Some(d) = denied_in(&e) {
-            return ProviderError::PermissionDenied(d.to_string());
+        if let Some(refused) = denied_error(&e) {
+            return refused;
         }
         if e.is_timeout() {
             return ProviderError::Unavailable(format!(

@@ -7,14 +7,14 @@ use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
 use keyward_provider_runtime::keys;
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, operator_owned};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
 use crate::api::{KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec};
 use crate::client::{HttpClient, check_status, parse_url, server_of};
-use crate::netguard::DeniedNetworks;
 use crate::render::{RemoteRef, Rendered, SecretData, render};
 use crate::result::{secret_map, secret_value};
+use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error};
 
 /// A configuration's client and the Secrets its templates see, cached per configuration,
 /// generation and owner for [`keyward_provider_runtime::refs::CLIENT_TTL`].
@@ -48,7 +48,7 @@ impl WebhookProvider {
         let target = self
             .clients
             .get_or_build(&key, async {
-                let denied = if operator_owned(ctx) { DeniedNetworks::none() } else { self.tenant_denied.clone() };
+                let denied = self.tenant_denied.for_request(ctx);
                 let http = HttpClient::build(&self.refs, ctx, &spec, denied).await?;
                 let secrets = self.template_secrets(ctx, &spec).await?;
                 Ok(Target { http, secrets })
@@ -234,10 +234,7 @@ impl Provider for WebhookProvider {
         let port = url.port_or_known_default().unwrap_or(80);
         target.http.denied().check_url(&url).map_err(|d| ProviderError::PermissionDenied(d.to_string()))?;
         let addrs = target.http.denied().resolve(host, port).await.map_err(|e| {
-            match e.downcast_ref::<crate::netguard::Denied>() {
-                Some(d) => ProviderError::PermissionDenied(d.to_string()),
-                None => ProviderError::Unavailable(format!("resolving {host}: {e}")),
-            }
+            denied_error(e.as_ref()).unwrap_or_else(|| ProviderError::Unavailable(format!("resolving {host}: {e}")))
         })?;
         let limit = target.http.timeout().min(Duration::from_secs(5));
         match tokio::time::timeout(limit, tokio::net::TcpStream::connect(&addrs[..])).await {

@@ -26,8 +26,8 @@ impl ConformanceTarget for WebhookTarget {
     }
 
     async fn start(&self) -> Result<RunningProvider, TestkitError> {
-        // The store listens on loopback: no denied networks for this process.
-        start_provider(Some("")).await
+        // The store listens on loopback: the harness's list, which leaves loopback allowed.
+        start_provider(Some(keyward_e2e::LOCAL_DENIED_NETWORKS)).await
     }
 
     fn provider_ref(&self) -> ProviderReference {

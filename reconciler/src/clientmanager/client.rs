@@ -170,6 +170,7 @@ impl ProviderClient {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
+            max_age_seconds: 0,
         };
         self.call("GetSecret", |mut c| {
             let req = req.clone();
@@ -188,6 +189,7 @@ impl ProviderClient {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
+            max_age_seconds: 0,
         };
         self.call("GetSecretMap", |mut c| {
             let req = req.clone();

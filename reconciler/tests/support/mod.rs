@@ -116,6 +116,7 @@ impl ProviderProcess {
             .arg(format!("127.0.0.1:{health_port}"))
             .arg("--tls-dir")
             .arg(&tls_dir)
+            .env(keyward_e2e::TENANT_DENIED_NETWORKS_ENV, keyward_e2e::LOCAL_DENIED_NETWORKS)
             .envs(env.iter().map(|(k, v)| (k, v)));
         let mut process = spawn_logged(binary, cmd);
         process.wait_for_log("provider serving", Duration::from_secs(60)).await;

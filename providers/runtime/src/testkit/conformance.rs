@@ -23,7 +23,7 @@ use keyward_proto::v1::{
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use super::{RunningProvider, TestkitError};
+use super::{RunningProvider, TestkitError, http_get};
 use crate::body::{BodyError, MAX_RESPONSE_BYTES};
 
 /// The properties of one remote value: a Secret's data, a KV secret's fields, a JSON object.
@@ -59,11 +59,20 @@ pub enum Case {
     FindPathTraversal,
     /// A server answering 300 MB is refused with the size-cap message, and the provider serves on.
     OversizedResponse,
+    /// A tenant's configuration naming a link-local or cloud metadata address (an IPv4 and an
+    /// IPv6 literal) is PERMISSION_DENIED before anything is sent, and the provider serves on.
+    /// The process runs with the harness's denied networks, which leave loopback to the tests'
+    /// stores ([`keyward_e2e::LOCAL_DENIED_NETWORKS`]).
+    DeniedAddress,
+    /// The provider's `/metrics` counts its calls to the store under upstream's
+    /// `externalsecret_provider_api_calls_count`, successful ones among them (the suite's reads
+    /// made some).
+    StoreCalls,
 }
 
 impl Case {
     /// Every case, in the order [`run_all`] runs them.
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 15] = [
         Case::Capabilities,
         Case::Validate,
         Case::Get,
@@ -77,6 +86,8 @@ impl Case {
         Case::Traversal,
         Case::FindPathTraversal,
         Case::OversizedResponse,
+        Case::DeniedAddress,
+        Case::StoreCalls,
     ];
 }
 
@@ -96,6 +107,8 @@ impl fmt::Display for Case {
             Case::Traversal => "traversal",
             Case::FindPathTraversal => "find-path-traversal",
             Case::OversizedResponse => "oversized-response",
+            Case::DeniedAddress => "denied-address",
+            Case::StoreCalls => "store-calls",
         })
     }
 }
@@ -170,7 +183,8 @@ pub trait ConformanceTarget: Send + Sync {
     /// A configuration Validate must call invalid, and a part of the message it must give.
     async fn invalid_config(&self) -> Result<(ProviderReference, String), String>;
 
-    /// Points the provider at `server` (for [`Case::OversizedResponse`]).
+    /// Points the provider at `server` (for [`Case::OversizedResponse`] and
+    /// [`Case::DeniedAddress`]).
     async fn point_at(&self, server: &Hostile) -> Result<Pointed, String> {
         let _ = server;
         Err(format!("{} cannot name another server; list Case::OversizedResponse in not_applicable", self.name()))
@@ -347,6 +361,8 @@ async fn run_case<T: ConformanceTarget + ?Sized>(run: &mut Run<'_, T>, case: Cas
         Case::Traversal => traversal(run).await,
         Case::FindPathTraversal => find_path_traversal(run).await,
         Case::OversizedResponse => oversized_response(run).await,
+        Case::DeniedAddress => denied_address(run).await,
+        Case::StoreCalls => store_calls(run).await,
     }
 }
 
@@ -387,6 +403,7 @@ impl<T: ConformanceTarget + ?Sized> Run<'_, T> {
             remote_ref: Self::remote(key, property),
             provider_ref: Some(pref.clone()),
             source_namespace: self.ns.clone(),
+            max_age_seconds: 0,
         };
         Ok(client.clone().get_secret(req).await?.into_inner().value)
     }
@@ -396,6 +413,7 @@ impl<T: ConformanceTarget + ?Sized> Run<'_, T> {
             remote_ref: Self::remote(key, ""),
             provider_ref: Some(self.pref.clone()),
             source_namespace: self.ns.clone(),
+            max_age_seconds: 0,
         };
         Ok(self.client.clone().get_secret_map(req).await?.into_inner().secrets)
     }
@@ -761,4 +779,60 @@ fn refused_by_cap<V: fmt::Debug>(what: &str, got: Result<V, Status>, cap: &str) 
         Err(e) => Err(format!("{what}: got {}, want Unavailable saying {cap:?}", show(&e))),
         Ok(v) => Err(format!("{what}: answered {v:?}, want Unavailable saying {cap:?}")),
     }
+}
+
+/// Addresses every provider refuses to a tenant: the cloud metadata service (IPv4) and AWS's
+/// IPv6 one. Nothing listens there in a test; a refusal must come before any connection.
+const DENIED_HOSTS: [&str; 2] = ["169.254.169.254", "[fd00:ec2::254]"];
+
+async fn denied_address<T: ConformanceTarget + ?Sized>(r: &mut Run<'_, T>) -> Result<(), String> {
+    let key = r.key(GET.0);
+    let hour = Duration::from_secs(3600);
+    let ca = CertificateAuthority::generate("keyward-denied-ca", hour).map_err(|e| format!("CA: {e}"))?;
+    for (i, host) in DENIED_HOSTS.iter().enumerate() {
+        // Distinct ports give the targets' configurations distinct names.
+        let urls = Hostile {
+            http_url: format!("http://{host}:{}", 81 + i),
+            https_url: format!("https://{host}:{}", 444 + i),
+            ca_pem: ca.cert_pem().to_string(),
+        };
+        let pref = match r.target.point_at(&urls).await.map_err(|e| format!("pointing at {host}: {e}"))? {
+            Pointed::Config(pref) => pref,
+            Pointed::Process(..) => {
+                return Err("the target names servers in the process's settings, which are the operator's: list \
+                            Case::DeniedAddress in not_applicable"
+                    .into());
+            }
+        };
+        let got = r.get_with(&r.client.clone(), &pref, &key, "user").await.map(|v| text(&v));
+        match got {
+            Err(e) if e.code() == Code::PermissionDenied && e.message().contains("denied network") => {}
+            Err(e) => {
+                return Err(format!(
+                    "GetSecret through a configuration naming {host}: got {}, want PermissionDenied saying \"denied network\"",
+                    show(&e)
+                ));
+            }
+            Ok(v) => return Err(format!("GetSecret through a configuration naming {host}: answered {v:?}")),
+        }
+    }
+    let user = r.get(&key, "user").await.map_err(|e| format!("GetSecret {key:?} after the refusals: {}", show(&e)))?;
+    expect_eq(&format!("GetSecret {key:?} property user after the refusals"), &text(&user), &"app".to_string())
+}
+
+async fn store_calls<T: ConformanceTarget + ?Sized>(r: &mut Run<'_, T>) -> Result<(), String> {
+    let metric = crate::store_calls::METRIC;
+    let (status, text) = http_get(r.running.health, "/metrics").await.map_err(|e| format!("GET /metrics: {e}"))?;
+    if status != 200 {
+        return Err(format!("GET /metrics answered {status}"));
+    }
+    let successes: f64 = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(r#"status="success""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    if successes < 1.0 {
+        return Err(format!("/metrics counts no successful store call as {metric}:\n{text}"));
+    }
+    Ok(())
 }

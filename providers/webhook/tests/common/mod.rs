@@ -307,8 +307,6 @@ pub async fn apply_secret(client: &Client, ns: &str, name: &str, data: &[(&str, 
 
 /// The provider with `denied` as its tenant denied networks (`None`: the default list).
 pub async fn start_provider(denied: Option<&str>) -> Result<RunningProvider, TestkitError> {
-    match denied {
-        Some(d) => launch("keyward-provider-webhook", &[("KEYWARD_WEBHOOK_TENANT_DENIED_NETWORKS", d)]).await,
-        None => launch("keyward-provider-webhook", &[]).await,
-    }
+    let denied = denied.unwrap_or(keyward_provider_runtime::netguard::DEFAULT_TENANT_DENIED_NETWORKS);
+    launch("keyward-provider-webhook", &[(keyward_e2e::TENANT_DENIED_NETWORKS_ENV, denied)]).await
 }
