@@ -77,7 +77,8 @@ pub fn review(object: &Value, namespace: Option<&str>, existing: bool, state: &S
     Some(Verdict { allowed: decision.allowed, message: decision.message, warnings: decision.warnings })
 }
 
-/// Records in `state` what the webhook's caches would hold of `object` (a Namespace, a store);
+/// Records in `state` what the webhook's caches would hold of `object` (a Namespace, a store, a
+/// ClusterGenerator);
 /// other kinds are ignored. `namespace` is the object's namespace, defaulted.
 pub fn record(state: &mut State, object: &Value, namespace: &str) {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
@@ -96,6 +97,11 @@ pub fn record(state: &mut State, object: &Value, namespace: &str) {
         (Some("external-secrets.io"), "ClusterSecretStore") => {
             let conditions = dynamic().and_then(|o| cluster_secret_store_conditions(&o));
             state.cluster_secret_stores.insert(name.to_string(), conditions);
+        }
+        // As the webhook's watch reads them: their namespace conditions only.
+        (Some("generators.external-secrets.io"), "ClusterGenerator") => {
+            let conditions = dynamic().and_then(|o| cluster_secret_store_conditions(&o));
+            state.cluster_generators.insert(name.to_string(), conditions);
         }
         (Some("external-secrets.io"), "Provider") => state.add_provider(namespace, name),
         (Some("external-secrets.io"), "SecretStore") => state.add_secret_store(namespace, name),
@@ -133,6 +139,24 @@ mod tests {
         assert!(!refused.allowed, "{refused:?}");
         let message = refused.message.unwrap();
         assert!(message.contains("spec.secretStoreRef") && message.contains("team-b"), "{message}");
+    }
+
+    #[test]
+    fn cluster_generator_conditions_are_recorded_as_the_webhook_caches_them() {
+        let mut state = State::default();
+        record(&mut state, &yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}\n"), "");
+        let generator = "apiVersion: generators.external-secrets.io/v1alpha1\nkind: ClusterGenerator\n\
+                         metadata: {name: pw}\nspec:\n  kind: Password\n  generator: {passwordSpec: {length: 12}}\n  \
+                         conditions: [{namespaces: [team-a]}]\n";
+        record(&mut state, &yaml(generator), "");
+        let es = yaml(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: pw, namespace: team-b}\n\
+             spec:\n  dataFrom: [{sourceRef: {generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, \
+             kind: ClusterGenerator, name: pw}}}]\n",
+        );
+        let v = review(&es, Some("team-b"), false, &state).unwrap();
+        assert!(!v.allowed, "{v:?}");
+        assert!(v.message.unwrap().contains("ClusterGenerator \"pw\" does not allow namespace \"team-b\""));
     }
 
     #[test]

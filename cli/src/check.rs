@@ -55,6 +55,7 @@ pub fn check(docs: &[Document], default_namespace: &str) -> Vec<Checked> {
                 | "ClusterProvider"
                 | "ClusterSecretStore"
                 | "ClusterExternalSecret"
+                | "ClusterGenerator"
                 | "CustomResourceDefinition"
         );
         (!cluster_scoped).then(|| d.namespace().unwrap_or(default_namespace).to_string())

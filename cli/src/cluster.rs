@@ -2,6 +2,7 @@
 //! webhook's cache contents.
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Secret};
+use keyward_crds::generators::ClusterGenerator;
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore, StoreKind};
 use keyward_webhook::cache::State;
 use kube::api::{DynamicObject, ListParams};
@@ -57,9 +58,17 @@ pub async fn list(
     }
 }
 
+/// A listed object as JSON with its `apiVersion` and `kind`, which list items may leave out.
+pub fn with_kind(o: &DynamicObject, resource: &ApiResource) -> Result<Value, Error> {
+    let mut value = serde_json::to_value(o).map_err(|e| Error::Output(e.to_string()))?;
+    value["apiVersion"] = resource.api_version.clone().into();
+    value["kind"] = resource.kind.clone().into();
+    Ok(value)
+}
+
 /// What the webhook's caches would hold now: namespace labels, ClusterProviders,
-/// ClusterSecretStores, and the Providers and SecretStores of `namespace` (all namespaces when
-/// `None`).
+/// ClusterSecretStores, ClusterGenerators, and the Providers and SecretStores of `namespace`
+/// (all namespaces when `None`).
 pub async fn admission_state(client: &Client, namespace: Option<&str>) -> Result<State, Error> {
     let mut state = State::default();
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -68,13 +77,14 @@ pub async fn admission_state(client: &Client, namespace: Option<&str>) -> Result
     for n in listed.items {
         state.namespaces.insert(n.name_any(), n.metadata.labels.unwrap_or_default());
     }
+    let mut sources: Vec<(ApiResource, Option<&str>)> = vec![(ApiResource::erase::<ClusterGenerator>(&()), None)];
     for kind in [StoreKind::ClusterProvider, StoreKind::ClusterSecretStore, StoreKind::Provider, StoreKind::SecretStore]
     {
-        let scope = if store_namespaced(kind) { namespace } else { None };
-        for o in list(client, &store_resource(kind), scope).await? {
-            let ns = o.namespace().unwrap_or_default();
-            let value = serde_json::to_value(&o).map_err(|e| Error::Output(e.to_string()))?;
-            record(&mut state, &value, &ns);
+        sources.push((store_resource(kind), if store_namespaced(kind) { namespace } else { None }));
+    }
+    for (resource, scope) in sources {
+        for o in list(client, &resource, scope).await? {
+            record(&mut state, &with_kind(&o, &resource)?, &o.namespace().unwrap_or_default());
         }
     }
     Ok(state)

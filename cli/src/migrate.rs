@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use keyward_crds::external_secret::GeneratorRef;
 use keyward_crds::registry::{PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION};
-use keyward_crds::rules::store_backend;
+use keyward_crds::rules::{generator_target, store_backend};
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
     SecretStoreSpec,
@@ -16,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::admission::review;
-use crate::cluster::{admission_state, connect, list};
+use crate::cluster::{admission_state, connect, list, with_kind};
 use crate::{Error, Output};
 
 /// Where the steps of the switch are written.
@@ -60,15 +61,19 @@ pub struct Store {
     pub not_served: Option<String>,
 }
 
-/// An object using generators.
+/// A generator reference Keyward does not serve.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GeneratorUse {
-    /// The object.
+    /// The ExternalSecret or PushSecret.
     #[serde(flatten)]
     pub object: ObjectRef,
-    /// Where it names a generator.
-    pub paths: Vec<String>,
+    /// Where it names the generator.
+    pub path: String,
+    /// The generator's kind as written.
+    pub generator_kind: String,
+    /// Why it is not served (`keyward_crds::rules::generator_target`).
+    pub not_served: String,
 }
 
 /// An object the webhook would refuse now.
@@ -90,7 +95,8 @@ pub struct Survey {
     pub stores: Vec<Store>,
     /// The provider processes the served stores need.
     pub providers_needed: BTreeSet<String>,
-    /// ExternalSecrets and PushSecrets that name a generator.
+    /// Generator references of ExternalSecrets and PushSecrets that name a kind Keyward does not
+    /// serve.
     pub generators: Vec<GeneratorUse>,
     /// Objects the admission rules refuse.
     pub refused: Vec<Refused>,
@@ -127,25 +133,37 @@ pub fn served_by(spec: &Value) -> Result<&'static str, String> {
     store_backend(&spec.provider, PROVIDER_KINDS).map(|b| b.provider_name()).map_err(|e| e.to_string())
 }
 
-/// Where an ExternalSecret or PushSecret names a generator.
-pub fn generator_paths(kind: &str, object: &Value) -> Vec<String> {
-    match kind {
+/// The generator references of an ExternalSecret or PushSecret that Keyward does not serve
+/// (path, kind, why), by the rule the webhook and the reconciler apply (`generator_target`).
+pub fn unserved_generators(kind: &str, object: &Value) -> Vec<(String, String, String)> {
+    let refs: Vec<(String, &Value)> = match kind {
         "ExternalSecret" => object
             .pointer("/spec/dataFrom")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .enumerate()
-            .filter(|(_, d)| d.pointer("/sourceRef/generatorRef").is_some_and(|g| !g.is_null()))
-            .map(|(i, _)| format!("spec.dataFrom[{i}].sourceRef.generatorRef"))
+            .filter_map(|(i, d)| {
+                d.pointer("/sourceRef/generatorRef").map(|g| (format!("spec.dataFrom[{i}].sourceRef.generatorRef"), g))
+            })
             .collect(),
         "PushSecret" => object
             .pointer("/spec/selector/generatorRef")
-            .filter(|g| !g.is_null())
-            .map(|_| vec!["spec.selector.generatorRef".to_string()])
+            .map(|g| vec![("spec.selector.generatorRef".to_string(), g)])
             .unwrap_or_default(),
         _ => Vec::new(),
-    }
+    };
+    refs.into_iter()
+        .filter(|(_, g)| !g.is_null())
+        .filter_map(|(path, g)| {
+            let kind = g.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+            let why = match GeneratorRef::deserialize(g) {
+                Ok(r) => generator_target(&r).err()?,
+                Err(e) => format!("cannot be read: {e}"),
+            };
+            Some((path, kind, why))
+        })
+        .collect()
 }
 
 /// The kinds the webhook admits, with their API resources.
@@ -184,19 +202,15 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
     };
     for (kind, resource) in admitted_kinds() {
         for o in list(client, &resource, None).await? {
-            let mut value = serde_json::to_value(&o).map_err(|e| Error::Output(e.to_string()))?;
-            // A list leaves the kind out of its items; the webhook reads it from the review.
-            value["apiVersion"] = resource.api_version.clone().into();
-            value["kind"] = kind.clone().into();
+            let value = with_kind(&o, &resource)?;
             let object = object_ref(&kind, &o);
             if matches!(kind.as_str(), "SecretStore" | "ClusterSecretStore") {
                 let s = store(object.clone(), value.get("spec").unwrap_or(&Value::Null));
                 survey.providers_needed.extend(s.served_by.clone());
                 survey.stores.push(s);
             }
-            let paths = generator_paths(&kind, &value);
-            if !paths.is_empty() {
-                survey.generators.push(GeneratorUse { object: object.clone(), paths });
+            for (path, generator_kind, not_served) in unserved_generators(&kind, &value) {
+                survey.generators.push(GeneratorUse { object: object.clone(), path, generator_kind, not_served });
             }
             if let Some(v) = review(&value, object.namespace.as_deref(), true, &state).filter(|v| !v.allowed) {
                 let message = v.message.unwrap_or_default();
@@ -228,14 +242,12 @@ pub fn text(s: &Survey) -> String {
             needed.join(", ")
         ));
     }
-    out.push_str(
-        "ExternalSecrets and PushSecrets using generatorRef (generators are not served; they report Ready=False):\n",
-    );
+    out.push_str("Generator references Keyward does not serve (see docs/generators.md):\n");
     if s.generators.is_empty() {
         out.push_str("  (none)\n");
     }
     for g in &s.generators {
-        out.push_str(&format!("  {}: {}\n", g.object, g.paths.join(", ")));
+        out.push_str(&format!("  {}: {} ({}): {}\n", g.object, g.path, g.generator_kind, g.not_served));
     }
     out.push_str("Objects Keyward's admission rules refuse now (changing them would be denied):\n");
     if s.refused.is_empty() {
@@ -285,14 +297,22 @@ mod tests {
     }
 
     #[test]
-    fn generator_references_are_found() {
+    fn generator_references_keyward_does_not_serve_are_found() {
         let es: Value = serde_yaml::from_str(
-            "spec: {dataFrom: [{extract: {key: a}}, {sourceRef: {generatorRef: {kind: Password, name: p}}}]}",
+            "spec: {dataFrom: [{extract: {key: a}}, {sourceRef: {generatorRef: {kind: Password, name: p}}}, \
+             {sourceRef: {generatorRef: {kind: ECRAuthorizationToken, name: e}}}]}",
         )
         .unwrap();
-        assert_eq!(generator_paths("ExternalSecret", &es), ["spec.dataFrom[1].sourceRef.generatorRef"]);
-        let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Password, name: p}}}").unwrap();
-        assert_eq!(generator_paths("PushSecret", &ps), ["spec.selector.generatorRef"]);
-        assert!(generator_paths("PushSecret", &es).is_empty());
+        let found = unserved_generators("ExternalSecret", &es);
+        assert_eq!(found.len(), 1, "Password is served: {found:?}");
+        let (path, kind, why) = &found[0];
+        assert_eq!(
+            (path.as_str(), kind.as_str()),
+            ("spec.dataFrom[2].sourceRef.generatorRef", "ECRAuthorizationToken")
+        );
+        assert!(why.contains("not served"), "{why}");
+        let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Vault, name: p}}}").unwrap();
+        assert_eq!(unserved_generators("PushSecret", &ps)[0].0, "spec.selector.generatorRef");
+        assert!(unserved_generators("PushSecret", &es).is_empty());
     }
 }

@@ -366,6 +366,8 @@ spec:
   dataFrom:
   - sourceRef:
       generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, kind: Password, name: pw}
+  - sourceRef:
+      generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, kind: ECRAuthorizationToken, name: ecr}
 ",
         )
         .await;
@@ -388,10 +390,15 @@ spec:
             "{text}"
         );
         assert!(text.contains(&format!("SecretStore {ns}/fake: fake: served by Keyward's fake provider")), "{text}");
+        // Password is served; ECRAuthorizationToken is not.
         assert!(
-            text.contains(&format!("ExternalSecret {ns}/generated: spec.dataFrom[0].sourceRef.generatorRef")),
+            text.contains(&format!(
+                "ExternalSecret {ns}/generated: spec.dataFrom[1].sourceRef.generatorRef (ECRAuthorizationToken): \
+                 generator kind \"ECRAuthorizationToken\" is not served"
+            )),
             "{text}"
         );
+        assert!(!text.contains(&format!("ExternalSecret {ns}/generated: spec.dataFrom[0]")), "{text}");
         assert!(text.contains("docs/migrating.md"), "{text}");
 
         let survey = json_of_any(&keyward(&["migrate", "-o", "json"]).await);
