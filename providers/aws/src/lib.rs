@@ -24,6 +24,7 @@ use keyward_crds::{SecretsManager, SecretsManagerSpec};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
+use keyward_provider_runtime::read_cache::ReadCache;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
@@ -80,12 +81,19 @@ impl Described {
 pub struct SecretsManagerProvider {
     refs: ClusterRefs,
     clients: ClientCache<Target>,
+    /// Values read for GetSecret and GetSecretMap, shared by the requests that read the same
+    /// secret or parameter (every property of it) within the age they accept.
+    pub(crate) reads: ReadCache<Vec<u8>>,
 }
 
 impl SecretsManagerProvider {
     /// A provider reading its config objects and credentials with `client`.
     pub fn new(client: kube::Client) -> Self {
-        SecretsManagerProvider { refs: ClusterRefs::new(client), clients: ClientCache::default() }
+        SecretsManagerProvider {
+            refs: ClusterRefs::new(client),
+            clients: ClientCache::default(),
+            reads: ReadCache::default(),
+        }
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
@@ -169,6 +177,18 @@ impl SecretsManagerProvider {
         Err(ProviderError::NoSecret(format!("secret {name:?} has no value in the requested version")))
     }
 
+    /// [`Self::value`] for GetSecret and GetSecretMap, shared ([`ReadCache::read`]).
+    async fn shared_value(
+        &self,
+        ctx: &RequestContext,
+        target: &Target,
+        name: &str,
+        version: &str,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let parsed = parse_version(version);
+        self.reads.read("GetSecretValue", ctx, name, version, self.value(target, name, &parsed)).await
+    }
+
     async fn current_value(&self, target: &Target, name: &str) -> Result<Option<Vec<u8>>, ProviderError> {
         match self.value(target, name, &Version::Current).await {
             Ok(v) => Ok(Some(v)),
@@ -239,7 +259,7 @@ impl Provider for SecretsManagerProvider {
     ) -> Result<Vec<u8>, ProviderError> {
         let target = self.target(ctx).await?;
         if target.parameter_store() {
-            return self.ps_get_secret(&target, remote_ref).await;
+            return self.ps_get_secret(ctx, &target, remote_ref).await;
         }
         let name = target.name(&remote_ref.key)?;
         if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
@@ -256,7 +276,7 @@ impl Provider for SecretsManagerProvider {
                     .ok_or_else(|| ProviderError::NoSecret(format!("secret {name:?} has no tag {p:?}"))),
             };
         }
-        let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
+        let raw = self.shared_value(ctx, &target, &name, &remote_ref.version).await?;
         if remote_ref.property.is_empty() { Ok(raw) } else { value_property(&raw, &name, &remote_ref.property) }
     }
 
@@ -267,10 +287,10 @@ impl Provider for SecretsManagerProvider {
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
         if target.parameter_store() {
-            return self.ps_get_secret_map(&target, remote_ref).await;
+            return self.ps_get_secret_map(ctx, &target, remote_ref).await;
         }
         let name = target.name(&remote_ref.key)?;
-        let raw = self.value(&target, &name, &parse_version(&remote_ref.version)).await?;
+        let raw = self.shared_value(ctx, &target, &name, &remote_ref.version).await?;
         value_map(&raw, &name, &remote_ref.property)
     }
 

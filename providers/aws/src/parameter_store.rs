@@ -18,7 +18,7 @@ use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
 use keyward_provider_runtime::json::{
     find_regex, has_property, push_metadata_spec, push_value, value_map, value_property, without_property,
 };
-use keyward_provider_runtime::{ProviderError, SecretMap};
+use keyward_provider_runtime::{ProviderError, RequestContext, SecretMap};
 use serde::Deserialize;
 
 use crate::client::map_sdk_error;
@@ -292,6 +292,7 @@ impl SecretsManagerProvider {
     /// GetSecret from Parameter Store.
     pub(crate) async fn ps_get_secret(
         &self,
+        ctx: &RequestContext,
         target: &Target,
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
@@ -309,8 +310,20 @@ impl SecretsManagerProvider {
                     .ok_or_else(|| ProviderError::NoSecret(format!("parameter {name:?} has no tag {p:?}"))),
             };
         }
-        let raw = self.ps_value(target, &name, &remote_ref.version).await?;
+        let raw = self.shared_ps_value(ctx, target, &name, &remote_ref.version).await?;
         if remote_ref.property.is_empty() { Ok(raw) } else { value_property(&raw, &name, &remote_ref.property) }
+    }
+
+    /// [`Self::ps_value`] for GetSecret and GetSecretMap, shared by the requests that read the
+    /// same parameter within the age they accept.
+    async fn shared_ps_value(
+        &self,
+        ctx: &RequestContext,
+        target: &Target,
+        name: &str,
+        version: &str,
+    ) -> Result<Vec<u8>, ProviderError> {
+        self.reads.read("GetParameter", ctx, name, version, self.ps_value(target, name, version)).await
     }
 
     /// The value of `name` at `version`, decrypted.
@@ -333,11 +346,12 @@ impl SecretsManagerProvider {
     /// GetSecretMap from Parameter Store.
     pub(crate) async fn ps_get_secret_map(
         &self,
+        ctx: &RequestContext,
         target: &Target,
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let name = target.name(&remote_ref.key)?;
-        let raw = self.ps_value(target, &name, &remote_ref.version).await?;
+        let raw = self.shared_ps_value(ctx, target, &name, &remote_ref.version).await?;
         value_map(&raw, &name, &remote_ref.property)
     }
 

@@ -62,6 +62,9 @@ pub struct RequestContext {
     /// Namespace of the ExternalSecret or PushSecret making the request (may be empty only for
     /// Validate with an explicit config namespace, and for Capabilities).
     pub source_namespace: String,
+    /// How old an answer the caller accepts (GetSecret's and GetSecretMap's
+    /// `max_age_seconds`; zero for every other call): what [`crate::read_cache`] may serve.
+    pub max_age: std::time::Duration,
 }
 
 impl RequestContext {
@@ -157,6 +160,7 @@ pub fn check_provider_ref(
         store_ref_kind,
         authentication_scope,
         source_namespace: source_namespace.to_string(),
+        max_age: std::time::Duration::ZERO,
     })
 }
 

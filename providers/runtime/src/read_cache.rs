@@ -13,6 +13,8 @@
 //! - Otherwise a successful answer younger than the request's `max_age` is returned from
 //!   memory; `max_age` 0 (every caller that does not say) always reads.
 //! - Errors are shared only with requests that waited for them, never kept for later ones.
+//! - Providers use the same cache for their raw reads ([`ReadCache::read`]): the value of one
+//!   key read once for every property and form asked of it.
 //! - Answers are kept within a byte budget ([`MAX_CACHED_BYTES`]) and for at most
 //!   [`MAX_AGE`]; past the budget an answer is still shared with its waiters but not kept.
 
@@ -92,6 +94,13 @@ impl Weighed for HashMap<String, Vec<u8>> {
     }
 }
 
+impl Weighed for serde_json::Map<String, serde_json::Value> {
+    fn weight(&self) -> usize {
+        // Its JSON text: close to what it holds, and only counted once per kept answer.
+        serde_json::to_vec(self).map_or(usize::MAX, |v| v.len())
+    }
+}
+
 /// The last answer of one key.
 struct Answer<V> {
     result: Result<V, ProviderError>,
@@ -144,6 +153,25 @@ impl<V: Clone + Weighed> ReadCache<V> {
         let kept = result.is_ok() && self.reserve(weight);
         *held = Some(Answer { result: result.clone(), at: Instant::now(), kept });
         result
+    }
+
+    /// A provider's raw read of `key` at `version` (`operation` names the store call): shared
+    /// by every request of the same configuration, scope and namespace that reads the same
+    /// value, whatever property or form it asks for, so several `data` entries reading one
+    /// remote secret make one store call. Within the age the request accepts (`ctx.max_age`).
+    pub async fn read<F>(
+        &self,
+        operation: &'static str,
+        ctx: &RequestContext,
+        key: &str,
+        version: &str,
+        read: F,
+    ) -> Result<V, ProviderError>
+    where
+        F: Future<Output = Result<V, ProviderError>>,
+    {
+        let remote = ExternalSecretDataRemoteRef { key: key.into(), version: version.into(), ..Default::default() };
+        self.get(ReadKey::new(operation, ctx, &remote), ctx.max_age, read).await
     }
 
     /// Bytes of kept answers.

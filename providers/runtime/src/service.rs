@@ -116,6 +116,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
         let (reads, max_age) = (self.reads.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
+        let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
             let read = ReadKey::new(M, &ctx, &remote_ref);
             let value = reads.get(read, max_age, p.get_secret(&ctx, &remote_ref)).await?;
@@ -135,6 +136,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
         let (maps, max_age) = (self.maps.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
+        let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
             let read = ReadKey::new(M, &ctx, &remote_ref);
             let secrets = maps.get(read, max_age, p.get_secret_map(&ctx, &remote_ref)).await?;
@@ -263,6 +265,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
                 store_ref_kind: crate::context::StoreRefKind::Provider,
                 authentication_scope: None,
                 source_namespace: req.source_namespace.clone(),
+                max_age: Duration::ZERO,
             })
         });
         self.run(

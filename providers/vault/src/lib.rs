@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use keyward_provider_runtime::json::{push_value, value_map, value_property};
 use keyward_provider_runtime::keys;
 use keyward_provider_runtime::netguard::DeniedNetworks;
+use keyward_provider_runtime::read_cache::ReadCache;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
@@ -61,6 +62,8 @@ pub struct VaultProvider {
     tokens: TokenCache,
     /// What a tenant's configuration may not reach.
     tenant_denied: DeniedNetworks,
+    /// KV reads shared by the requests that read the same secret (every property of it).
+    reads: ReadCache<Map<String, Value>>,
 }
 
 fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
@@ -76,6 +79,7 @@ impl VaultProvider {
             clients: ClientCache::default(),
             tokens: TokenCache::default(),
             tenant_denied,
+            reads: ReadCache::default(),
         }
     }
 
@@ -171,6 +175,19 @@ impl VaultProvider {
             target.client.ok(Method::GET, &loc.data(), None, &query, &what).await.map_err(|e| self.fail(target, e))?;
         // A deleted or destroyed KV v2 version answers with metadata and no data.
         secret_data(loc.version, &body).ok_or_else(|| ProviderError::NoSecret(format!("{what} has no data (deleted)")))
+    }
+
+    /// [`Self::read`] for GetSecret and GetSecretMap: one store call for every request of the
+    /// same configuration that reads this secret within the age it accepts.
+    async fn read_shared(
+        &self,
+        ctx: &RequestContext,
+        target: &Target,
+        loc: &Location,
+        version: &str,
+    ) -> Result<Map<String, Value>, ProviderError> {
+        let key = format!("{}/{}", loc.mount, loc.path);
+        self.reads.read("ReadSecretData", ctx, &key, version, self.read(target, loc, version)).await
     }
 
     async fn read_opt(&self, target: &Target, loc: &Location) -> Result<Option<Map<String, Value>>, ProviderError> {
@@ -301,7 +318,7 @@ impl Provider for VaultProvider {
                 }),
             };
         }
-        let data = data_bytes(&self.read(&target, &loc, &remote_ref.version).await?)?;
+        let data = data_bytes(&self.read_shared(ctx, &target, &loc, &remote_ref.version).await?)?;
         if remote_ref.property.is_empty() {
             Ok(data)
         } else {
@@ -316,7 +333,7 @@ impl Provider for VaultProvider {
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
         let loc = self.located(&target, &remote_ref.key).await?;
-        let data = data_bytes(&self.read(&target, &loc, &remote_ref.version).await?)?;
+        let data = data_bytes(&self.read_shared(ctx, &target, &loc, &remote_ref.version).await?)?;
         value_map(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
     }
 

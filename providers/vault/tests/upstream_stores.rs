@@ -74,6 +74,11 @@ impl Audit {
     fn count(&self, path: &str) -> usize {
         self.requests().iter().filter(|r| r["path"] == path).count()
     }
+
+    /// How many reads (not writes: `vault kv put` is logged at the same path) went to `path`.
+    fn reads(&self, path: &str) -> usize {
+        self.requests().iter().filter(|r| r["path"] == path && r["operation"] == "read").count()
+    }
 }
 
 impl Drop for Audit {
@@ -502,6 +507,70 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
         }
         assert_eq!(logins(), 5, "one login for the ClusterSecretStore, whichever namespace asks");
         delete_cluster_store(&client, &cluster).await;
+    })
+    .await;
+}
+
+/// One Vault read per secret per refresh window: requests through one store that read the same
+/// secret (every property of it, as several `data` entries do) share one KV read within the age
+/// they accept, counted in Vault's audit log; a request that accepts no age reads again; another
+/// tenant with its own credentials reading the same key name never gets the first tenant's
+/// answer (its own read, its own token).
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_of_one_secret_share_one_store_call_per_identity() {
+    let v = vault(VaultDev::start());
+    let audit = Audit::enable(&v, &[]);
+    with_temp_namespace(&[], |client, ns| async move {
+        with_temp_namespace(&[], |_, other| async move {
+            let key = format!("{ns}/shared");
+            v.cli(&["kv", "put", &format!("secret/{key}"), "user=app", "password=pw", "host=db"]);
+            secret(&client, &ns, "userpass", &[("password", "pw-1")]).await;
+            let spec = json!({"server": v.address(), "path": "secret",
+                "auth": {"userPass": {"username": "app", "secretRef": {"name": "userpass", "key": "password"}}}});
+            secret_store(&client, &ns, "vault", spec.clone()).await;
+            secret(&client, &other, "userpass", &[("password", "pw-1")]).await;
+            secret_store(&client, &other, "vault", spec).await;
+            let denied = DeniedNetworks::parse(keyward_e2e::LOCAL_DENIED_NETWORKS).expect("the local list parses");
+            let provider = Arc::new(VaultProvider::new(client.clone(), denied));
+            let minute = Duration::from_secs(60);
+            let ctx_of = |source: &str, max_age: Duration| {
+                let ctx = check_provider_ref("GetSecret", Some(&store_ref("vault", source)), source, true).unwrap();
+                keyward_provider_runtime::RequestContext { max_age, ..ctx }
+            };
+            let remote = |property: &str| ExternalSecretDataRemoteRef {
+                key: key.clone(),
+                property: property.into(),
+                ..Default::default()
+            };
+            let reads = || audit.reads(&format!("secret/data/{key}"));
+
+            // Thirty requests at once, for three properties: one read.
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..30 {
+                let (p, ctx, r) = (provider.clone(), ctx_of(&ns, minute), remote(["user", "password", "host"][i % 3]));
+                tasks.spawn(async move { p.get_secret(&ctx, &r).await });
+            }
+            let answers: Vec<_> =
+                tasks.join_all().await.into_iter().map(|a| String::from_utf8(a.unwrap()).unwrap()).collect();
+            assert_eq!(answers.iter().filter(|a| *a == "app").count(), 10, "{answers:?}");
+            assert_eq!(reads(), 1, "thirty requests for one secret, one KV read");
+
+            // Later requests within the age they accept: still one read; GetSecretMap too.
+            assert_eq!(provider.get_secret(&ctx_of(&ns, minute), &remote("host")).await.unwrap(), b"db");
+            let map = provider.get_secret_map(&ctx_of(&ns, minute), &remote("")).await.unwrap();
+            assert_eq!(map.get("password").map(Vec::as_slice), Some(b"pw".as_slice()));
+            assert_eq!(reads(), 1);
+
+            // A changed value reaches a request that accepts no age, at once.
+            v.cli(&["kv", "put", &format!("secret/{key}"), "user=app2", "password=pw", "host=db"]);
+            assert_eq!(provider.get_secret(&ctx_of(&ns, Duration::ZERO), &remote("user")).await.unwrap(), b"app2");
+            assert_eq!(reads(), 2);
+
+            // Another namespace's store, same key name: its own read.
+            assert_eq!(provider.get_secret(&ctx_of(&other, minute), &remote("user")).await.unwrap(), b"app2");
+            assert_eq!(reads(), 3, "another tenant never shares the first tenant's answer");
+        })
+        .await;
     })
     .await;
 }
