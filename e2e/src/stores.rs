@@ -257,6 +257,18 @@ impl VaultDev {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("vault {}: not JSON ({e}): {out}", all.join(" ")))
     }
 
+    /// Turns on Vault's file audit log, with `headers` recorded in the clear: every request
+    /// Vault serves, as Vault itself saw it (tests count store calls with it).
+    pub fn audit(&self, headers: &[&str]) -> VaultAudit {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let path = std::env::temp_dir().join(format!("vault-audit-{}-{nanos:x}.log", std::process::id()));
+        self.cli(&["audit", "enable", "file", &format!("file_path={}", path.display())]);
+        for h in headers {
+            self.cli(&["write", &format!("sys/config/auditing/request-headers/{h}"), "hmac=false"]);
+        }
+        VaultAudit(path)
+    }
+
     /// Writes a policy.
     pub fn policy(&self, name: &str, hcl: &str) {
         self.try_cli_with_stdin(&["policy", "write", name, "-"], Some(hcl)).unwrap_or_else(|e| panic!("{e}"));
@@ -360,5 +372,36 @@ impl Slapd {
     /// The slapd process (for its log).
     pub fn process(&self) -> &ChildProcess {
         &self.process
+    }
+}
+
+/// Vault's audit log ([`VaultDev::audit`]), removed when dropped.
+pub struct VaultAudit(PathBuf);
+
+impl VaultAudit {
+    /// Requests (not responses) Vault logged.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.0).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == "request")
+            .map(|e| e["request"].clone())
+            .collect()
+    }
+
+    /// How many requests went to `path`.
+    pub fn count(&self, path: &str) -> usize {
+        self.requests().iter().filter(|r| r["path"] == path).count()
+    }
+
+    /// How many reads (not writes: `vault kv put` is logged at the same path) went to `path`.
+    pub fn reads(&self, path: &str) -> usize {
+        self.requests().iter().filter(|r| r["path"] == path && r["operation"] == "read").count()
+    }
+}
+
+impl Drop for VaultAudit {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

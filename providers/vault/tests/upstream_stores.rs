@@ -47,50 +47,6 @@ fn vault(v: VaultDev) -> VaultDev {
     v
 }
 
-/// Vault's audit log in a file, with `headers` recorded in the clear.
-struct Audit(std::path::PathBuf);
-
-impl Audit {
-    fn enable(v: &VaultDev, headers: &[&str]) -> Audit {
-        let path = std::env::temp_dir().join(format!("vault-audit-{}-{:x}.log", std::process::id(), rand_suffix()));
-        v.cli(&["audit", "enable", "file", &format!("file_path={}", path.display())]);
-        for h in headers {
-            v.cli(&["write", &format!("sys/config/auditing/request-headers/{h}"), "hmac=false"]);
-        }
-        Audit(path)
-    }
-
-    /// Requests (not responses) Vault logged.
-    fn requests(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.0).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["type"] == "request")
-            .map(|e| e["request"].clone())
-            .collect()
-    }
-
-    /// How many requests went to `path`.
-    fn count(&self, path: &str) -> usize {
-        self.requests().iter().filter(|r| r["path"] == path).count()
-    }
-
-    /// How many reads (not writes: `vault kv put` is logged at the same path) went to `path`.
-    fn reads(&self, path: &str) -> usize {
-        self.requests().iter().filter(|r| r["path"] == path && r["operation"] == "read").count()
-    }
-}
-
-impl Drop for Audit {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
-
 async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let data = data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect();
     let s = Secret {
@@ -182,7 +138,7 @@ fn push(r: &ProviderReference, ns: &str, remote: &str, value: &str) -> PushSecre
 #[tokio::test(flavor = "multi_thread")]
 async fn secret_stores_with_userpass_and_ldap_headers_and_check_and_set() {
     let v = vault(VaultDev::start());
-    let audit = Audit::enable(&v, &["x-keyward-tenant"]);
+    let audit = v.audit(&["x-keyward-tenant"]);
     let ldap = Slapd::start();
     v.cli(&["auth", "enable", "ldap"]);
     v.cli(&[
@@ -434,7 +390,7 @@ async fn read_user(
 #[tokio::test(flavor = "multi_thread")]
 async fn one_login_per_token_lifetime_across_client_rebuilds() {
     let v = vault(VaultDev::start());
-    let audit = Audit::enable(&v, &[]);
+    let audit = v.audit(&[]);
     with_temp_namespace(&[], |client, ns| async move {
         let key = format!("{ns}/db");
         v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
@@ -519,7 +475,7 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_of_one_secret_share_one_store_call_per_identity() {
     let v = vault(VaultDev::start());
-    let audit = Audit::enable(&v, &[]);
+    let audit = v.audit(&[]);
     with_temp_namespace(&[], |client, ns| async move {
         with_temp_namespace(&[], |_, other| async move {
             let key = format!("{ns}/shared");
@@ -607,7 +563,7 @@ async fn iam_login_against_moto() {
     let users = moto.boto3("us-east-1", &setup).unwrap();
     let users: Value = serde_json::from_str(users.trim()).unwrap();
     let v = vault(VaultDev::start());
-    let audit = Audit::enable(&v, &[]);
+    let audit = v.audit(&[]);
     let sts = moto.endpoint();
     for (mount, server_id) in [("aws", None), ("aws-sid", Some("vault.keyward.test"))] {
         v.cli(&["auth", "enable", &format!("-path={mount}"), "aws"]);

@@ -164,13 +164,18 @@ impl ProviderClient {
             .inc();
     }
 
-    /// `GetSecret`.
-    pub async fn get_secret(&self, remote_ref: pb::ExternalSecretDataRemoteRef) -> Result<Vec<u8>, ProviderError> {
+    /// `GetSecret`, accepting an answer up to `max_age` old (the provider may share one store
+    /// call between identical requests within it).
+    pub async fn get_secret(
+        &self,
+        remote_ref: pb::ExternalSecretDataRemoteRef,
+        max_age: Duration,
+    ) -> Result<Vec<u8>, ProviderError> {
         let req = pb::GetSecretRequest {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
-            max_age_seconds: 0,
+            max_age_seconds: max_age_seconds(max_age),
         };
         self.call("GetSecret", |mut c| {
             let req = req.clone();
@@ -180,16 +185,17 @@ impl ProviderClient {
         .map(|r| r.value)
     }
 
-    /// `GetSecretMap`.
+    /// `GetSecretMap`, accepting an answer up to `max_age` old.
     pub async fn get_secret_map(
         &self,
         remote_ref: pb::ExternalSecretDataRemoteRef,
+        max_age: Duration,
     ) -> Result<HashMap<String, Vec<u8>>, ProviderError> {
         let req = pb::GetSecretMapRequest {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
-            max_age_seconds: 0,
+            max_age_seconds: max_age_seconds(max_age),
         };
         self.call("GetSecretMap", |mut c| {
             let req = req.clone();
@@ -302,4 +308,9 @@ impl ProviderClient {
             },
         )
     }
+}
+
+/// `max_age` in whole seconds, rounded down (an answer is never older than the caller allows).
+fn max_age_seconds(max_age: Duration) -> u32 {
+    u32::try_from(max_age.as_secs()).unwrap_or(u32::MAX)
 }

@@ -2,6 +2,7 @@
 //! several stores, decodes and rewrites them, and merges them into one map.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, stream};
@@ -187,7 +188,7 @@ enum Answer {
 
 impl Planned {
     /// The answer, or the error (for a provider, with its state captured right when it failed).
-    async fn call(&self, generators: &GeneratorContext<'_>) -> Result<Answer, CallError> {
+    async fn call(&self, generators: &GeneratorContext<'_>, max_age: Duration) -> Result<Answer, CallError> {
         // Planning gives every store entry a client and no generator one.
         let no_store = || CallError::Generator(GeneratorError::Invalid(format!("{}: no store to call", self.entry)));
         let client = match (&self.request, &self.client) {
@@ -201,8 +202,8 @@ impl Planned {
             (_, None) => return Err(no_store()),
         };
         let answer = match &self.request {
-            Request::Value { remote, .. } => client.get_secret(remote.clone()).await.map(Answer::Value),
-            Request::Extract { remote, .. } => client.get_secret_map(remote.clone()).await.map(Answer::Map),
+            Request::Value { remote, .. } => client.get_secret(remote.clone(), max_age).await.map(Answer::Value),
+            Request::Extract { remote, .. } => client.get_secret_map(remote.clone(), max_age).await.map(Answer::Map),
             Request::Find { find, .. } => client.get_all_secrets(find.clone()).await.map(Answer::Map),
             Request::Generate { .. } => return Err(no_store()),
         };
@@ -214,13 +215,15 @@ impl Planned {
 /// so a manifest error is reported before anything is fetched; then the provider calls run, at
 /// most `concurrency` at once, and their answers are merged in manifest order (a later entry
 /// wins a key, as when they ran one after another).
-/// Transform rewrites (templates) run on the render pool.
+/// Transform rewrites (templates) run on the render pool. Store answers up to `max_age` old
+/// are accepted (`refresh::read_max_age`).
 pub async fn fetch(
     client: &kube::Client,
     manager: &ClientManager,
     renders: &RenderPool,
     es: &ExternalSecret,
     concurrency: usize,
+    max_age: Duration,
 ) -> Result<Fetched, FetchError> {
     let spec = &es.spec;
     let tolerate_missing = spec.target.deletion_policy != DeletionPolicy::Retain;
@@ -268,7 +271,7 @@ pub async fn fetch(
     // Boxed and collected first: a stream of futures borrowing `generators` through a closure
     // is not `Send` for every lifetime, which the controller needs.
     let calls: Vec<BoxFuture<'_, Result<Answer, CallError>>> =
-        planned.iter().map(|p| p.call(&generators).boxed()).collect();
+        planned.iter().map(|p| p.call(&generators, max_age).boxed()).collect();
     let answers: Vec<_> = stream::iter(calls).buffered(concurrency.max(1)).collect().await;
     let mut out = Fetched { entries: planned.len(), ..Default::default() };
     for (p, answer) in planned.into_iter().zip(answers) {

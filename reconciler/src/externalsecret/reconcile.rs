@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::fetch::{FetchError, fetch};
-use super::refresh::{Decision, RefreshState, decide, jitter, object_hash};
+use super::refresh::{Decision, RefreshState, decide, jitter, object_hash, read_max_age};
 use super::render::{load_sources, render_in_pool};
 use super::target::{
     FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata, written_by_upstream,
@@ -172,7 +172,7 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     }
 
     ctx.metrics.external_secrets.sync_started(&ns, &name);
-    let outcome = sync(&es, &ctx, &secrets, existing.as_deref()).await;
+    let outcome = sync(&es, &ctx, &secrets, existing.as_deref(), read_max_age(&state)).await;
     let action = match outcome {
         Ok(synced) => {
             ctx.clear_failures(&key);
@@ -297,12 +297,14 @@ async fn sync(
     ctx: &Context,
     secrets: &Api<Secret>,
     existing: Option<&PartialObjectMeta<Secret>>,
+    max_age: Duration,
 ) -> Result<Synced, Failed> {
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
     let err = |message: String| Failed::new(reason::SECRET_SYNCED_ERROR, message);
-    let fetched =
-        fetch(&ctx.client, &ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency).await.map_err(|e| {
+    let fetched = fetch(&ctx.client, &ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency, max_age)
+        .await
+        .map_err(|e| {
             let kind = match &e {
                 FetchError::Config(_) => "invalid ExternalSecret",
                 FetchError::Client { .. } => "cannot use store",

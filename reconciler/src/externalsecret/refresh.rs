@@ -73,6 +73,19 @@ pub fn decide(s: RefreshState<'_>) -> Decision {
     }
 }
 
+/// How old a store answer a sync accepts (its provider calls' `max_age_seconds`): a tenth of
+/// the refresh interval — the jitter window, so ExternalSecrets refreshed together share one
+/// store call per secret — for a periodic refresh, a retry and a first sync; none for a sync the
+/// object's own change asked for (a spec edit, `force-sync`), which reads the store anew. A
+/// value changed in the store reaches the Secret within 1.2 refresh intervals at most (the
+/// interval, its jitter and this age).
+pub fn read_max_age(s: &RefreshState<'_>) -> Duration {
+    match s.synced_hash {
+        Some(synced) if synced != s.current_hash => Duration::ZERO,
+        _ => s.interval / 10,
+    }
+}
+
 /// A stable per-object jitter in `[0, interval / 10)`, derived from the object's UID so every
 /// reconcile of the same object agrees on it.
 pub fn jitter(uid: &str, interval: Duration) -> Duration {
@@ -117,6 +130,15 @@ mod tests {
             jitter: Duration::from_secs(3),
             window: WindowGate::Open,
         }
+    }
+
+    #[test]
+    fn a_periodic_refresh_accepts_a_tenth_of_its_interval_and_a_change_nothing() {
+        let s = state(None);
+        assert_eq!(read_max_age(&s), s.interval / 10);
+        assert_eq!(read_max_age(&RefreshState { synced_hash: None, ..s }), s.interval / 10, "first sync");
+        assert_eq!(read_max_age(&RefreshState { current_hash: "new", ..s }), Duration::ZERO, "spec or force-sync");
+        assert_eq!(read_max_age(&RefreshState { interval: Duration::ZERO, ..s }), Duration::ZERO);
     }
 
     #[test]
