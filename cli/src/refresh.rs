@@ -151,10 +151,9 @@ pub fn external_secret(es: &ExternalSecret, target_missing: bool, now: Timestamp
 /// A PushSecret's next push. The reconciler pushes again `refreshInterval` after each push it
 /// reports (a `refreshInterval` that does not parse counts as 1h there), and never for 0.
 pub fn push_secret(ps: &PushSecret, now: Timestamp) -> NextRefresh {
-    let interval = parse_go_duration(&ps.spec.refresh_interval).unwrap_or(Duration::from_secs(3600));
-    if interval.is_zero() {
+    let Some(interval) = keyward_reconciler::pushsecret::reconcile::push_interval(ps) else {
         return NextRefresh::Never { why: "refreshInterval 0: only a change of the PushSecret pushes again".into() };
-    }
+    };
     match ps.status.as_ref().and_then(|s| s.refresh_time.as_ref()) {
         None => NextRefresh::Now { why: "it has not pushed yet".into() },
         Some(t) => NextRefresh::At {

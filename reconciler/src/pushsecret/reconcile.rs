@@ -183,14 +183,24 @@ async fn sync(ps: Arc<PushSecret>, ctx: &Context) -> Result<Action, Error> {
             if changed {
                 ctx.event(&ps.object_ref(&()), false, "Synced", "Push", message).await;
             }
-            let interval = parse_go_duration(&ps.spec.refresh_interval).unwrap_or(Duration::from_secs(3600));
-            Ok(if interval.is_zero() { Action::await_change() } else { Action::requeue(interval) })
+            Ok(match push_interval(&ps) {
+                Some(interval) => Action::requeue(interval),
+                None => Action::await_change(),
+            })
         }
         Err(failure) => {
             ctx.metrics.push_secrets.sync_failed(&ns, &name);
             fail(&ps, ctx, &api, status, failure).await
         }
     }
+}
+
+/// How long after a push the PushSecret pushes again: its `refreshInterval` (upstream's default
+/// of an hour if it does not parse, which admission refuses anyway); `None` for 0, which pushes
+/// again only when the PushSecret changes.
+pub fn push_interval(ps: &PushSecret) -> Option<Duration> {
+    let interval = parse_go_duration(&ps.spec.refresh_interval).unwrap_or(Duration::from_secs(3600));
+    (!interval.is_zero()).then_some(interval)
 }
 
 fn key(ns: &str, name: &str) -> ObjectKey {
