@@ -416,7 +416,7 @@ fn rbac_aggregates_the_external_secrets_kinds_into_view_edit_and_admin() {
     }
     assert_eq!(label(edit, "view"), Value::Null, "viewers write nothing");
     assert_eq!((label(edit, "edit"), label(edit, "admin")), (json!("true"), json!("true")));
-    for group in ["external-secrets.io", "provider.external-secrets.io"] {
+    for group in ["external-secrets.io", "provider.external-secrets.io", "generators.external-secrets.io"] {
         let all = kinds(group, false);
         assert!(!all.is_empty(), "{group} CRDs");
         assert_eq!(granted(view, group), (all, vec!["get".into(), "list".into(), "watch".into()]), "{group}");
