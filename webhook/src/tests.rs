@@ -1313,10 +1313,19 @@ fn a_generator_ref_to_a_cluster_generator_follows_its_conditions_and_unserved_ki
     assert!(d.warnings[0].contains("ClusterGenerator \"later\" does not exist yet"), "{d:?}");
     let d = validate(ES, "CREATE", Some("team-b"), es("Password", "pw"), &c);
     assert!(d.allowed && d.warnings.is_empty(), "a namespaced generator is the namespace's own: {d:?}");
+    // One of upstream's kinds Keyward does not serve: admitted, so upstream's manifests apply
+    // unchanged, with a warning; an unknown kind is refused.
+    let d = validate(ES, "CREATE", Some("team-b"), es("VaultDynamicSecret", "v"), &c);
+    assert!(d.allowed, "{d:?}");
+    assert!(
+        d.warnings.iter().any(|w| w.starts_with("spec.dataFrom[0].sourceRef.generatorRef: ")
+            && w.contains("\"VaultDynamicSecret\" is not served")),
+        "{d:?}"
+    );
     denied_with(
-        &validate(ES, "CREATE", Some("team-b"), es("VaultDynamicSecret", "v"), &c),
+        &validate(ES, "CREATE", Some("team-b"), es("Passwords", "v"), &c),
         400,
-        &["spec.dataFrom[0].sourceRef.generatorRef", "\"VaultDynamicSecret\" is not served"],
+        &["spec.dataFrom[0].sourceRef.generatorRef", "unknown generator kind \"Passwords\""],
     );
     let ps = json!({
         "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret", "metadata": {"name": "p"},

@@ -8,8 +8,8 @@ use keyward_crds::rules::{
     CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
     check_boundary, check_generator_namespace_admitted, check_namespace_admitted, check_push_override, config_owner,
     push_metadata_remote_namespace, secret_store_boundary, secret_store_warnings, store_ref_kind,
-    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_provider,
-    validate_push_secret, validate_secret_store,
+    unserved_generator_warning, validate_cluster_external_secret, validate_cluster_provider, validate_external_secret,
+    validate_provider, validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
@@ -339,8 +339,13 @@ impl Check {
 
     /// A `generatorRef` to a ClusterGenerator: its namespace conditions decide, with the rule of
     /// ClusterProviders. Other kinds are checked by the spec rules (served kinds) and read by the
-    /// reconciler in the manifest's own namespace.
+    /// reconciler in the manifest's own namespace; one of upstream's kinds Keyward does not serve
+    /// is admitted with a warning.
     fn cluster_generator_use(&mut self, state: &State, ns: &str, path: &str, r: &GeneratorRef) {
+        if let Some(w) = unserved_generator_warning(r) {
+            self.warnings.push(format!("{path}: {w}"));
+            return;
+        }
         if r.kind != CLUSTER_GENERATOR_KIND || r.name.is_empty() {
             return;
         }

@@ -61,6 +61,21 @@ pub fn generator_target(r: &GeneratorRef) -> Result<GeneratorTarget, String> {
     }
 }
 
+/// The warning for a `generatorRef` to one of upstream's generator kinds Keyward does not
+/// serve: such a reference is admitted, so upstream's manifests apply unchanged, and the object
+/// reports `Ready=False` with [`generator_target`]'s message where the generator is used.
+pub fn unserved_generator_warning(r: &GeneratorRef) -> Option<String> {
+    let upstream_api = r.api_version.as_deref().is_none_or(|v| v == GENERATOR_API_VERSION);
+    (upstream_api && UNSERVED_GENERATOR_KINDS.contains(&r.kind.as_str())).then(|| {
+        format!(
+            "generator kind {:?} is not served by Keyward: the object is admitted and reports Ready=False until it \
+             names one of {}",
+            r.kind,
+            served_kinds()
+        )
+    })
+}
+
 fn served_kinds() -> String {
     let mut kinds: Vec<&str> = GeneratorKind::ALL.iter().map(|k| k.as_str()).collect();
     kinds.push(CLUSTER_GENERATOR_KIND);
@@ -152,6 +167,16 @@ mod tests {
 
     fn r(kind: &str, api_version: Option<&str>) -> GeneratorRef {
         GeneratorRef { api_version: api_version.map(String::from), kind: kind.into(), name: "g".into() }
+    }
+
+    #[test]
+    fn upstreams_unserved_kinds_are_admitted_with_a_warning_and_unknown_ones_are_not() {
+        let w = unserved_generator_warning(&r("ECRAuthorizationToken", None)).expect("a warning");
+        assert!(w.contains("\"ECRAuthorizationToken\" is not served") && w.contains("Password"), "{w}");
+        assert!(unserved_generator_warning(&r("VaultDynamicSecret", Some(GENERATOR_API_VERSION))).is_some());
+        assert_eq!(unserved_generator_warning(&r("Password", None)), None, "served");
+        assert_eq!(unserved_generator_warning(&r("Passwords", None)), None, "unknown: refused by generator_target");
+        assert_eq!(unserved_generator_warning(&r("ECRAuthorizationToken", Some("example.com/v1"))), None);
     }
 
     #[test]

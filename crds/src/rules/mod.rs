@@ -29,7 +29,7 @@ pub use cluster_external_secret::{refused_store, selects_namespace, validate_clu
 pub use duration::{DurationError, parse_go_duration};
 pub use generators::{
     AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
-    check_generator_namespace_admitted, cluster_generator_spec, generator_target,
+    check_generator_namespace_admitted, cluster_generator_spec, generator_target, unserved_generator_warning,
 };
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted, conditions_admit};

@@ -164,13 +164,16 @@ fn check_store_ref(errs: &mut ValidationErrors, path: &str, r: &SecretStoreRef) 
     }
 }
 
-/// A `generatorRef` must name a served kind; the generator object itself is read, and a
-/// ClusterGenerator's conditions checked, where it is used.
+/// A `generatorRef` must name a generator kind: a served one, or one of upstream's that Keyward
+/// does not serve (admitted with a warning, `unserved_generator_warning`). The generator object
+/// itself is read, and a ClusterGenerator's conditions checked, where it is used.
 fn check_generator_ref(errs: &mut ValidationErrors, path: &str, r: &GeneratorRef) {
     if r.name.is_empty() {
         errs.push(format!("{path}.name"), "must not be empty: name the generator");
     }
-    if let Err(e) = super::generator_target(r) {
+    if let Err(e) = super::generator_target(r)
+        && super::unserved_generator_warning(r).is_none()
+    {
         errs.push(path, e);
     }
 }
