@@ -12,8 +12,8 @@ use keyward_crds::rules::{
     validate_provider, validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterProviderSpec, ClusterSecretStore, ExternalSecret, Provider,
-    PushSecret, SecretStore, StoreKind,
+    ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore,
+    ExternalSecret, Provider, PushSecret, SecretStore, StoreKind,
 };
 use keyward_provider_registry::{PROVIDER_KINDS, ProviderKind, provider_kind};
 use serde::de::DeserializeOwned;
@@ -225,6 +225,15 @@ fn parse<T: DeserializeOwned>(kind: Kind, object: &Value) -> Result<T, Decision>
     T::deserialize(object).map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", kind.as_str())))
 }
 
+/// What offers itself to namespaces by `spec.conditions`, for the messages about it.
+struct Offer<'a> {
+    /// `ClusterProvider`, `ClusterSecretStore` or `ClusterGenerator`.
+    kind: &'a str,
+    name: &'a str,
+    /// What a namespace uses instead ("a Provider").
+    local: &'a str,
+}
+
 /// Collects field errors, policy denials and warnings for one object.
 #[derive(Default)]
 struct Check {
@@ -283,40 +292,13 @@ impl Check {
             }
             _ => state.cluster_secret_stores.get(name).map(|c| c.as_ref().map(Vec::as_slice)),
         };
-        let conditions = match cached {
-            None => {
-                self.warnings.push(format!("{path}: {kind} {name:?} does not exist yet; nothing syncs until it does"));
-                return;
-            }
-            Some(Err(why)) => {
-                self.warnings.push(format!("{path}: {kind} {name:?} cannot be read: {why}"));
-                return;
-            }
-            Some(Ok(conditions)) => conditions,
-        };
-        let empty = Labels::new();
-        let (labels, known) = match state.namespaces.get(ns) {
-            Some(l) => (l, true),
-            None => (&empty, false),
-        };
-        if let Err(denied) = check_namespace_admitted(kind, name, conditions, NamespaceView { name: ns, labels }) {
-            // The requester sees that it is refused; why (the conditions) is for the operator.
-            tracing::info!(store_kind = %kind, store = name, namespace = ns, detail = %denied.detail(), "namespace refused");
-            if !known && conditions.iter().any(|c| c.namespace_selector.is_some()) {
-                self.denied.push(format!(
-                    "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
-                     namespaceSelector of {kind} {name:?} cannot be checked; retry in a moment"
-                ));
-            } else {
-                let local = if kind == StoreKind::ClusterProvider { "Provider" } else { "SecretStore" };
-                self.denied.push(format!(
-                    "{path}: {denied}. Use a {kind} whose spec.conditions admit namespace {ns:?}, \
-                     ask its owner to admit it, or use a {local} in this namespace"
-                ));
-            }
-            return;
-        }
-        if kind == StoreKind::ClusterProvider
+        let local = if kind == StoreKind::ClusterProvider { "a Provider" } else { "a SecretStore" };
+        let offer = Offer { kind: kind.as_str(), name, local };
+        let admitted = self.offered_use(state, ns, path, offer, cached, |conditions, view| {
+            check_namespace_admitted(kind, name, conditions, view).map_err(|d| (d.to_string(), d.detail()))
+        });
+        if admitted
+            && kind == StoreKind::ClusterProvider
             && let Some(Ok(spec)) = state.cluster_providers.get(name)
             && let Err(e) = auth_namespace(StoreSpec::ClusterProvider { name, spec }, ns)
         {
@@ -350,15 +332,36 @@ impl Check {
             return;
         }
         let name = r.name.as_str();
-        let conditions = match state.cluster_generators.get(name) {
+        let cached = state.cluster_generators.get(name).map(|c| c.as_ref().map(Vec::as_slice));
+        let offer = Offer { kind: CLUSTER_GENERATOR_KIND, name, local: "a generator" };
+        self.offered_use(state, ns, path, offer, cached, |conditions, view| {
+            check_generator_namespace_admitted(name, conditions, view).map_err(|d| (d.to_string(), d.detail()))
+        });
+    }
+
+    /// A reference to something cluster-scoped that `spec.conditions` offer to namespaces: one
+    /// that does not exist yet or cannot be read is a warning; a namespace `check` refuses is
+    /// denied with what to do instead (or "retry in a moment" while its labels are unknown and a
+    /// condition selects by label). Why the conditions refuse is logged for the operator only.
+    /// Whether the namespace is admitted.
+    fn offered_use(
+        &mut self,
+        state: &State,
+        ns: &str,
+        path: &str,
+        offer: Offer<'_>,
+        cached: Option<Result<&[ClusterProviderCondition], &String>>,
+        check: impl FnOnce(&[ClusterProviderCondition], NamespaceView<'_>) -> Result<(), (String, String)>,
+    ) -> bool {
+        let Offer { kind, name, local } = offer;
+        let conditions = match cached {
             None => {
-                self.warnings
-                    .push(format!("{path}: ClusterGenerator {name:?} does not exist yet; nothing syncs until it does"));
-                return;
+                self.warnings.push(format!("{path}: {kind} {name:?} does not exist yet; nothing syncs until it does"));
+                return false;
             }
             Some(Err(why)) => {
-                self.warnings.push(format!("{path}: ClusterGenerator {name:?} cannot be read: {why}"));
-                return;
+                self.warnings.push(format!("{path}: {kind} {name:?} cannot be read: {why}"));
+                return false;
             }
             Some(Ok(conditions)) => conditions,
         };
@@ -367,20 +370,22 @@ impl Check {
             Some(l) => (l, true),
             None => (&empty, false),
         };
-        if let Err(denied) = check_generator_namespace_admitted(name, conditions, NamespaceView { name: ns, labels }) {
-            tracing::info!(cluster_generator = name, namespace = ns, detail = %denied.detail(), "namespace refused");
-            if !known && conditions.iter().any(|c| c.namespace_selector.is_some()) {
-                self.denied.push(format!(
-                    "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
-                     namespaceSelector of ClusterGenerator {name:?} cannot be checked; retry in a moment"
-                ));
-            } else {
-                self.denied.push(format!(
-                    "{path}: {denied}. Use a ClusterGenerator whose spec.conditions admit namespace {ns:?}, ask its \
-                     owner to admit it, or use a generator in this namespace"
-                ));
-            }
+        let Err((denied, detail)) = check(conditions, NamespaceView { name: ns, labels }) else {
+            return true;
+        };
+        tracing::info!(kind, name, namespace = ns, detail = %detail, "namespace refused");
+        if !known && conditions.iter().any(|c| c.namespace_selector.is_some()) {
+            self.denied.push(format!(
+                "{path}: the labels of namespace {ns:?} are not known to keyward-webhook yet, so the \
+                 namespaceSelector of {kind} {name:?} cannot be checked; retry in a moment"
+            ));
+        } else {
+            self.denied.push(format!(
+                "{path}: {denied}. Use a {kind} whose spec.conditions admit namespace {ns:?}, ask its owner to \
+                 admit it, or use {local} in this namespace"
+            ));
         }
+        false
     }
 
     /// Push entries that ask for their own remoteNamespace, through a store whose configuration
