@@ -21,6 +21,9 @@ use keyward_e2e::node_cluster;
 #[path = "installed/switch.rs"]
 mod switch;
 
+#[path = "installed/values.rs"]
+mod values;
+
 /// Release name and namespace: the same in every mode, so a later install adopts the CRDs an
 /// earlier uninstall kept.
 const RELEASE: &str = "keyward";
