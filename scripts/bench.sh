@@ -20,6 +20,14 @@ KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
 KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-1000,10000}" \
   cargo bench -q -p keyward-reconciler --bench sync
 
+# keyward-reconciler: what the stores see. N ExternalSecrets × 3 entries on the Vault dev server,
+# ten distinct secrets then all distinct: store reads of the first sync and of one refresh cycle
+# (Vault's audit log), first sync time, peak RSS of the reconciler and the provider.
+cargo build --release -q -p keyward-reconciler -p keyward-provider-vault --bins
+KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
+KEYWARD_PROVIDER_VAULT_BIN="$CARGO_TARGET_DIR/release/keyward-provider-vault" \
+  cargo bench -q -p keyward-reconciler --bench store_calls
+
 # Providers: GetSecret round trip over one pooled mTLS connection (p50/p99 in µs) and the
 # provider's RSS: keyward-provider-fake (10,000 calls), then keyward-provider-vault against
 # `vault server -dev` and keyward-provider-aws against moto's server (1,000 calls each, loopback).
