@@ -9,6 +9,9 @@ cargo fmt --all -- --check
 step "generated files are up to date"
 make -s generate-check
 
+step "disk room for the one-node cluster (stale test executables pruned when short)"
+bash scripts/prune-target.sh
+
 step "local control plane and node binaries (built once, then cached)"
 bash e2e/scripts/build-controlplane.sh node
 
