@@ -102,7 +102,34 @@ impl std::fmt::Display for ObjectKey {
 #[derive(Debug, Default, Clone, Copy)]
 struct PerObject {
     failures: u32,
-    last_refresh: Option<Instant>,
+    last_refresh: Option<LastRefresh>,
+}
+
+/// The last successful refresh of an object this process made: when, and which version of the
+/// object (a fingerprint of its `object_hash`) it synced.
+#[derive(Debug, Clone, Copy)]
+pub struct LastRefresh {
+    pub at: Instant,
+    synced: u64,
+}
+
+impl LastRefresh {
+    fn new(at: Instant, synced_hash: &str) -> Self {
+        Self { at, synced: fingerprint(synced_hash) }
+    }
+
+    /// Whether this refresh synced the object version `hash`.
+    pub fn synced(&self, hash: &str) -> bool {
+        self.synced == fingerprint(hash)
+    }
+}
+
+/// A compact in-process fingerprint: kept for every object, so 8 bytes rather than the string.
+fn fingerprint(hash: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash.hash(&mut h);
+    h.finish()
 }
 
 /// The caches reconciles read.
@@ -186,13 +213,16 @@ impl Context {
         }
     }
 
-    /// Remembers a refresh that found nothing to write (so status was not written either).
-    pub fn refreshed(&self, key: &ObjectKey, at: Instant) {
-        self.objects().entry(key.clone()).or_default().last_refresh = Some(at);
+    /// Remembers a successful refresh of the object version `synced_hash`. Status records it
+    /// too when something changed, but the watch cache can lag that write (a reconcile the
+    /// target Secret's own event starts may still see the old status), and a refresh that found
+    /// nothing to write writes no status at all.
+    pub fn refreshed(&self, key: &ObjectKey, at: Instant, synced_hash: &str) {
+        self.objects().entry(key.clone()).or_default().last_refresh = Some(LastRefresh::new(at, synced_hash));
     }
 
-    /// When `key` was last refreshed without a write, if it was.
-    pub fn last_refresh(&self, key: &ObjectKey) -> Option<Instant> {
+    /// The last successful refresh of `key` this process made, if it made one.
+    pub fn last_refresh(&self, key: &ObjectKey) -> Option<LastRefresh> {
         self.objects().get(key).and_then(|s| s.last_refresh)
     }
 
@@ -258,6 +288,14 @@ fn truncate(mut s: String, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_refresh_knows_which_version_it_synced() {
+        let r = LastRefresh::new(Instant::now(), "3-0123456789abcdef");
+        assert!(r.synced("3-0123456789abcdef"));
+        assert!(!r.synced("3-0123456789abcdee"), "a changed annotation is another version");
+        assert!(!r.synced("4-0123456789abcdef"));
+    }
 
     #[test]
     fn object_keys_give_back_their_namespace_and_name() {

@@ -1,8 +1,8 @@
 //! Fetches every value an ExternalSecret names (data, dataFrom extract and find), from one or
 //! several stores, decodes and rewrites them, and merges them into one map.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, stream};
@@ -187,6 +187,17 @@ enum Answer {
 }
 
 impl Planned {
+    /// The remote secret a store call reads (store, key, version): entries that share it share
+    /// one store read.
+    fn shared_read(&self) -> Option<(&str, &str, &str)> {
+        match &self.request {
+            Request::Value { remote, .. } | Request::Extract { remote, .. } => {
+                Some((self.store.as_str(), remote.key.as_str(), remote.version.as_str()))
+            }
+            Request::Find { .. } | Request::Generate { .. } => None,
+        }
+    }
+
     /// The answer, or the error (for a provider, with its state captured right when it failed).
     async fn call(&self, generators: &GeneratorContext<'_>, max_age: Duration) -> Result<Answer, CallError> {
         // Planning gives every store entry a client and no generator one.
@@ -268,11 +279,23 @@ pub async fn fetch(
     }
 
     let generators = GeneratorContext { client, manager, namespace: &clients.namespace };
-    // Boxed and collected first: a stream of futures borrowing `generators` through a closure
-    // is not `Send` for every lifetime, which the controller needs.
-    let calls: Vec<BoxFuture<'_, Result<Answer, CallError>>> =
-        planned.iter().map(|p| p.call(&generators, max_age).boxed()).collect();
-    let answers: Vec<_> = stream::iter(calls).buffered(concurrency.max(1)).collect().await;
+    // Entries reading one remote secret (other properties of it) go after the first that reads
+    // it, and accept its answer: one store read, even when this sync must read anew (max_age 0).
+    // Every answer the provider holds for that secret is at least as new as the first entry's,
+    // which was read after `started`; so an age of the time since then (in whole seconds, rounded
+    // up) admits it and nothing read before this sync asked.
+    let started = Instant::now();
+    let mut reading = HashSet::new();
+    let (first, then): (Vec<usize>, Vec<usize>) =
+        (0..planned.len()).partition(|&i| planned[i].shared_read().is_none_or(|read| reading.insert(read)));
+    let mut answers = call_all(&planned, &first, &generators, max_age, concurrency).await;
+    if !then.is_empty() {
+        let since = started.elapsed();
+        let since = Duration::from_secs(since.as_secs() + u64::from(since.subsec_nanos() > 0));
+        answers.extend(call_all(&planned, &then, &generators, max_age.max(since), concurrency).await);
+    }
+    answers.sort_by_key(|(i, _)| *i);
+    let answers = answers.into_iter().map(|(_, answer)| answer);
     let mut out = Fetched { entries: planned.len(), ..Default::default() };
     for (p, answer) in planned.into_iter().zip(answers) {
         match (answer, p.request) {
@@ -319,6 +342,21 @@ pub async fn fetch(
         }
     }
     Ok(out)
+}
+
+/// Runs the planned calls at `indices`, at most `concurrency` at once; answers by index.
+async fn call_all(
+    planned: &[Planned],
+    indices: &[usize],
+    generators: &GeneratorContext<'_>,
+    max_age: Duration,
+    concurrency: usize,
+) -> Vec<(usize, Result<Answer, CallError>)> {
+    // Boxed and collected first: a stream of futures borrowing `generators` through a closure
+    // is not `Send` for every lifetime, which the controller needs.
+    let calls: Vec<BoxFuture<'_, (usize, Result<Answer, CallError>)>> =
+        indices.iter().map(|&i| planned[i].call(generators, max_age).map(move |answer| (i, answer)).boxed()).collect();
+    stream::iter(calls).buffered(concurrency.max(1)).collect().await
 }
 
 /// `nullBytePolicy: Fail`: a value with NUL bytes fails the sync (a text value was expected).

@@ -143,13 +143,14 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             return report_failure(&es, &ctx, status, failed, false, existing.is_some()).await;
         }
     };
-    // The last refresh is the later of the last one written to status and the last one that
-    // found nothing to write (kept in memory: a no-change refresh writes nothing).
+    // The last refresh is the later of the last one written to status and the last one this
+    // process remembers (a no-change refresh writes nothing; a written one may not be cached yet).
     let written = status.refresh_time.as_ref().map(|t| {
         let elapsed = Timestamp::now().duration_since(t.0);
         Duration::try_from(elapsed).unwrap_or(Duration::ZERO)
     });
-    let unwritten = ctx.last_refresh(&key).map(|at| at.elapsed());
+    let remembered = ctx.last_refresh(&key);
+    let unwritten = remembered.map(|r| r.at.elapsed());
     let since_last_refresh = match (written, unwritten) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -159,7 +160,12 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
         policy: es.spec.refresh_policy,
         interval,
         since_last_refresh,
-        synced_hash: status.synced_resource_version.as_deref(),
+        // What this process remembers having synced is never older than the cached status: a
+        // stale cache must not count as a spec change (which would read the store anew).
+        synced_hash: match remembered {
+            Some(r) if r.synced(&hash) => Some(hash.as_str()),
+            _ => status.synced_resource_version.as_deref(),
+        },
         current_hash: &hash,
         target_missing: policy.manages_target() && existing.is_none(),
         jitter,
@@ -192,11 +198,10 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
             };
             // A refresh that changed nothing writes nothing: refreshTime is the time of the
             // last sync that changed the status.
-            if same_status(&status, &new_status) {
-                ctx.refreshed(&key, Instant::now());
-            } else {
+            if !same_status(&status, &new_status) {
                 patch_status(&es, &ctx, &new_status).await?;
             }
+            ctx.refreshed(&key, Instant::now(), &hash);
             ctx.metrics.external_secrets.set_ready(&ns, &name, true);
             if let Some((event_reason, note)) = synced.event {
                 ctx.event(&es.object_ref(&()), false, event_reason, "Sync", note).await;
