@@ -295,9 +295,8 @@ pub async fn fetch(
         answers.extend(call_all(&planned, &then, &generators, max_age.max(since), concurrency).await);
     }
     answers.sort_by_key(|(i, _)| *i);
-    let answers = answers.into_iter().map(|(_, answer)| answer);
     let mut out = Fetched { entries: planned.len(), ..Default::default() };
-    for (p, answer) in planned.into_iter().zip(answers) {
+    for (p, (_, answer)) in planned.into_iter().zip(answers) {
         match (answer, p.request) {
             (Ok(Answer::Value(value)), Request::Value { secret_key, .. }) => {
                 let value = decode(p.strategy, &secret_key, value).map_err(FetchError::Config)?;
