@@ -61,6 +61,8 @@ pub struct Moto {
     process: ChildProcess,
     host: String,
     port: u16,
+    /// Where moto's recorder writes every request it serves, when it records.
+    log: Option<tempfile::TempPath>,
 }
 
 impl Moto {
@@ -72,13 +74,35 @@ impl Moto {
     /// Like [`Moto::start`], listening on `host` (e.g. [`crate::node_ip`], where the one-node
     /// cluster's Pods reach the host).
     pub fn start_on(host: &str) -> Moto {
+        Moto::spawn(host, None)
+    }
+
+    /// Like [`Moto::start`], with moto's recorder on: every request moto serves is written to a
+    /// file, read back with [`Moto::requests`] (the store's own count of the calls it got).
+    pub fn start_recording() -> Moto {
+        let log = tempfile::NamedTempFile::new().expect("a temporary file for moto's request log").into_temp_path();
+        Moto::spawn("127.0.0.1", Some(log))
+    }
+
+    fn spawn(host: &str, log: Option<tempfile::TempPath>) -> Moto {
         let venv = cached_tool("install-moto.sh");
         let port = free_port();
         let mut cmd = Command::new(venv.join("bin/moto_server"));
         cmd.args(["-H", host, "-p", &port.to_string()]);
+        if let Some(log) = &log {
+            cmd.env("MOTO_ENABLE_RECORDING", "true").env("MOTO_RECORDER_FILEPATH", log.as_os_str());
+        }
         let mut process = spawn_logged("moto", cmd);
         wait_for_port(host, port, &mut process, "moto_server");
-        Moto { process, host: host.to_string(), port }
+        Moto { process, host: host.to_string(), port, log }
+    }
+
+    /// The requests moto served, oldest first (empty unless started with
+    /// [`Moto::start_recording`]).
+    pub fn requests(&self) -> Vec<MotoRequest> {
+        let Some(log) = &self.log else { return Vec::new() };
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).map(MotoRequest::from).collect()
     }
 
     /// `http://<host>:<port>`: the endpoint the AWS SDK is pointed at.
@@ -115,6 +139,44 @@ impl Moto {
     /// The moto process (for its log).
     pub fn process(&self) -> &ChildProcess {
         &self.process
+    }
+}
+
+/// One request moto served, as its recorder wrote it.
+#[derive(Debug, Clone)]
+pub struct MotoRequest {
+    /// The JSON protocol's operation, e.g. `secretsmanager.GetSecretValue` or
+    /// `AmazonSSM.GetParameter` (the `X-Amz-Target` header); empty for other protocols.
+    pub target: String,
+    /// The access key ID that signed the request (from its `Authorization` header).
+    pub access_key: String,
+    /// The JSON body, or `null`.
+    pub body: serde_json::Value,
+}
+
+impl From<serde_json::Value> for MotoRequest {
+    fn from(entry: serde_json::Value) -> Self {
+        let headers = entry["headers"].as_object().cloned().unwrap_or_default();
+        let header = |name: &str| {
+            headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| v.as_str()).unwrap_or_default()
+        };
+        let access_key = header("authorization")
+            .split_once("Credential=")
+            .and_then(|(_, rest)| rest.split('/').next())
+            .unwrap_or_default()
+            .to_string();
+        let body = entry["body"].as_str().unwrap_or_default();
+        let body = if entry["body_encoded"] == true {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(body).unwrap_or_default()
+        } else {
+            body.as_bytes().to_vec()
+        };
+        MotoRequest {
+            target: header("x-amz-target").to_string(),
+            access_key,
+            body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        }
     }
 }
 
