@@ -1,9 +1,10 @@
 //! The chart's operator values (ServiceAccounts, Pod metadata, extra flags, variables and
 //! volumes, scheduling, security contexts, disruption budgets, the namespace-scoped install, RBAC
-//! aggregation, the ServiceMonitor, logging): each group rendered with `helm template` and found,
-//! parsed, where it belongs in every component (webhook, reconciler, certs, a provider), so a
-//! template that ignores a value fails here; the schema refusing misspelt keys; and
-//! `charts/tests/values/all.yaml`, which sets every one of them, accepted by the API server.
+//! aggregation, the ServiceMonitor, the Grafana dashboard, logging): each group rendered with
+//! `helm template` and found, parsed, where it belongs in every component (webhook, reconciler,
+//! certs, a provider), so a template that ignores a value fails here; the schema refusing
+//! misspelt keys; and `charts/tests/values/all.yaml`, which sets every one of them, accepted by
+//! the API server.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -476,6 +477,57 @@ fn service_monitor_takes_interval_timeout_relabelings_namespace_and_labels() {
     assert!(render("{}").of_kind("ServiceMonitor").is_empty());
 }
 
+/// The Grafana dashboard: a ConfigMap only when enabled, with the sidecar's label (which
+/// `extraLabels` cannot replace: without it Grafana never loads the dashboard), the annotations,
+/// and the chart's dashboard JSON intact, every panel querying Prometheus through the
+/// `datasource` variable.
+#[test]
+fn grafana_dashboard_config_map_only_when_enabled_with_the_sidecar_label_and_a_query_in_every_panel() {
+    assert!(render("{}").opt("ConfigMap", "keyward-dashboard").is_none(), "off by default");
+    assert!(render("grafanaDashboard: {enabled: false}\n").opt("ConfigMap", "keyward-dashboard").is_none());
+
+    let r = render("grafanaDashboard: {enabled: true}\n");
+    let cm = r.get("ConfigMap", "keyward-dashboard");
+    assert_eq!(cm["metadata"]["namespace"], "keyward");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1", "the sidecar's default label");
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/instance"], "kw");
+    assert!(cm["metadata"].get("annotations").is_none(), "no annotations by default");
+
+    let r = render(
+        "grafanaDashboard:\n  enabled: true\n  sidecarLabel: dashboards\n  sidecarLabelValue: 7\n\
+         \x20 annotations: {grafana_folder: Security}\n  extraLabels: {team: platform, dashboards: nope}\n",
+    );
+    let cm = r.get("ConfigMap", "keyward-dashboard");
+    let labels = &cm["metadata"]["labels"];
+    assert_eq!(labels["dashboards"], "7", "the sidecar label, as a string, over extraLabels");
+    assert!(labels.get("grafana_dashboard").is_none(), "only the configured sidecar label");
+    assert_eq!(labels["team"], "platform");
+    assert_eq!(cm["metadata"]["annotations"]["grafana_folder"], "Security");
+
+    let text = cm["data"]["keyward.json"].as_str().expect("keyward.json in the ConfigMap");
+    let dashboard: Value = serde_json::from_str(text).expect("the dashboard is JSON");
+    let file = std::fs::read_to_string(chart_dir().join("dashboards/keyward.json")).expect("dashboards/keyward.json");
+    assert_eq!(dashboard, serde_json::from_str::<Value>(&file).expect("JSON"), "rendered unchanged");
+    let variables = dashboard["templating"]["list"].as_array().expect("templating.list");
+    assert!(
+        variables.iter().any(|v| v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus"),
+        "a Prometheus datasource variable: {variables:?}"
+    );
+    let panels: Vec<&Value> =
+        dashboard["panels"].as_array().expect("panels").iter().filter(|p| p["type"] != "row").collect();
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap_or("<untitled>");
+        assert_eq!(panel["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = panel["targets"].as_array().filter(|t| !t.is_empty());
+        let targets = targets.unwrap_or_else(|| panic!("panel {title:?} has no target"));
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap_or_default();
+            assert!(!expr.trim().is_empty(), "panel {title:?}: a target without a query");
+        }
+    }
+}
+
 #[test]
 fn log_level_and_format_are_global_with_a_per_component_override() {
     let r = render("{}");
@@ -522,6 +574,8 @@ fn the_schema_refuses_misspelt_operator_values() {
         ("metrics:\n  serviceMonitor: {scrapeTimout: 10s}\n", "scrapeTimout"),
         ("metrics:\n  serviceMonitor: {scrapeTimeout: soon}\n", "scrapeTimeout"),
         ("metrics:\n  serviceMonitor: {additionalLabels: {a: 1}}\n", "additionalLabels"),
+        ("grafanaDashboard: {enable: true}\n", "enable"),
+        ("grafanaDashboard: {extraLabels: {a: 1}}\n", "extraLabels"),
         ("logLevel: 3\n", "logLevel"),
     ] {
         let out = refused(bad);
@@ -555,7 +609,7 @@ fn the_all_values_file_sets_every_value_and_each_reaches_its_object() {
             assert!(values_of(c).get(key).is_some(), "all.yaml sets {c}.{key}");
         }
     }
-    for key in ["global", "logLevel", "scopedNamespace", "scopedRBAC", "rbac"] {
+    for key in ["global", "logLevel", "scopedNamespace", "scopedRBAC", "rbac", "grafanaDashboard"] {
         assert!(all.get(key).is_some(), "all.yaml sets {key}");
     }
 
@@ -619,6 +673,13 @@ fn the_all_values_file_sets_every_value_and_each_reaches_its_object() {
         r.get("ServiceMonitor", "keyward")["metadata"]["namespace"],
         all["metrics"]["serviceMonitor"]["namespace"]
     );
+    let dashboard = &r.get("ConfigMap", "keyward-dashboard")["metadata"];
+    let gd = &all["grafanaDashboard"];
+    assert_eq!(dashboard["labels"][gd["sidecarLabel"].as_str().expect("sidecarLabel")], gd["sidecarLabelValue"]);
+    for (k, want) in gd["extraLabels"].as_object().expect("extraLabels") {
+        assert_eq!(&dashboard["labels"][k], want);
+    }
+    assert_eq!(dashboard["annotations"], gd["annotations"]);
 }
 
 /// The API server accepts every object `all.yaml` renders (server-side dry run), with the test
