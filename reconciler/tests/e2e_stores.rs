@@ -1,9 +1,9 @@
 //! End to end with the store providers against real servers: ExternalSecrets synced from
 //! Vault (`vault server -dev`) and AWS Secrets Manager (moto's server) through a namespaced
 //! Provider and a ClusterProvider, rotation picked up on refresh, a PushSecret round trip, a
-//! missing remote secret keeping the target Secret (and reporting Ready=False), and a tenant
-//! config that names another namespace's credentials refused through a Provider and through a
-//! ManifestNamespace ClusterProvider.
+//! generated Password pushed and read back, a missing remote secret keeping the target Secret
+//! (and reporting Ready=False), and a tenant config that names another namespace's credentials
+//! refused through a Provider and through a ManifestNamespace ClusterProvider.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,6 +12,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::generators::Password;
 use keyward_crds::{ClusterProvider, ExternalSecret, Provider, PushSecret};
 use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::with_temp_namespace;
@@ -287,6 +288,41 @@ async fn run(store: &dyn Store) {
             })
             .await;
             synced("pushed-back", "pushed-2").await;
+
+            // A generated password pushed to the store by a PushSecret is the value an
+            // ExternalSecret reads back, and the one the PushSecret keeps.
+            let passwords: Api<Password> = Api::namespaced(client.clone(), &ns);
+            apply(
+                &passwords,
+                json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Password",
+                       "metadata": {"name": "pw"}, "spec": {"length": 32}}),
+            )
+            .await;
+            let generated = format!("{ns}/generated");
+            apply(
+                &pss,
+                json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                       "metadata": {"name": "push-generated", "labels": {CLASS_LABEL: ns}},
+                       "spec": {"refreshInterval": "1h",
+                                "secretStoreRefs": [{"name": "tenant", "kind": "Provider"}],
+                                "selector": {"generatorRef": {"apiVersion": "generators.external-secrets.io/v1alpha1",
+                                                              "kind": "Password", "name": "pw"}},
+                                "data": [{"match": {"secretKey": "password",
+                                                    "remoteRef": {"remoteKey": generated, "property": "pw"}}}]}}),
+            )
+            .await;
+            let mut back = external_secret("generated-back", &ns, ("tenant", "Provider"), &generated);
+            back["spec"]["data"][0]["remoteRef"]["property"] = json!("pw");
+            apply(&ess, back).await;
+            let read_back = eventually("the generated password read back", WAIT, || async {
+                value(&secrets.get_opt("generated-back").await.ok()??, "user")
+            })
+            .await;
+            assert_eq!(read_back.chars().count(), 32, "{read_back:?}");
+            assert_eq!(store.read_pw(&generated), Some(read_back.clone()), "the store holds it");
+            let kept = secrets.get("push-generated-generated").await.unwrap();
+            assert_eq!(value(&kept, "password"), Some(read_back), "the PushSecret keeps the value it pushed");
+
             pss.delete("push", &Default::default()).await.unwrap();
             eventually("push deleted from the store", WAIT, || async {
                 store.read_pw(&pushed).is_none().then_some(())
