@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::generators::{ClusterGenerator, Fake as GeneratorFake, Password, SshKey, Uuid};
+use crate::generators::{ClusterGenerator, Fake as GeneratorFake, Password, SshKey, Uuid, VaultDynamicSecret};
 use crate::registry::ProviderKind;
 use crate::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
@@ -31,6 +31,7 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         Uuid::crd(),
         SshKey::crd(),
         GeneratorFake::crd(),
+        VaultDynamicSecret::crd(),
         ClusterGenerator::crd(),
     ];
     api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()
@@ -108,7 +109,7 @@ pub fn render_all(layout: Layout, kinds: Kinds<'_>) -> Result<Vec<(String, Strin
 /// The chart's partials from the provider configuration kinds: `keyward.providerConfigResources`
 /// (every kind's resource, as the webhook configuration's rules list them) and
 /// `keyward.providerConfigRules` (per provider process, as JSON: the rules its ClusterRole needs to
-/// read its configuration objects by name and the SecretStores and ClusterSecretStores it serves).
+/// watch and read its configuration objects and the SecretStores and ClusterSecretStores it serves).
 fn provider_kinds_template(kinds: Kinds<'_>) -> String {
     let resources: Vec<String> = kinds.iter().map(|p| format!("{:?}", p.plural)).collect();
     let mut by_provider: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -122,8 +123,10 @@ fn provider_kinds_template(kinds: Kinds<'_>) -> String {
         .into_iter()
         .map(|(provider, plurals)| {
             let rules = serde_json::json!([
-                {"apiGroups": [crate::registry::PROVIDER_CONFIG_GROUP], "resources": plurals, "verbs": ["get"]},
-                {"apiGroups": ["external-secrets.io"], "resources": ["secretstores", "clustersecretstores"], "verbs": ["get"]},
+                // Watched (the runtime's config_watch), read by name when the watch cannot answer.
+                {"apiGroups": [crate::registry::PROVIDER_CONFIG_GROUP], "resources": plurals, "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["external-secrets.io"], "resources": ["secretstores", "clustersecretstores"],
+                 "verbs": ["get", "list", "watch"]},
             ]);
             (provider.to_string(), rules)
         })

@@ -340,14 +340,14 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
         let answer = webhook.review(
             &ca_file,
             "/validate",
-            &review("ExternalSecret", "externalsecrets", "v1", es("VaultDynamicSecret")),
+            &review("ExternalSecret", "externalsecrets", "v1", es("STSSessionToken")),
         );
         // Upstream's kind, not served: admitted with a warning (upstream's manifests apply).
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         let warnings = answer["response"]["warnings"].to_string();
         assert!(
             warnings.contains("spec.dataFrom[0].sourceRef.generatorRef")
-                && warnings.contains("\\\"VaultDynamicSecret\\\" is not served"),
+                && warnings.contains("\\\"STSSessionToken\\\" is not served"),
             "{warnings}"
         );
         let answer =

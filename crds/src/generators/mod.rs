@@ -1,7 +1,8 @@
 //! `generators.external-secrets.io/v1alpha1`: objects that make values instead of fetching them.
 //!
 //! Keyward serves the kinds that generate in the reconciler itself, with no store and no
-//! credentials: Password, UUID, SSHKey and Fake, each namespaced, and the cluster-scoped
+//! credentials: Password, UUID, SSHKey and Fake; VaultDynamicSecret, which calls Vault and so
+//! runs in the Vault provider process; each namespaced, and the cluster-scoped
 //! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
 //! so upstream manifests apply unchanged.
 
@@ -10,12 +11,14 @@ pub mod fake;
 pub mod password;
 pub mod sshkey;
 pub mod uuid;
+pub mod vault;
 
 pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, GeneratorSpec};
 pub use fake::{Fake, FakeSpec};
 pub use password::{Password, PasswordEncoding, PasswordSpec};
 pub use sshkey::{SshKey, SshKeySpec, SshKeyType};
 pub use uuid::{Uuid, UuidSpec};
+pub use vault::{VaultDynamicSecret, VaultDynamicSecretResultType, VaultDynamicSecretSpec};
 
 /// API group of the generator kinds.
 pub const GENERATOR_GROUP: &str = "generators.external-secrets.io";

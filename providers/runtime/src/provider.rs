@@ -66,6 +66,18 @@ pub trait Provider: Send + Sync + 'static {
     /// What this provider can do.
     fn capabilities(&self) -> SecretStoreCapabilities;
 
+    /// The values of one generator spec (`provider.v1.GeneratorProvider/Generate`), for the
+    /// generator kinds that call this provider's store. `ctx.kind` and `ctx.name` are the
+    /// generator's; `ctx` reaches the spec as a SecretStore of `ctx.source_namespace` would
+    /// (tenant-owned: every reference stays in that namespace). `spec_json` is the spec as
+    /// JSON, to be parsed and checked by the provider.
+    ///
+    /// Defaults to `UNIMPLEMENTED`: most providers generate nothing.
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        let _ = spec_json;
+        Err(ProviderError::Unsupported(format!("this provider does not generate {} values", ctx.kind)))
+    }
+
     /// Whether the provider is ready to serve (for `/readyz`). Defaults to ready.
     async fn ready(&self) -> bool {
         true

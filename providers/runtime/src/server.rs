@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keyward_process::{Health, Readiness};
+use keyward_proto::v1::generator_provider_server::GeneratorProviderServer;
 use keyward_proto::v1::secret_store_provider_server::SecretStoreProviderServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
@@ -171,13 +172,18 @@ pub async fn serve<P: Provider>(
 
     let (incoming, acceptor) = spawn_acceptor(grpc_listener, tls, options.handshake_timeout);
     let mut grpc_stop = stop_rx.clone();
-    let service = SecretStoreProviderServer::new(ProviderService::new(provider, metrics));
+    let service = ProviderService::new(provider, metrics);
+    // Every provider serves GeneratorProvider: one that generates nothing answers UNIMPLEMENTED
+    // from the trait's default, with the same logs and metrics as its other calls.
+    let generators = GeneratorProviderServer::new(service.clone());
+    let service = SecretStoreProviderServer::new(service);
     let grpc = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(service)
+            .add_service(generators)
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = grpc_stop.wait_for(|s| *s).await;
             }),

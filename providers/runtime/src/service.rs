@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keyward_proto::ProviderError;
+use keyward_proto::v1::generator_provider_server::GeneratorProvider;
 use keyward_proto::v1::secret_store_provider_server::SecretStoreProvider;
 use keyward_proto::v1::{
-    CapabilitiesRequest, CapabilitiesResponse, DeleteSecretRequest, DeleteSecretResponse, GetAllSecretsRequest,
-    GetAllSecretsResponse, GetSecretMapRequest, GetSecretMapResponse, GetSecretRequest, GetSecretResponse,
-    PushSecretRequest, PushSecretResponse, SecretExistsRequest, SecretExistsResponse, ValidateRequest,
-    ValidateResponse,
+    CapabilitiesRequest, CapabilitiesResponse, DeleteSecretRequest, DeleteSecretResponse, GenerateRequest,
+    GenerateResponse, GetAllSecretsRequest, GetAllSecretsResponse, GetSecretMapRequest, GetSecretMapResponse,
+    GetSecretRequest, GetSecretResponse, PushSecretRequest, PushSecretResponse, SecretExistsRequest,
+    SecretExistsResponse, ValidateRequest, ValidateResponse,
 };
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -274,6 +275,42 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
             checked,
             |p, _ctx| async move { Ok(CapabilitiesResponse { capabilities: p.capabilities() as i32 }) },
         )
+        .await
+    }
+}
+
+/// The context of a Generate call, once its required fields are there.
+fn check_generate(req: &GenerateRequest) -> Result<RequestContext, ProviderError> {
+    const M: &str = "Generate";
+    require(M, "kind", &req.kind)?;
+    require(M, "name", &req.name)?;
+    require(M, "namespace", &req.namespace)?;
+    require(M, "spec_json", &req.spec_json)?;
+    // The generator is the namespace's own, reached as a SecretStore of that namespace would
+    // be: tenant-owned, so nothing it names leaves the namespace.
+    Ok(RequestContext {
+        api_version: keyward_crds::generators::GENERATOR_API_VERSION.to_string(),
+        kind: req.kind.clone(),
+        name: req.name.clone(),
+        namespace: req.namespace.clone(),
+        store_ref_kind: crate::context::StoreRefKind::SecretStore,
+        authentication_scope: None,
+        source_namespace: req.namespace.clone(),
+        max_age: Duration::ZERO,
+    })
+}
+
+#[tonic::async_trait]
+impl<P: Provider> GeneratorProvider for ProviderService<P> {
+    async fn generate(&self, request: Request<GenerateRequest>) -> Result<Response<GenerateResponse>, Status> {
+        const M: &str = "Generate";
+        let req = request.into_inner();
+        let checked = check_generate(&req);
+        let spec_json = req.spec_json;
+        self.run(M, &req.name, checked, |p, ctx| async move {
+            let values = p.generate(&ctx, &spec_json).await?;
+            Ok(GenerateResponse { values })
+        })
         .await
     }
 }

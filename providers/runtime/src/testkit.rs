@@ -69,6 +69,15 @@ pub async fn connect(
     server_ca_pem: &str,
     identity: Option<&CertifiedKey>,
 ) -> Result<SecretStoreProviderClient<Channel>, TestkitError> {
+    Ok(SecretStoreProviderClient::new(connect_channel(addr, server_ca_pem, identity).await?))
+}
+
+/// The mTLS channel of [`connect`], for a client of any of the contract's services.
+pub async fn connect_channel(
+    addr: SocketAddr,
+    server_ca_pem: &str,
+    identity: Option<&CertifiedKey>,
+) -> Result<Channel, TestkitError> {
     let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(server_ca_pem)).domain_name("localhost");
     if let Some(id) = identity {
         tls = tls.identity(Identity::from_pem(&id.cert_pem, &id.key_pem));
@@ -79,7 +88,7 @@ pub async fn connect(
         .timeout(Duration::from_secs(30))
         .connect()
         .await?;
-    Ok(SecretStoreProviderClient::new(channel))
+    Ok(channel)
 }
 
 /// A ProviderReference (without an authentication scope).

@@ -11,6 +11,7 @@
 //! ServiceAccount token, is refused.
 
 pub mod client;
+mod generate;
 mod iam;
 pub mod kv;
 
@@ -96,15 +97,26 @@ impl VaultProvider {
                 keyward_crds::rules::validate_vault,
             )
             .await?;
-        let spec = &config.spec;
+        self.target_of(ctx, &config.spec, config.generation, &config.what).await
+    }
+
+    /// The cached client of a checked configuration `spec` (its `generation`, `what` for
+    /// logs): SecretStores, Vault objects and VaultDynamicSecret generators alike.
+    async fn target_of(
+        &self,
+        ctx: &RequestContext,
+        spec: &VaultSpec,
+        generation: Option<i64>,
+        what: &str,
+    ) -> Result<Target, ProviderError> {
         // The tenant boundary, for the whole config at once so the message lists every field.
         check_reach(ctx, &keyward_crds::rules::vault_reach(spec))?;
-        let key = CacheKey::of(ctx, config.generation);
+        let key = CacheKey::of(ctx, generation);
         self.clients
             .get_or_build(&key, async {
                 let denied = self.tenant_denied.for_request(ctx);
                 let client = VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key, &denied).await?;
-                tracing::info!(generation = key.generation, config = %config.what, server = %spec.server, "built a Vault client");
+                tracing::info!(generation = key.generation, config = %what, server = %spec.server, "built a Vault client");
                 Ok(Target {
                     client,
                     mount: spec.path.clone(),
@@ -487,6 +499,10 @@ impl Provider for VaultProvider {
         let target = self.target(ctx).await?;
         target.client.lookup_self().await.map_err(|e| self.fail(&target, e))?;
         Ok(vec![])
+    }
+
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        generate::generate(self, ctx, spec_json).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {

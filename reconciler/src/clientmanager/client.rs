@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keyward_proto::ProviderError;
+use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{self as pb, ProviderReference};
 use tonic::transport::Channel;
@@ -100,10 +101,25 @@ impl ProviderClient {
         Some(self.core.reference.clone())
     }
 
-    /// Runs one RPC with deadline, retries and the breaker.
+    /// Runs one `SecretStoreProvider` RPC with deadline, retries and the breaker.
     async fn call<T, F, Fut>(&self, method: &'static str, rpc: F) -> Result<T, ProviderError>
     where
         F: Fn(SecretStoreProviderClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.call_on(method, SecretStoreProviderClient::new, rpc).await
+    }
+
+    /// Runs one RPC of any of the contract's services (`client_of` makes its client on the
+    /// pooled channel) with deadline, retries and the breaker.
+    async fn call_on<C, T, F, Fut>(
+        &self,
+        method: &'static str,
+        client_of: fn(Channel) -> C,
+        rpc: F,
+    ) -> Result<T, ProviderError>
+    where
+        F: Fn(C) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut attempt = 0u32;
@@ -121,7 +137,7 @@ impl ProviderClient {
                 .pool
                 .channel(&self.core.pool_key, &self.core.tls, Instant::now())
                 .map_err(|e| ProviderError::Unavailable(e.to_string()))?;
-            let client = SecretStoreProviderClient::new(channel);
+            let client = client_of(channel);
             let result = match tokio::time::timeout(self.settings.deadline, rpc(client)).await {
                 Ok(Ok(response)) => Ok(response.into_inner()),
                 Ok(Err(status)) => Err(status),
@@ -284,6 +300,29 @@ impl ProviderClient {
             async move { c.validate(req).await }
         })
         .await
+    }
+
+    /// `GeneratorProvider/Generate`: the values of one generator spec of `kind` named `name`,
+    /// generated for this client's source namespace (the tenant boundary the provider applies).
+    /// A provider that does not generate answers `UNIMPLEMENTED` ([`ProviderError::Unsupported`]).
+    pub async fn generate(
+        &self,
+        kind: &str,
+        name: &str,
+        spec_json: String,
+    ) -> Result<HashMap<String, Vec<u8>>, ProviderError> {
+        let req = pb::GenerateRequest {
+            kind: kind.to_string(),
+            spec_json,
+            namespace: self.core.source_namespace.clone(),
+            name: name.to_string(),
+        };
+        self.call_on("Generate", GeneratorProviderClient::new, |mut c| {
+            let req = req.clone();
+            async move { c.generate(req).await }
+        })
+        .await
+        .map(|r| r.values)
     }
 
     /// `Capabilities`.

@@ -301,6 +301,55 @@ impl ClientManager {
         })
     }
 
+    /// A client of the `provider` process (a row name of the provider registry, as in
+    /// `StoreProviders`) for generating `kind` values for a manifest in `namespace`. It reaches
+    /// the provider over the same pooled mTLS connection and TLS material as the SecretStores
+    /// that provider serves; the namespace is the tenant boundary every call carries.
+    pub async fn generator_client(
+        &self,
+        provider: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<ProviderClient, ClientError> {
+        let not_enabled =
+            || ClientError::GeneratorProviderNotEnabled { kind: kind.to_string(), provider: provider.to_string() };
+        let address = self.stores.addresses.get(provider).cloned().ok_or_else(not_enabled)?;
+        let tls_namespace = keyward_crds::rules::tls_secret_namespace(&address, &self.stores.tls_namespace);
+        let tls = self.lookup.tls_material(&tls_namespace).await.map_err(ClientError::Tls)?.ok_or_else(|| {
+            ClientError::Tls(format!(
+                "Secret {tls_namespace}/{TLS_SECRET_NAME} not found (for the {provider} provider)"
+            ))
+        })?;
+        let pool_key = PoolKey { address, tls_fingerprint: tls.fingerprint.clone() };
+        let tls = Arc::new(tls);
+        self.pool.channel(&pool_key, &tls, Instant::now())?;
+        // One breaker per namespace: one tenant's failing generator cannot cut off another's.
+        let breaker_key = format!("{kind}/{provider}/{namespace}");
+        let core = Arc::new(ClientCore {
+            pool_key,
+            tls,
+            reference: keyward_proto::v1::ProviderReference::default(),
+            source_namespace: namespace.to_string(),
+            owner: keyward_crds::rules::ConfigOwner::Tenant,
+            breaker: self.breaker(&breaker_key),
+            provider: breaker_key.into(),
+            store: format!("{kind} generators of namespace {namespace}"),
+        });
+        self.publish_pool_stats();
+        Ok(ProviderClient {
+            core,
+            pool: self.pool.clone(),
+            settings: self.config.call,
+            metrics: self.metrics.clone(),
+            recovery: self.recovery.clone(),
+        })
+    }
+
+    /// This instance's controller class (`--controller-class`), if any.
+    pub fn controller_class(&self) -> Option<&str> {
+        self.controller_class.as_deref()
+    }
+
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, ClientCache<Arc<ClientCore>>> {
         // Cache operations are single statements; a poisoned lock leaves a consistent map.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())

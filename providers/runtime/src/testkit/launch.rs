@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use keyward_e2e::{ChildProcess, spawn_provider_with};
+use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use tonic::transport::Channel;
 
-use super::{TestPki, TestkitError, connect, wait_ready};
+use super::{TestPki, TestkitError, connect, connect_channel, wait_ready};
 
 /// A provider process started by [`launch`]. Dropping it stops the process.
 pub struct RunningProvider {
@@ -42,4 +43,12 @@ pub async fn launch_with(binary: &str, env: &[(&str, &str)], args: &[&str]) -> R
         .await
         .map_err(|e| format!("{binary}: connecting to {grpc}: {e}\n{}", child.log()))?;
     Ok(RunningProvider { child, client, grpc, health, pki })
+}
+
+impl RunningProvider {
+    /// A `GeneratorProvider` client with the reconciler's identity, on a connection of its own.
+    pub async fn generator_client(&self) -> Result<GeneratorProviderClient<Channel>, TestkitError> {
+        let id = self.pki.client()?;
+        Ok(GeneratorProviderClient::new(connect_channel(self.grpc, self.pki.ca.cert_pem(), Some(&id)).await?))
+    }
 }
