@@ -104,6 +104,12 @@ pub fn first_not_after(pem: &str) -> Option<OffsetDateTime> {
     with_cert(pem, |c| c.validity().not_after.to_datetime())
 }
 
+/// The `notAfter` of a DER certificate (what a TLS library holds of a chain), if it parses.
+pub fn der_not_after(der: &[u8]) -> Option<OffsetDateTime> {
+    let (_, cert) = X509Certificate::from_der(der).ok()?;
+    Some(cert.validity().not_after.to_datetime())
+}
+
 fn with_cert<T>(pem: &str, f: impl FnOnce(&X509Certificate<'_>) -> T) -> Option<T> {
     let pem = Pem::iter_from_buffer(pem.as_bytes()).filter_map(Result::ok).find(|p| p.label == "CERTIFICATE")?;
     let cert = pem.parse_x509().ok()?;
@@ -164,5 +170,8 @@ mod tests {
         let leaf = ca.issue(&["svc.ns.svc", "127.0.0.1", "::1"], Usage::Server, DAY).expect("leaf");
         assert_eq!(subject_alt_names(&leaf.cert_pem), ["svc.ns.svc", "127.0.0.1", "::1"]);
         assert_eq!(first_not_after(&leaf.cert_pem).map(|t| t.unix_timestamp()), Some(leaf.not_after.unix_timestamp()));
+        let der = Pem::iter_from_buffer(leaf.cert_pem.as_bytes()).next().expect("a PEM block").expect("PEM").contents;
+        assert_eq!(der_not_after(&der).map(|t| t.unix_timestamp()), Some(leaf.not_after.unix_timestamp()));
+        assert_eq!(der_not_after(b"not a certificate"), None);
     }
 }

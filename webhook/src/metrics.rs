@@ -47,6 +47,9 @@ pub struct Metrics {
     pub shed: Counter,
     /// Seconds each cache has been unconfirmed (its watch failing); 0 when current.
     pub cache_stale_seconds: Family<CacheLabels, Gauge<f64, AtomicU64>>,
+    /// When the serving certificate in use expires (Unix seconds): a rotation that never comes
+    /// shows here before the API server's calls start failing.
+    pub cert_expiry: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -99,6 +102,12 @@ impl Metrics {
             "Seconds a cache has been unconfirmed because its watch fails (0: current)",
             cache_stale_seconds.clone(),
         );
+        let cert_expiry = Gauge::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "Unix time the serving certificate in use expires",
+            cert_expiry.clone(),
+        );
         Metrics {
             registry,
             review_seconds,
@@ -108,6 +117,7 @@ impl Metrics {
             cache_objects,
             shed,
             cache_stale_seconds,
+            cert_expiry,
         }
     }
 

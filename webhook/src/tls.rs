@@ -57,12 +57,23 @@ impl ReloadingCert {
         self.files.current().cert.clone()
     }
 
+    /// When the certificate in use expires, in Unix seconds (`None` if its leaf does not parse).
+    pub fn not_after(&self) -> Option<i64> {
+        let chain = self.chain();
+        keyward_certs::bundle::der_not_after(chain.first()?).map(|t| t.unix_timestamp())
+    }
+
     /// Polls the directory every `interval` until the process ends, counting reloads and
-    /// refused rotations in `metrics`.
+    /// refused rotations in `metrics` and keeping its certificate expiry current.
     pub fn spawn_reloader(self: &Arc<Self>, interval: Duration, metrics: Arc<Metrics>) -> tokio::task::JoinHandle<()> {
+        metrics.cert_expiry.set(self.not_after().unwrap_or_default());
+        let cert = self.clone();
         self.files.spawn_watch(interval, move |outcome| {
             let counter = match outcome {
-                Ok(true) => &metrics.cert_reloads,
+                Ok(true) => {
+                    metrics.cert_expiry.set(cert.not_after().unwrap_or_default());
+                    &metrics.cert_reloads
+                }
                 Ok(false) => return,
                 Err(_) => &metrics.cert_reload_errors,
             };
@@ -116,6 +127,7 @@ mod tests {
         write(&two.cert_pem, &two.key_pem);
         assert!(cert.reload_if_changed().expect("reload"));
         assert_eq!(cert.chain(), vec![leaf(&two.cert_pem)]);
+        assert_eq!(cert.not_after(), Some(two.not_after.unix_timestamp()), "the expiry of the certificate in use");
 
         // The key of the first certificate with the second one: refused, the second stays.
         write(&two.cert_pem, &one.key_pem);
