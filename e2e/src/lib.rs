@@ -12,6 +12,7 @@ mod kubectl;
 mod namespace;
 mod outage;
 mod process;
+pub mod prometheus;
 pub mod stores;
 pub mod switch;
 
