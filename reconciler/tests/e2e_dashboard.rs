@@ -26,8 +26,8 @@ use support::*;
 const WAIT: Duration = Duration::from_secs(90);
 const RUN_LABEL: &str = "keyward.dev/dashboard-e2e";
 
-/// What Grafana puts in place of `$__rate_interval` with a 1 s scrape interval is 4 s; a wider
-/// window is still a valid rate and spans the samples taken since the traffic.
+/// In place of `$__rate_interval` Grafana puts at least four scrape intervals (4 s here); a
+/// wider window is as valid a rate and spans more of the samples taken since the traffic.
 const RATE_INTERVAL: &str = "30s";
 
 /// The validating and mutating webhooks for the Keyward kinds of namespaces labelled `run`.
