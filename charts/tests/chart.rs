@@ -277,12 +277,13 @@ async fn store_providers_deploy_with_their_own_rules_when_enabled() {
             let mut want: Vec<String> = core.iter().map(|s| s.to_string()).collect();
             want.sort();
             assert_eq!(got, want, "{p}: core resources");
-            let verbs: Vec<String> = rules
-                .iter()
-                .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect();
-            assert!(verbs.iter().all(|v| v == "get" || v == "create"), "{p}: read and TokenRequest only: {verbs:?}");
+            // Configuration kinds and stores are watched; what they name is read by name only.
+            for r in &rules {
+                let verbs: Vec<&str> = r["verbs"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                let watched = r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g != ""));
+                let allowed: &[&str] = if watched { &["get", "list", "watch"] } else { &["get", "create"] };
+                assert!(verbs.iter().all(|v| allowed.contains(v)), "{p}: {r}");
+            }
         }
     })
     .await;
@@ -714,8 +715,8 @@ async fn network_policies_admit_only_the_reconciler_to_provider_ports_and_can_be
     .await;
 }
 
-/// The providers' ClusterRoles as shipped: only what their configurations can name, no
-/// list/watch where a provider reads objects by name.
+/// The providers' ClusterRoles as shipped: their configuration kinds and the stores watched,
+/// and only what configurations can name, by name (no list or watch of Secrets).
 #[test]
 fn default_provider_rules_grant_only_what_the_shipped_configurations_name() {
     let objects = render(&[]);
@@ -744,7 +745,13 @@ fn default_provider_rules_grant_only_what_the_shipped_configurations_name() {
             "get external-secrets.io/clustersecretstores",
             "get external-secrets.io/secretstores",
             "get provider.external-secrets.io/kubernetes",
+            "list external-secrets.io/clustersecretstores",
+            "list external-secrets.io/secretstores",
+            "list provider.external-secrets.io/kubernetes",
+            "watch external-secrets.io/clustersecretstores",
+            "watch external-secrets.io/secretstores",
+            "watch provider.external-secrets.io/kubernetes",
         ],
-        "the Kubernetes provider reads its config, the store kinds and what they name, by name"
+        "the Kubernetes provider watches its config kind and the store kinds, and reads what they name by name"
     );
 }

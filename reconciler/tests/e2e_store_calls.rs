@@ -1,7 +1,8 @@
 //! What Keyward costs a store, counted by the store itself (Vault's audit log): ExternalSecrets
 //! that read one secret through one store share one read per refresh window, however many
 //! `data` entries and properties they ask for; a `force-sync` reads anew and its Secret gets the
-//! changed value; a store with other credentials reading the same key makes its own read.
+//! changed value; a store with other credentials reading the same key makes its own read; and
+//! the provider reads the SecretStores it serves from a watch, not with a GET per call.
 
 #![allow(clippy::unwrap_used)]
 
@@ -77,18 +78,41 @@ async fn one_store_read_per_secret_per_refresh_window() {
             }
             assert_eq!(reads(), 1, "{COUNT} ExternalSecrets × 3 entries reading one secret through one store");
 
-            // A changed value, and a force-sync of one ExternalSecret: it reads anew.
+            // GETs of SecretStores the API server served (alone in this binary, its counters are
+            // this test's).
+            let store_gets = || async {
+                let served = api_requests(&client).await;
+                served.get(&vec!["GET".to_string(), "secretstores".to_string()]).copied().unwrap_or(0.0)
+            };
+            let gets_before = store_gets().await;
+
+            // A changed value, and a force-sync of one ExternalSecret: it reads anew, its store's
+            // configuration too.
             vault.cli(&["kv", "put", &format!("secret/{key}"), "user=app2", "password=pw", "host=db"]);
             let annotate = json!({"metadata": {"annotations": {"force-sync": "1"}}});
             ess.patch("es-0", &PatchParams::default(), &Patch::Merge(&annotate)).await.unwrap();
             wait_for_value(&secrets, "es-0", "user", "app2", WAIT).await;
             assert_eq!(reads(), 2, "a force-sync reads the store anew");
+            assert!(store_gets().await > gets_before, "a force-sync reads its SecretStore with a GET");
 
             // Another store with its own credentials, the same key: its own read, never the
             // first store's answer.
             apply(&ess, external_secret("other-store", &ns, "vault-b", &key)).await;
             wait_for_value(&secrets, "other-store", "user", "app2", WAIT).await;
             assert_eq!(reads(), 3, "another identity reads for itself");
+
+            // The provider keeps the stores it serves in a watch: ten more ExternalSecrets, each
+            // reading a secret of its own, sync without one GET of their SecretStore.
+            let gets_before = store_gets().await;
+            for i in 0..10 {
+                let own = format!("{ns}/own-{i}");
+                vault.cli(&["kv", "put", &format!("secret/{own}"), "user=own", "password=pw", "host=db"]);
+                apply(&ess, external_secret(&format!("own-{i}"), &ns, "vault-a", &own)).await;
+            }
+            for i in 0..10 {
+                wait_for_value(&secrets, &format!("own-{i}"), "user", "own", WAIT).await;
+            }
+            assert_eq!(store_gets().await - gets_before, 0.0, "periodic and first syncs read the store from the watch");
             drop(provider);
         }
     })

@@ -17,6 +17,8 @@
 
 pub mod body;
 mod cli;
+#[cfg(feature = "refs")]
+pub mod config_watch;
 mod context;
 pub mod json;
 pub mod keys;

@@ -7,6 +7,8 @@
 //! applies the tenant boundary: a configuration may only name objects outside its own namespace
 //! when it is owned by the cluster operator.
 
+use std::sync::Arc;
+
 use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
@@ -21,6 +23,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::de::DeserializeOwned;
 
+use crate::config_watch::ConfigWatches;
 use crate::context::{RequestContext, StoreRefKind};
 
 pub use keyward_crds::rules::NamedKind;
@@ -107,16 +110,18 @@ pub struct ResolvedConfig<S> {
     pub what: String,
 }
 
-/// Reads what configurations name, with the provider's own client.
+/// Reads what configurations name, with the provider's own client; configuration objects and
+/// stores from watches where a call allows ([`ConfigWatches`]).
 #[derive(Clone)]
 pub struct ClusterRefs {
     client: Client,
+    watches: Arc<ConfigWatches>,
 }
 
 impl ClusterRefs {
     /// Reads with `client` (the provider's own identity).
     pub fn new(client: Client) -> Self {
-        ClusterRefs { client }
+        ClusterRefs { client, watches: Arc::default() }
     }
 
     /// The provider's own client.
@@ -130,9 +135,15 @@ impl ClusterRefs {
         K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + DeserializeOwned
-            + std::fmt::Debug,
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let ns = ctx.config_namespace();
+        if let Some(config) = self.watches.lookup::<K>(&self.client, ctx, Some(ns), &ctx.name).await {
+            return Ok(config);
+        }
         let kind = K::kind(&());
         let api: Api<K> = Api::namespaced(self.client.clone(), ns);
         api.get_opt(&ctx.name)
@@ -163,11 +174,14 @@ impl ClusterRefs {
         K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + DeserializeOwned
-            + std::fmt::Debug,
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
         E: std::fmt::Display,
     {
         let ns = ctx.config_namespace();
-        let (spec, generation, what) = match store_backend(&self.client, ctx, &[]).await? {
+        let (spec, generation, what) = match store_backend(self, ctx, &[]).await? {
             Some((backend, generation)) => {
                 let what = match ctx.store_ref_kind {
                     StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
@@ -206,11 +220,14 @@ impl ClusterRefs {
             + kube::core::object::HasSpec
             + Clone
             + DeserializeOwned
-            + std::fmt::Debug,
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
         K::Spec: ProviderSpec + Clone,
     {
         let ns = ctx.config_namespace();
-        let resolved = match store_backend(&self.client, ctx, &[kind]).await? {
+        let resolved = match store_backend(self, ctx, &[kind]).await? {
             Some((StoreBackend::Plugin(row, block), generation)) if row == kind => {
                 let what = match ctx.store_ref_kind {
                     StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
@@ -409,24 +426,35 @@ impl ClusterRefs {
 /// store whose provider this process does not serve, or that names none, is `FAILED_PRECONDITION`.
 /// `plugins` are the provider crate kinds the caller serves (its own row), beside the kinds
 /// `keyward_crds` translates itself.
-pub async fn store_backend(
-    client: &Client,
+async fn store_backend(
+    refs: &ClusterRefs,
     ctx: &RequestContext,
     plugins: Plugins<'_>,
 ) -> Result<Option<(StoreBackend, Option<i64>)>, ProviderError> {
+    let (client, watches) = (&refs.client, &refs.watches);
     let (spec, generation, what) = match ctx.store_ref_kind {
         StoreRefKind::SecretStore => {
             let ns = ctx.config_namespace();
             let what = format!("SecretStore {ns}/{}", ctx.name);
-            let api: Api<SecretStore> = Api::namespaced(client.clone(), ns);
-            let found = api.get_opt(&ctx.name).await.map_err(|e| map_ref_error(e, &format!("reading {what}")))?;
+            let found = match watches.lookup::<SecretStore>(client, ctx, Some(ns), &ctx.name).await {
+                Some(store) => Some(store),
+                None => Api::<SecretStore>::namespaced(client.clone(), ns)
+                    .get_opt(&ctx.name)
+                    .await
+                    .map_err(|e| map_ref_error(e, &format!("reading {what}")))?,
+            };
             let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
             (store.spec, store.metadata.generation, what)
         }
         StoreRefKind::ClusterSecretStore => {
             let what = format!("ClusterSecretStore {}", ctx.name);
-            let api: Api<ClusterSecretStore> = Api::all(client.clone());
-            let found = api.get_opt(&ctx.name).await.map_err(|e| map_ref_error(e, &format!("reading {what}")))?;
+            let found = match watches.lookup::<ClusterSecretStore>(client, ctx, None, &ctx.name).await {
+                Some(store) => Some(store),
+                None => Api::<ClusterSecretStore>::all(client.clone())
+                    .get_opt(&ctx.name)
+                    .await
+                    .map_err(|e| map_ref_error(e, &format!("reading {what}")))?,
+            };
             let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
             (store.spec.store, store.metadata.generation, what)
         }

@@ -1,0 +1,104 @@
+//! The configuration objects a provider reads on its calls — SecretStores, ClusterSecretStores
+//! and its own configuration kinds — kept in memory by watches, so a periodic read costs the
+//! API server nothing (feature `refs`).
+//!
+//! A kind's watch starts the first time the kind is asked for. The watch answers only calls
+//! that accept an aged answer (a GetSecret or GetSecretMap with `max_age_seconds` above 0): they
+//! accept a configuration a moment behind the API server too. Every other call — a sync a spec
+//! edit or force-sync asked for, Validate, pushes — reads the object with a GET, as does any
+//! call the watch cannot answer: not listed yet (the first call waits a moment for the list),
+//! unable to list (no list/watch permission), or an object it has not seen (created a moment
+//! ago). Objects are kept without their managed fields; memory grows with the number of
+//! configuration objects, not with calls.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_stream::StreamExt;
+
+use crate::context::RequestContext;
+
+/// How long the call that starts a kind's watch waits for its first list before reading with a
+/// GET instead; later calls never wait.
+const FIRST_LIST: Duration = Duration::from_secs(5);
+
+/// The watches of one provider process, one per kind asked for.
+#[derive(Default)]
+pub struct ConfigWatches {
+    stores: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+impl ConfigWatches {
+    /// The object `name` (in `namespace`; `None` for a cluster-scoped kind) as the watch of `K`
+    /// has it, when `ctx` accepts a watched answer and the watch has one; `None` tells the
+    /// caller to read it with a GET.
+    pub async fn lookup<K>(
+        &self,
+        client: &Client,
+        ctx: &RequestContext,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        if ctx.max_age.is_zero() {
+            return None;
+        }
+        let (store, started) = self.store::<K>(client);
+        let listed = store.wait_until_ready();
+        let ready = if started {
+            matches!(tokio::time::timeout(FIRST_LIST, listed).await, Ok(Ok(())))
+        } else {
+            matches!(listed.now_or_never(), Some(Ok(())))
+        };
+        if !ready {
+            return None;
+        }
+        let mut at = ObjectRef::new(name);
+        if let Some(ns) = namespace {
+            at = at.within(ns);
+        }
+        store.get(&at).map(|o| (*o).clone())
+    }
+
+    /// The store of `K`'s watch, and whether this call started the watch.
+    fn store<K>(&self, client: &Client) -> (Store<K>, bool)
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let mut stores = self.stores.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(store) = stores.get(&TypeId::of::<K>()).and_then(|s| s.downcast_ref::<Store<K>>()) {
+            return (store.clone(), false);
+        }
+        let (reader, writer) = reflector::store();
+        let api: Api<K> = Api::all(client.clone());
+        let kind = K::kind(&()).into_owned();
+        let events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|o| {
+                o.meta_mut().managed_fields = None;
+            })
+            .reflect(writer)
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                if let Err(e) = event {
+                    // The calls go on with GETs; the watch retries with backoff.
+                    tracing::warn!(kind = %kind, error = %e, "configuration watch failed; reading with GETs meanwhile");
+                }
+            }
+        });
+        stores.insert(TypeId::of::<K>(), Arc::new(reader.clone()));
+        (reader, true)
+    }
+}
