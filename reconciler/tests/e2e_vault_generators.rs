@@ -1,0 +1,198 @@
+//! End to end: the VaultDynamicSecret generator. An ExternalSecret's `dataFrom` generatorRef
+//! names a VaultDynamicSecret (directly and through a ClusterGenerator); the reconciler sends
+//! it to the Vault provider process, which issues a certificate from the PKI engine of a real
+//! `vault server -dev`, and the target Secret holds it. A generator naming another namespace's
+//! Secret reports Ready=False; upstream's VaultDynamicSecret examples apply unchanged.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::ExternalSecret;
+use keyward_e2e::stores::VaultDev;
+use keyward_e2e::{repo_root, with_temp_namespace};
+use kube::Api;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn es(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {
+            "refreshInterval": "1h",
+            "target": {"name": name},
+            "dataFrom": [{"sourceRef": {"generatorRef": {
+                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
+        },
+    })
+}
+
+fn apply_manifest(ns: &str, doc: &Value) {
+    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
+}
+
+/// Waits until the ExternalSecret is not Ready with a message containing `want`.
+async fn wait_refused(ess: &Api<ExternalSecret>, name: &str, want: &str) -> String {
+    eventually(&format!("{name} refused with {want:?}"), WAIT, || async {
+        let es = ess.get(name).await.ok()?;
+        let (status, _, message) = ready_of(&es.status?.conditions)?;
+        (status == "False" && message.contains(want)).then_some(message)
+    })
+    .await
+}
+
+/// Deletes the run's ClusterGenerator when the test ends, passed or not.
+struct ClusterGeneratorCleanup(String);
+
+impl Drop for ClusterGeneratorCleanup {
+    fn drop(&mut self) {
+        let _ = keyward_e2e::kubectl()
+            .args(["delete", "clustergenerators.generators.external-secrets.io", &self.0, "--ignore-not-found"])
+            .output();
+    }
+}
+
+/// The documents of one upstream example, as JSON.
+fn example(file: &str) -> Vec<Value> {
+    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
+    let v = VaultDev::start();
+    v.cli(&["secrets", "enable", "pki"]);
+    v.cli(&["write", "pki/root/generate/internal", "common_name=example.com"]);
+    v.cli(&[
+        "write",
+        "pki/roles/web",
+        "allowed_domains=example.com",
+        "allow_subdomains=true",
+        // Within the dev root CA's lifetime (the role's default is the mount's, longer).
+        "max_ttl=24h",
+    ]);
+    v.policy("issue", r#"path "pki/issue/web" { capabilities = ["create", "update"] }"#);
+    let token = v.json(&["token", "create"], &["-policy=issue"])["auth"]["client_token"].as_str().unwrap().to_string();
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let provider = ProviderProcess::start("keyward-provider-vault", pki.provider_dir(), None).await;
+        let cluster_generator = format!("{ns}-certs");
+        let _cleanup = ClusterGeneratorCleanup(cluster_generator.clone());
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-token"},
+                    "stringData": {"token": token}}),
+        );
+        let vault_provider = |secret_ns: Option<&str>| {
+            let mut r = json!({"name": "vault-token", "key": "token"});
+            if let Some(n) = secret_ns {
+                r["namespace"] = json!(n);
+            }
+            json!({"server": v.address(), "auth": {"tokenSecretRef": r}})
+        };
+        let spec = |common_name: &str, secret_ns: Option<&str>| {
+            json!({"method": "POST", "path": "pki/issue/web", "parameters": {"common_name": common_name},
+                   "provider": vault_provider(secret_ns)})
+        };
+        let vds = |name: &str, spec: Value| {
+            json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "VaultDynamicSecret",
+                   "metadata": {"name": name}, "spec": spec})
+        };
+        apply_manifest(&ns, &vds("cert", spec("a.example.com", None)));
+        apply_manifest(&ns, &vds("stolen", spec("b.example.com", Some("kube-system"))));
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
+                    "metadata": {"name": cluster_generator},
+                    "spec": {"kind": "VaultDynamicSecret",
+                             "generator": {"vaultDynamicSecretSpec": spec("c.example.com", None)},
+                             "conditions": [{"namespaces": [ns]}]}}),
+        );
+        for doc in example("generator-vault.yaml").iter().chain(&example("generator-vault-example.yaml")) {
+            let mut doc = doc.clone();
+            if doc["kind"] == "ExternalSecret" {
+                doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
+            }
+            apply_manifest(&ns, &doc);
+        }
+
+        let _reconciler = Reconciler::start_with_stores(&ns, &[("vault", &provider)], &[]).await;
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        apply(&ess, es("cert", &ns, "VaultDynamicSecret", "cert")).await;
+        apply(&ess, es("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
+        apply(&ess, es("stolen", &ns, "VaultDynamicSecret", "stolen")).await;
+
+        let cert = eventually("Secret cert holds a certificate", WAIT, || async {
+            let s = secrets.get_opt("cert").await.ok()??;
+            value(&s, "certificate")
+        })
+        .await;
+        assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"), "{cert}");
+        let s = secrets.get("cert").await.unwrap();
+        assert!(value(&s, "private_key").unwrap().contains("PRIVATE KEY-----"));
+        assert!(value(&s, "issuing_ca").unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
+        // Through a ClusterGenerator: the same provider, the token read in the manifest's namespace.
+        let via = eventually("Secret via-cluster holds a certificate", WAIT, || async {
+            value(&secrets.get_opt("via-cluster").await.ok()??, "certificate")
+        })
+        .await;
+        assert_ne!(via, cert, "each ExternalSecret gets its own certificate");
+        // The tenant boundary: the generator's Secret in another namespace is refused.
+        let message = wait_refused(&ess, "stolen", "kube-system").await;
+        assert!(message.contains("VaultDynamicSecret \"stolen\""), "{message}");
+        assert!(secrets.get_opt("stolen").await.unwrap().is_none(), "nothing written");
+        // Upstream's example applied unchanged: served (it is sent to the Vault provider),
+        // and refused there because its in-cluster server is not this test's.
+        let message = wait_refused(&ess, "pki-example-com", "VaultDynamicSecret \"pki-example\"").await;
+        assert!(!message.contains("not served"), "{message}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_that_does_not_generate_is_reported_not_a_panic() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        // The Fake provider generates nothing: the runtime's default answers UNIMPLEMENTED.
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "VaultDynamicSecret",
+                    "metadata": {"name": "cert"},
+                    "spec": {"path": "pki/issue/web", "provider": {"server": "http://127.0.0.1:1",
+                             "auth": {"tokenSecretRef": {"name": "t", "key": "token"}}}}}),
+        );
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        {
+            // No Vault provider configured at all.
+            let _reconciler = Reconciler::start(&ns, &[]).await;
+            apply(&ess, es("unconfigured", &ns, "VaultDynamicSecret", "cert")).await;
+            wait_refused(
+                &ess,
+                "unconfigured",
+                "generated by the vault provider, which this reconciler is not configured",
+            )
+            .await;
+        }
+        // The address given for Vault stores answers, but does not generate.
+        let _reconciler = Reconciler::start_with_stores(&ns, &[("vault", &fake)], &[]).await;
+        apply(&ess, es("unimplemented", &ns, "VaultDynamicSecret", "cert")).await;
+        let message = wait_refused(&ess, "unimplemented", "does not generate VaultDynamicSecret values").await;
+        assert!(message.contains("VaultDynamicSecret \"cert\""), "{message}");
+    })
+    .await;
+}
