@@ -1,7 +1,8 @@
 //! End to end: the VaultDynamicSecret generator. An ExternalSecret's `dataFrom` generatorRef
 //! names a VaultDynamicSecret (directly and through a ClusterGenerator); the reconciler sends
 //! it to the Vault provider process, which issues a certificate from the PKI engine of a real
-//! `vault server -dev`, and the target Secret holds it. A generator naming another namespace's
+//! `vault server -dev`, and the target Secret holds it; a PushSecret pushes one to Vault's KV
+//! store. A generator naming another namespace's
 //! Secret reports Ready=False; upstream's VaultDynamicSecret examples apply unchanged.
 
 #![allow(clippy::unwrap_used)]
@@ -82,7 +83,11 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
         // Within the dev root CA's lifetime (the role's default is the mount's, longer).
         "max_ttl=24h",
     ]);
-    v.policy("issue", r#"path "pki/issue/web" { capabilities = ["create", "update"] }"#);
+    v.policy(
+        "issue",
+        r#"path "pki/issue/web" { capabilities = ["create", "update"] }
+           path "secret/*" { capabilities = ["create", "read", "update", "list"] }"#,
+    );
     let token = v.json(&["token", "create"], &["-policy=issue"])["auth"]["client_token"].as_str().unwrap().to_string();
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
@@ -144,6 +149,38 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
         let s = secrets.get("cert").await.unwrap();
         assert!(value(&s, "private_key").unwrap().contains("PRIVATE KEY-----"));
         assert!(value(&s, "issuing_ca").unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
+        // A PushSecret's selector.generatorRef: the generated certificate is pushed to Vault's KV
+        // store through a SecretStore served by the same provider, and kept in push-generated.
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore", "metadata": {"name": "kv"},
+                    "spec": {"provider": {"vault": {"server": v.address(), "path": "secret", "version": "v2",
+                             "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}}}}}),
+        );
+        let pss: Api<keyward_crds::PushSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &pss,
+            json!({"apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                   "metadata": {"name": "push", "labels": {CLASS_LABEL: ns}},
+                   "spec": {"refreshInterval": "1h", "secretStoreRefs": [{"name": "kv", "kind": "SecretStore"}],
+                            "selector": {"generatorRef": {"apiVersion": "generators.external-secrets.io/v1alpha1",
+                                                          "kind": "VaultDynamicSecret", "name": "cert"}},
+                            "data": [{"match": {"secretKey": "certificate",
+                                                "remoteRef": {"remoteKey": format!("{ns}/pushed"),
+                                                              "property": "certificate"}}}]}}),
+        )
+        .await;
+        let kept = eventually("push-generated holds a certificate", WAIT, || async {
+            value(&secrets.get_opt("push-generated").await.ok()??, "certificate")
+        })
+        .await;
+        let path = format!("secret/{ns}/pushed");
+        let pushed = eventually("the certificate is in Vault", WAIT, || async {
+            v.try_cli(&["kv", "get", "-field=certificate", &path]).ok().filter(|p| !p.is_empty())
+        })
+        .await;
+        assert_eq!(pushed.trim(), kept.trim(), "the kept certificate is the pushed one");
+        assert!(kept.starts_with("-----BEGIN CERTIFICATE-----"), "{kept}");
         // Through a ClusterGenerator: the same provider, the token read in the manifest's namespace.
         let via = eventually("Secret via-cluster holds a certificate", WAIT, || async {
             value(&secrets.get_opt("via-cluster").await.ok()??, "certificate")
