@@ -14,11 +14,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{ExternalSecret, Kubernetes, Provider, SecretStore};
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{ExternalSecret, Provider, SecretStore};
 use keyward_e2e::prometheus::Prometheus;
-use keyward_e2e::{control_plane, repo_root, with_temp_namespace};
-use kube::api::{ObjectMeta, PostParams};
+use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::*;
@@ -93,46 +92,9 @@ async fn every_dashboard_panel_has_data_from_a_running_keyward() {
             let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
             register_webhook(&mut webhook, &client, &pki, run).await;
 
-            // A reader ServiceAccount allowed to read the remote namespace, and one that is not.
-            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-            for sa in ["reader", "nobody"] {
-                let meta = ObjectMeta { name: Some(sa.into()), ..Default::default() };
-                sas.create(&PostParams::default(), &ServiceAccount { metadata: meta, ..Default::default() })
-                    .await
-                    .unwrap();
-            }
-            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch"]).await;
-            let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
-            apply(
-                &remote_secrets,
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app"}}),
-            )
-            .await;
-
-            // Through the webhook: a Kubernetes config and a Provider per ServiceAccount, and a
-            // SecretStore with the reader's credentials.
-            let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
-            let server = json!({"url": control_plane().await.server_url(),
-                                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
-            let configs: Api<Kubernetes> = Api::namespaced(client.clone(), &ns);
-            let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
-            for (name, sa) in [("good", "reader"), ("broken", "nobody")] {
-                apply(
-                    &configs,
-                    json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
-                           "metadata": {"name": name},
-                           "spec": {"server": server, "auth": {"serviceAccount": {"name": sa}}, "remoteNamespace": remote}}),
-                )
-                .await;
-                apply(
-                    &providers,
-                    json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
-                           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-                           "spec": {"config": {"address": kube_provider.address(), "providerRef": {
-                               "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": name}}}}),
-                )
-                .await;
-            }
+            // A reader ServiceAccount allowed to read the remote namespace, and one that is not,
+            // each with a Kubernetes config and a Provider.
+            let server = kubernetes_good_and_broken(&client, &ns, &remote, &kube_provider.address()).await;
             let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
             apply(
                 &stores,
@@ -144,6 +106,7 @@ async fn every_dashboard_panel_has_data_from_a_running_keyward() {
             .await;
 
             // A denial: a Provider whose address has no port.
+            let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
             let bad = json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
                              "metadata": {"name": "bad-address", "labels": {CLASS_LABEL: ns}},
                              "spec": {"config": {"address": "no-port-here", "providerRef": {

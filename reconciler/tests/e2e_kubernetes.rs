@@ -8,20 +8,14 @@ mod support;
 
 use std::time::Duration;
 
-use base64::Engine;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{ExternalSecret, Kubernetes, Provider};
-use keyward_e2e::{control_plane, with_temp_namespace};
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::{ExternalSecret, Provider};
+use keyward_e2e::with_temp_namespace;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
 use serde_json::json;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
-
-fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta { name: Some(name.into()), ..Default::default() }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth() {
@@ -30,42 +24,9 @@ async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth
             let pki = Pki::new();
             pki.install(&client, &ns).await;
             let kube_provider = ProviderProcess::start("keyward-provider-kubernetes", pki.provider_dir(), None).await;
-            let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-            for sa in ["reader", "nobody"] {
-                sas.create(&PostParams::default(), &ServiceAccount { metadata: meta(sa), ..Default::default() })
-                    .await
-                    .unwrap();
-            }
-            grant_secrets(&client, &remote, &ns, "reader", &["get", "list", "watch"]).await;
+            kubernetes_good_and_broken(&client, &ns, &remote, &kube_provider.address()).await;
             let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
-            apply(
-                &remote_secrets,
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app"}}),
-            )
-            .await;
-
-            let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
-            let server = json!({"url": control_plane().await.server_url(),
-                                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
-            let configs: Api<Kubernetes> = Api::namespaced(client.clone(), &ns);
             let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
-            for (name, sa) in [("good", "reader"), ("broken", "nobody")] {
-                apply(
-                    &configs,
-                    json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
-                           "metadata": {"name": name},
-                           "spec": {"server": server, "auth": {"serviceAccount": {"name": sa}}, "remoteNamespace": remote}}),
-                )
-                .await;
-                apply(
-                    &providers,
-                    json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
-                           "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-                           "spec": {"config": {"address": kube_provider.address(), "providerRef": {
-                               "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": name}}}}),
-                )
-                .await;
-            }
             let _reconciler = Reconciler::start(&ns, &[]).await;
             let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
             for name in ["good", "broken"] {

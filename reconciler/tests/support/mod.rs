@@ -559,3 +559,45 @@ pub fn status_mib(pid: u32, field: &str) -> f64 {
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
 }
+
+/// Kubernetes provider configurations in `ns` reading Secret `db` (`user: app`) of `remote`:
+/// `good`, with ServiceAccount `reader` allowed to read `remote`, and `broken`, with `nobody`,
+/// which is not; a Provider of each name at `address`. The API server is the local control plane;
+/// its `server` block (URL and CA) is returned for more configurations.
+pub async fn kubernetes_good_and_broken(client: &Client, ns: &str, remote: &str, address: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), ns);
+    for sa in ["reader", "nobody"] {
+        apply(&sas, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})).await;
+    }
+    grant_secrets(client, remote, ns, "reader", &["get", "list", "watch"]).await;
+    let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), remote);
+    apply(
+        &remote_secrets,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"user": "app"}}),
+    )
+    .await;
+    let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
+    let server = json!({"url": control_plane().await.server_url(),
+                        "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
+    let configs: Api<keyward_crds::Kubernetes> = Api::namespaced(client.clone(), ns);
+    let providers: Api<keyward_crds::Provider> = Api::namespaced(client.clone(), ns);
+    for (name, sa) in [("good", "reader"), ("broken", "nobody")] {
+        apply(
+            &configs,
+            json!({"apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes",
+                   "metadata": {"name": name},
+                   "spec": {"server": server, "auth": {"serviceAccount": {"name": sa}}, "remoteNamespace": remote}}),
+        )
+        .await;
+        apply(
+            &providers,
+            json!({"apiVersion": "external-secrets.io/v1", "kind": "Provider",
+                   "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+                   "spec": {"config": {"address": address, "providerRef": {
+                       "apiVersion": "provider.external-secrets.io/v2alpha1", "kind": "Kubernetes", "name": name}}}}),
+        )
+        .await;
+    }
+    server
+}
