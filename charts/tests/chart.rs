@@ -416,9 +416,11 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
             assert!(can_i(kc, &ns, &sa("webhook"), verb, "secretstores.external-secrets.io"));
         }
         assert!(!can_i(kc, &ns, &sa("provider-fake"), "get", "secrets/anything"));
+        // A provider watches its own configuration kind, not another's, and reads Secrets by name.
         assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "get", "kubernetes.provider.external-secrets.io"));
-        assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
+        assert!(can_i(kc, &ns, &sa("provider-kubernetes"), "list", "kubernetes.provider.external-secrets.io"));
         assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "fakes.provider.external-secrets.io"));
+        assert!(!can_i(kc, &ns, &sa("provider-kubernetes"), "list", "secrets"));
 
         // Run the certs Deployment's container locally: its environment, its ServiceAccount.
         let kubeconfig = impersonating_kubeconfig(cp.kubeconfig(), &sa("certs"), dir.path());

@@ -585,7 +585,7 @@ async fn call_provider(pod_ip: &str, server_ca: &str, cert: &str, key: &str) -> 
             authentication_scope: "ProviderNamespace".into(),
         }),
         source_namespace: "kw-other".into(),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let reply = SecretStoreProviderClient::new(channel).get_secret(request).await.map_err(|s| format!("{s:?}"))?;
     Ok(String::from_utf8_lossy(&reply.into_inner().value).into_owned())

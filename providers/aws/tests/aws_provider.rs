@@ -40,7 +40,7 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, version: &str
             version: version.into(),
             ..Default::default()
         }),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     }
 }
 
@@ -480,7 +480,7 @@ async fn secret_stores_serve_secrets_manager_and_parameter_store() {
                     provider_ref: Some(ps.clone()),
                     source_namespace: ns.clone(),
                     remote_ref: get(&ps, &ns, "app/db", "", "").remote_ref,
-                    max_age_seconds: 0,
+                    max_age_millis: 0,
                 })
                 .await
                 .unwrap()

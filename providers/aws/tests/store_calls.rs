@@ -19,10 +19,10 @@ use tonic::transport::Channel;
 
 use common::{aws_store, keys, keys_secret, sm, ssm, start_provider, store, store_ref};
 
-/// A minute: the age a periodic refresh accepts.
-const MINUTE: u32 = 60;
+/// A minute (in milliseconds): an age a periodic refresh accepts.
+const MINUTE: u32 = 60_000;
 
-fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, max_age_seconds: u32) -> GetSecretRequest {
+fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, max_age_millis: u32) -> GetSecretRequest {
     GetSecretRequest {
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
@@ -31,7 +31,7 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, max_age_secon
             property: property.into(),
             ..Default::default()
         }),
-        max_age_seconds,
+        max_age_millis,
     }
 }
 

@@ -103,7 +103,7 @@ async fn measure(
         }),
         provider_ref: Some(reference),
         source_namespace: ns.to_string(),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let warmup = WARMUP.min(calls);
     for _ in 0..warmup {

@@ -55,7 +55,7 @@ async fn serves_versions_health_reflection_and_metrics() {
             remote_ref: remote(key, property, version),
             provider_ref: pref.clone(),
             source_namespace: ns.clone(),
-            max_age_seconds: 0,
+            max_age_millis: 0,
         };
 
         // A number property, a version, a version that does not exist.
@@ -167,7 +167,7 @@ async fn mtls_refuses_bad_clients_and_reloads_a_rotated_server_certificate() {
             remote_ref: remote("api-token", "", ""),
             provider_ref: Some(provider_ref("Fake", "static", "", "Provider")),
             source_namespace: ns.clone(),
-            max_age_seconds: 0,
+            max_age_millis: 0,
         };
 
         // A good client works.

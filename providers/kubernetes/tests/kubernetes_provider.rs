@@ -241,7 +241,7 @@ fn get(pref: &ProviderReference, source_ns: &str, key: &str, property: &str) -> 
         }),
         provider_ref: Some(pref.clone()),
         source_namespace: source_ns.into(),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     }
 }
 
@@ -267,7 +267,7 @@ async fn token_auth_reads_finds_and_validates() {
                 }),
                 provider_ref: Some(token.clone()),
                 source_namespace: ns.clone(),
-                max_age_seconds: 0,
+                max_age_millis: 0,
             })
             .await
             .expect("map")

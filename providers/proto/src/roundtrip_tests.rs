@@ -54,13 +54,13 @@ fn requests_roundtrip() {
         remote_ref: Some(remote_ref()),
         provider_ref: Some(provider_ref()),
         source_namespace: ns(),
-        max_age_seconds: 30,
+        max_age_millis: 30_000,
     });
     roundtrip(GetSecretMapRequest {
         remote_ref: Some(remote_ref()),
         provider_ref: Some(provider_ref()),
         source_namespace: ns(),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     });
     roundtrip(GetAllSecretsRequest {
         provider_ref: Some(provider_ref()),

@@ -3,7 +3,7 @@
 //! API server nothing (feature `refs`).
 //!
 //! A kind's watch starts the first time the kind is asked for. The watch answers only calls
-//! that accept an aged answer (a GetSecret or GetSecretMap with `max_age_seconds` above 0): they
+//! that accept an aged answer (a GetSecret or GetSecretMap with `max_age_millis` above 0): they
 //! accept a configuration a moment behind the API server too. Every other call — a sync a spec
 //! edit or force-sync asked for, Validate, pushes — reads the object with a GET, as does any
 //! call the watch cannot answer: not listed yet (the first call waits a moment for the list),

@@ -63,7 +63,7 @@ pub struct RequestContext {
     /// Validate with an explicit config namespace, and for Capabilities).
     pub source_namespace: String,
     /// How old an answer the caller accepts (GetSecret's and GetSecretMap's
-    /// `max_age_seconds`; zero for every other call): what [`crate::read_cache`] may serve.
+    /// `max_age_millis`; zero for every other call): what [`crate::read_cache`] may serve.
     pub max_age: std::time::Duration,
 }
 

@@ -1,6 +1,6 @@
 //! One store call for identical reads: GetSecret and GetSecretMap requests with the same
 //! reference, source namespace and remote ref share a call while it is in flight, and share its
-//! answer afterwards for as long as each caller says it accepts (`max_age_seconds`).
+//! answer afterwards for as long as each caller says it accepts (`max_age_millis`).
 //!
 //! Stores bill per call, and fifty ExternalSecrets reading one key through one store, or fifty
 //! refreshed together, would otherwise make fifty calls. The key holds everything that decides

@@ -116,7 +116,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
-        let (reads, max_age) = (self.reads.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
+        let (reads, max_age) = (self.reads.clone(), Duration::from_millis(u64::from(req.max_age_millis)));
         let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
             let read = ReadKey::new(M, &ctx, &remote_ref);
@@ -136,7 +136,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, true)
             .and_then(|ctx| require(M, "remote_ref.key", &remote_ref.key).map(|_| ctx));
         let key = remote_ref.key.clone();
-        let (maps, max_age) = (self.maps.clone(), Duration::from_secs(u64::from(req.max_age_seconds)));
+        let (maps, max_age) = (self.maps.clone(), Duration::from_millis(u64::from(req.max_age_millis)));
         let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
             let read = ReadKey::new(M, &ctx, &remote_ref);

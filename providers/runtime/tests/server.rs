@@ -74,7 +74,7 @@ async fn in_flight_calls_finish_on_shutdown() {
         remote_ref: Some(ExternalSecretDataRemoteRef { key: "db".into(), ..Default::default() }),
         provider_ref: Some(provider_ref("Slow", "x", "", "Provider")),
         source_namespace: "team-a".into(),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let started = Instant::now();
     let call = tokio::spawn(async move { client.get_secret(request).await });

@@ -111,7 +111,7 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretR
             property: property.into(),
             ..Default::default()
         }),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     }
 }
 

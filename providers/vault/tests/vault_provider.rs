@@ -77,7 +77,7 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str, version: &str
             version: version.into(),
             ..Default::default()
         }),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     }
 }
 
@@ -497,7 +497,7 @@ async fn keys_never_leave_the_mount() {
                     provider_ref: Some(r.clone()),
                     source_namespace: tenant.clone(),
                     remote_ref: get(&r, &tenant, key, "", "").remote_ref,
-                    max_age_seconds: 0,
+                    max_age_millis: 0,
                 };
                 outcomes
                     .push(("get-map", c.get_secret_map(map).await.map(|a| format!("{:?}", a.into_inner().secrets))));

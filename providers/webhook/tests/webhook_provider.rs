@@ -36,7 +36,7 @@ async fn get(c: &mut Client, r: &ProviderReference, ns: &str, key: &str, propert
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
         remote_ref: remote(key, property),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let v = c.get_secret(req).await?.into_inner().value;
     Ok(String::from_utf8(v).expect("utf-8"))
@@ -52,7 +52,7 @@ async fn get_map(
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
         remote_ref: remote(key, ""),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     Ok(c.get_secret_map(req).await?.into_inner().secrets)
 }

@@ -191,7 +191,7 @@ impl ProviderClient {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
-            max_age_seconds: max_age_seconds(max_age),
+            max_age_millis: max_age_millis(max_age),
         };
         self.call("GetSecret", |mut c| {
             let req = req.clone();
@@ -211,7 +211,7 @@ impl ProviderClient {
             remote_ref: Some(remote_ref),
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
-            max_age_seconds: max_age_seconds(max_age),
+            max_age_millis: max_age_millis(max_age),
         };
         self.call("GetSecretMap", |mut c| {
             let req = req.clone();
@@ -349,7 +349,7 @@ impl ProviderClient {
     }
 }
 
-/// `max_age` in whole seconds, rounded down (an answer is never older than the caller allows).
-fn max_age_seconds(max_age: Duration) -> u32 {
-    u32::try_from(max_age.as_secs()).unwrap_or(u32::MAX)
+/// `max_age` in whole milliseconds, rounded down (an answer is never older than the caller allows).
+fn max_age_millis(max_age: Duration) -> u32 {
+    u32::try_from(max_age.as_millis()).unwrap_or(u32::MAX)
 }

@@ -281,9 +281,9 @@ pub async fn fetch(
     let generators = GeneratorContext { client, manager, namespace: &clients.namespace };
     // Entries reading one remote secret (other properties of it) go after the first that reads
     // it, and accept its answer: one store read, even when this sync must read anew (max_age 0).
-    // Every answer the provider holds for that secret is at least as new as the first entry's,
-    // which was read after `started`; so an age of the time since then (in whole seconds, rounded
-    // up) admits it and nothing read before this sync asked.
+    // The first entry's read was made after `started`, so an age of the time since then admits
+    // it and nothing read before this sync began (the provider also keeps older answers per
+    // property; those stay out). Ages travel in milliseconds for this.
     let started = Instant::now();
     let mut reading = HashSet::new();
     let (first, then): (Vec<usize>, Vec<usize>) =
@@ -291,7 +291,6 @@ pub async fn fetch(
     let mut answers = call_all(&planned, &first, &generators, max_age, concurrency).await;
     if !then.is_empty() {
         let since = started.elapsed();
-        let since = Duration::from_secs(since.as_secs() + u64::from(since.subsec_nanos() > 0));
         answers.extend(call_all(&planned, &then, &generators, max_age.max(since), concurrency).await);
     }
     answers.sort_by_key(|(i, _)| *i);

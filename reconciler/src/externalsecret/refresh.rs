@@ -73,7 +73,7 @@ pub fn decide(s: RefreshState<'_>) -> Decision {
     }
 }
 
-/// How old a store answer a sync accepts (its provider calls' `max_age_seconds`): a quarter of
+/// How old a store answer a sync accepts (its provider calls' `max_age_millis`): a quarter of
 /// the refresh interval for a periodic refresh, a retry and a first sync; none for a sync the
 /// object's own change asked for (a spec edit, `force-sync`), which reads the store anew.
 ///

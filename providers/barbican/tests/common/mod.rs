@@ -127,7 +127,7 @@ pub async fn get(c: &Grpc, r: &ProviderReference, ns: &str, key: &str, property:
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
         remote_ref: remote(key, property),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let v = c.clone().get_secret(req).await?.into_inner().value;
     Ok(String::from_utf8_lossy(&v).into_owned())
@@ -139,7 +139,7 @@ pub async fn get_bytes(c: &Grpc, r: &ProviderReference, ns: &str, key: &str) -> 
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
         remote_ref: remote(key, ""),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     Ok(c.clone().get_secret(req).await?.into_inner().value)
 }
@@ -156,7 +156,7 @@ pub async fn get_map(
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
         remote_ref: remote(key, property),
-        max_age_seconds: 0,
+        max_age_millis: 0,
     };
     let m: HashMap<String, Vec<u8>> = c.clone().get_secret_map(req).await?.into_inner().secrets;
     Ok(m.into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned())).collect())

@@ -403,7 +403,7 @@ impl<T: ConformanceTarget + ?Sized> Run<'_, T> {
             remote_ref: Self::remote(key, property),
             provider_ref: Some(pref.clone()),
             source_namespace: self.ns.clone(),
-            max_age_seconds: 0,
+            max_age_millis: 0,
         };
         Ok(client.clone().get_secret(req).await?.into_inner().value)
     }
@@ -413,7 +413,7 @@ impl<T: ConformanceTarget + ?Sized> Run<'_, T> {
             remote_ref: Self::remote(key, ""),
             provider_ref: Some(self.pref.clone()),
             source_namespace: self.ns.clone(),
-            max_age_seconds: 0,
+            max_age_millis: 0,
         };
         Ok(self.client.clone().get_secret_map(req).await?.into_inner().secrets)
     }
