@@ -192,6 +192,15 @@ pub struct VaultDev {
 }
 
 impl VaultDev {
+    /// Mounts the PKI engine at `pki/` with a root CA for `example.com` and a role `web` that
+    /// issues certificates for its subdomains (within the root CA's lifetime: the role's default
+    /// is the mount's, longer).
+    pub fn enable_pki(&self) {
+        self.cli(&["secrets", "enable", "pki"]);
+        self.cli(&["write", "pki/root/generate/internal", "common_name=example.com"]);
+        self.cli(&["write", "pki/roles/web", "allowed_domains=example.com", "allow_subdomains=true", "max_ttl=24h"]);
+    }
+
     /// Builds Vault (first run) and starts a dev server on a free loopback port (plain HTTP).
     pub fn start() -> VaultDev {
         VaultDev::start_with(false, "127.0.0.1")

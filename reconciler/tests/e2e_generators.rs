@@ -18,7 +18,6 @@ use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
 use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use support::*;
 
@@ -247,11 +246,7 @@ async fn a_push_secret_pushes_one_generated_value_until_its_spec_changes() {
 /// The documents of one upstream example, as JSON.
 fn example(file: &str) -> Vec<Value> {
     let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
+    yaml_documents(&path)
 }
 
 #[tokio::test(flavor = "multi_thread")]

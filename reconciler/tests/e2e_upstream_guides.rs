@@ -19,7 +19,6 @@ use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use support::*;
 
@@ -28,11 +27,7 @@ const WAIT: Duration = Duration::from_secs(90);
 /// The documents of one guide example, as JSON.
 fn guide(file: &str) -> Vec<Value> {
     let path = repo_root().join("e2e/fixtures/upstream-guides").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
+    yaml_documents(&path)
 }
 
 /// What the test changes in a guide's manifest: its namespace, the test's class label, the Vault

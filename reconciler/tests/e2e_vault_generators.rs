@@ -16,7 +16,6 @@ use keyward_crds::ExternalSecret;
 use keyward_e2e::stores::VaultDev;
 use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::Api;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use support::*;
 
@@ -63,26 +62,13 @@ impl Drop for ClusterGeneratorCleanup {
 /// The documents of one upstream example, as JSON.
 fn example(file: &str) -> Vec<Value> {
     let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
+    yaml_documents(&path)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
     let v = VaultDev::start();
-    v.cli(&["secrets", "enable", "pki"]);
-    v.cli(&["write", "pki/root/generate/internal", "common_name=example.com"]);
-    v.cli(&[
-        "write",
-        "pki/roles/web",
-        "allowed_domains=example.com",
-        "allow_subdomains=true",
-        // Within the dev root CA's lifetime (the role's default is the mount's, longer).
-        "max_ttl=24h",
-    ]);
+    v.enable_pki();
     v.policy(
         "issue",
         r#"path "pki/issue/web" { capabilities = ["create", "update"] }

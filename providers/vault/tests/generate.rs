@@ -30,16 +30,7 @@ path "auth/token/create" { capabilities = ["create", "update"] }
 fn vault() -> (VaultDev, String) {
     let v = VaultDev::start();
     v.policy("gen", POLICY);
-    v.cli(&["secrets", "enable", "pki"]);
-    v.cli(&["write", "pki/root/generate/internal", "common_name=example.com"]);
-    v.cli(&[
-        "write",
-        "pki/roles/web",
-        "allowed_domains=example.com",
-        "allow_subdomains=true",
-        // Within the dev root CA's lifetime (the role's default is the mount's, longer).
-        "max_ttl=24h",
-    ]);
+    v.enable_pki();
     v.cli(&["secrets", "enable", "-path=kv1", "-version=1", "kv"]);
     let token = v.json(&["token", "create"], &["-policy=gen"])["auth"]["client_token"].as_str().unwrap().to_string();
     (v, token)

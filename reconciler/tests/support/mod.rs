@@ -601,3 +601,13 @@ pub async fn kubernetes_good_and_broken(client: &Client, ns: &str, remote: &str,
     }
     server
 }
+
+/// The YAML documents of a file (an upstream example or guide), as JSON; empty documents left out.
+pub fn yaml_documents(path: &std::path::Path) -> Vec<serde_json::Value> {
+    use serde::Deserialize as _;
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
