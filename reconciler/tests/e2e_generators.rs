@@ -50,16 +50,6 @@ async fn force_sync(ess: &Api<ExternalSecret>, name: &str, stamp: &str) {
     ess.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
-/// Waits until the ExternalSecret is not Ready with a message containing `want`.
-async fn wait_refused(ess: &Api<ExternalSecret>, name: &str, want: &str) -> String {
-    eventually(&format!("{name} refused with {want:?}"), WAIT, || async {
-        let es = ess.get(name).await.ok()?;
-        let (status, _, message) = ready_of(&es.status?.conditions)?;
-        (status == "False" && message.contains(want)).then_some(message)
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generated_password_changes_only_when_a_refresh_is_due() {
     with_temp_namespace(&[], |client, ns| async move {
@@ -156,7 +146,7 @@ async fn a_cluster_generator_serves_only_the_namespaces_its_conditions_admit() {
         apply(&ess, uuid_es("refused", &closed)).await;
         let id = wait_for_key(&secrets, "admitted", "uuid").await;
         assert!(uuid_like(&id), "{id}");
-        let message = wait_refused(&ess, "refused", "does not allow namespace").await;
+        let message = wait_refused(&ess, "refused", "does not allow namespace", WAIT).await;
         assert!(message.contains(&format!("ClusterGenerator {closed:?}")), "{message}");
         assert!(!message.contains("some-other-namespace"), "the conditions stay out of the tenant's view: {message}");
         assert!(secrets.get_opt("refused").await.unwrap().is_none(), "nothing written for a refused namespace");

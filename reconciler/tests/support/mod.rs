@@ -611,3 +611,18 @@ pub fn yaml_documents(path: &std::path::Path) -> Vec<serde_json::Value> {
         .filter(|doc| !doc.is_null())
         .collect()
 }
+
+/// Waits (up to `timeout`) until the ExternalSecret is not Ready with a message containing `want`.
+pub async fn wait_refused(
+    ess: &Api<keyward_crds::ExternalSecret>,
+    name: &str,
+    want: &str,
+    timeout: Duration,
+) -> String {
+    eventually(&format!("{name} refused with {want:?}"), timeout, || async {
+        let es = ess.get(name).await.ok()?;
+        let (status, _, message) = ready_of(&es.status?.conditions)?;
+        (status == "False" && message.contains(want)).then_some(message)
+    })
+    .await
+}
