@@ -19,5 +19,4 @@ pub mod pushsecret;
 pub mod reload;
 pub mod renders;
 pub mod run;
-pub mod selector;
 pub mod tracked;

@@ -41,7 +41,7 @@ pub use secret_store::{
     secret_store_warnings, store_backend, store_controller_matches, store_ref_kind, store_refresh_interval,
     store_retry, validate_secret_store,
 };
-pub use selector::{SelectorError, label_selector_matches, validate_label_selector};
+pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use stores::{validate_secrets_manager, validate_vault};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{

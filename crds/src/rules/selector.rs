@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
 
 /// A label selector that cannot be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +17,9 @@ pub enum SelectorError {
     /// Exists / DoesNotExist with values.
     #[error("matchExpressions[{index}] uses {operator} on key {key:?} and must not list values")]
     UnexpectedValues { index: usize, operator: String, key: String },
+    /// Refused by kube's selector parser (after the checks above).
+    #[error("{0}")]
+    Unparsed(String),
 }
 
 /// Checks that a selector is well formed.
@@ -39,6 +43,14 @@ pub fn validate_label_selector(selector: &LabelSelector) -> Result<(), SelectorE
     Ok(())
 }
 
+/// A well-formed selector as kube's [`Selector`]: matched with [`SelectorExt::matches`] and
+/// rendered (`Display`) as the API server's `labelSelector` parameter and as `kubectl` prints
+/// one. Checked first with [`validate_label_selector`], whose messages name the expression.
+pub fn parse_label_selector(selector: &LabelSelector) -> Result<Selector, SelectorError> {
+    validate_label_selector(selector)?;
+    Selector::try_from(selector.clone()).map_err(|e| SelectorError::Unparsed(e.0))
+}
+
 /// Whether `labels` satisfy `selector`, with Kubernetes semantics: every matchLabels entry and
 /// every expression must hold; an empty selector matches everything; `NotIn` and
 /// `DoesNotExist` hold when the key is absent.
@@ -46,42 +58,16 @@ pub fn label_selector_matches(
     selector: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, SelectorError> {
-    validate_label_selector(selector)?;
-    let labels_ok = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    if !labels_ok {
-        return Ok(false);
-    }
-    for expr in selector.match_expressions.iter().flatten() {
-        let values = expr.values.as_deref().unwrap_or_default();
-        let actual = labels.get(&expr.key);
-        let holds = match expr.operator.as_str() {
-            "In" => actual.is_some_and(|v| values.contains(v)),
-            "NotIn" => actual.is_none_or(|v| !values.contains(v)),
-            "Exists" => actual.is_some(),
-            // validate_label_selector admitted only the four operators.
-            _ => actual.is_none(),
-        };
-        if !holds {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    Ok(parse_label_selector(selector)?.matches(labels))
 }
 
-/// Renders a selector the way `kubectl` prints one, for messages.
+/// Renders a well-formed selector the way `kubectl` prints one, for messages.
 pub(crate) fn describe_selector(selector: &LabelSelector) -> String {
-    let mut parts: Vec<String> = selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
-    for expr in selector.match_expressions.iter().flatten() {
-        let values = expr.values.as_deref().unwrap_or_default().join(",");
-        parts.push(match expr.operator.as_str() {
-            "In" => format!("{} in ({values})", expr.key),
-            "NotIn" => format!("{} notin ({values})", expr.key),
-            "Exists" => expr.key.clone(),
-            "DoesNotExist" => format!("!{}", expr.key),
-            other => format!("{} {other} ({values})", expr.key),
-        });
+    match parse_label_selector(selector) {
+        Ok(s) if s.selects_all() => "<everything>".to_string(),
+        Ok(s) => s.to_string(),
+        Err(e) => format!("<invalid: {e}>"),
     }
-    if parts.is_empty() { "<everything>".to_string() } else { parts.join(",") }
 }
 
 #[cfg(test)]
@@ -159,5 +145,22 @@ mod tests {
         let s = sel(&[("env", "prod")], vec![expr("tier", "In", &["a", "b"]), expr("x", "DoesNotExist", &[])]);
         assert_eq!(describe_selector(&s), "env=prod,tier in (a,b),!x");
         assert_eq!(describe_selector(&sel(&[], vec![])), "<everything>");
+        let bad = sel(&[], vec![expr("a", "Equals", &["x"])]);
+        assert!(describe_selector(&bad).starts_with("<invalid: matchExpressions[0].operator"));
+    }
+
+    #[test]
+    fn renders_the_api_servers_label_selector_parameter() {
+        let s = sel(
+            &[("team", "a")],
+            vec![
+                expr("k", "In", &["y", "x"]),
+                expr("k", "NotIn", &["z"]),
+                expr("k", "Exists", &[]),
+                expr("k", "DoesNotExist", &[]),
+            ],
+        );
+        assert_eq!(parse_label_selector(&s).unwrap().to_string(), "team=a,k in (x,y),k notin (z),k,!k");
+        assert_eq!(parse_label_selector(&LabelSelector::default()).unwrap().to_string(), "");
     }
 }

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::push_secret::{PushSecretData, PushSecretDeletionPolicy, PushSecretUpdatePolicy};
-use keyward_crds::rules::{check_push_override, parse_go_duration, push_metadata_remote_namespace};
+use keyward_crds::rules::{
+    check_push_override, parse_go_duration, parse_label_selector, push_metadata_remote_namespace,
+};
 use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
 use keyward_proto::ProviderError;
 use keyward_proto::v1 as pb;
@@ -28,7 +30,6 @@ use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render_in_pool};
 use crate::renders::{RenderError, TEMPLATE_BUDGET_EXCEEDED};
-use crate::selector::to_query;
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
 pub const FINALIZER: &str = "pushsecret.externalsecrets.io/finalizer";
@@ -257,7 +258,9 @@ async fn source_secrets(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Sour
             Ok(vec![(name.clone(), data(secret))])
         }
         (None, Some(selector)) => {
-            let params = ListParams::default().labels(&to_query(selector));
+            let selector =
+                parse_label_selector(selector).map_err(|e| format!("selector.secret.selector is invalid: {e}"))?;
+            let params = ListParams::default().labels_from(&selector);
             let list =
                 secrets.list(&params).await.map_err(|e| format!("listing Secrets by selector.secret.selector: {e}"))?;
             Ok(list.items.into_iter().map(|s| (s.name_any(), data(s))).collect())

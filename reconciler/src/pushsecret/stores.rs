@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use keyward_crds::push_secret::PushSecretStoreRef;
-use keyward_crds::rules::store_ref_kind;
+use keyward_crds::rules::{parse_label_selector, store_ref_kind};
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore, StoreKind};
 use kube::api::ListParams;
+use kube::core::Selector;
 use kube::{Api, Client};
 
 use crate::clientmanager::{ClientError, ClientManager, StoreObject};
-use crate::selector::to_query;
 
 /// A store to push to.
 #[derive(Debug, Clone)]
@@ -37,9 +37,13 @@ pub async fn resolve_targets(
             (Some(name), _) => vec![
                 by_name(manager, namespace, name, r.kind).await.map_err(|e| format!("secretStoreRefs[{i}]: {e}"))?,
             ],
-            (None, Some(selector)) => by_labels(client, namespace, &to_query(selector), r.kind)
-                .await
-                .map_err(|e| format!("secretStoreRefs[{i}]: listing stores: {e}"))?,
+            (None, Some(selector)) => {
+                let selector = parse_label_selector(selector)
+                    .map_err(|e| format!("secretStoreRefs[{i}].labelSelector is invalid: {e}"))?;
+                by_labels(client, namespace, &selector, r.kind)
+                    .await
+                    .map_err(|e| format!("secretStoreRefs[{i}]: listing stores: {e}"))?
+            }
             (None, None) => return Err(format!("secretStoreRefs[{i}] needs a name or a labelSelector")),
         };
         for t in found {
@@ -68,10 +72,10 @@ async fn by_name(
 async fn by_labels(
     client: &Client,
     namespace: &str,
-    selector: &str,
+    selector: &Selector,
     kind: Option<StoreKind>,
 ) -> Result<Vec<Target>, kube::Error> {
-    let params = ListParams::default().labels(selector);
+    let params = ListParams::default().labels_from(selector);
     let mut out = Vec::new();
     let kind_meant = store_ref_kind(kind);
     if kind_meant == StoreKind::Provider {
