@@ -9,6 +9,8 @@ pub mod clusterexternalsecret;
 pub mod conditions;
 pub mod context;
 pub mod externalsecret;
+#[cfg(test)]
+pub(crate) mod fake_api;
 pub mod generators;
 pub mod keys;
 pub mod metrics;

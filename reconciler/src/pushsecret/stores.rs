@@ -104,3 +104,75 @@ async fn by_labels(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_api;
+    use serde_json::json;
+
+    fn store(kind: &str, name: &str) -> serde_json::Value {
+        json!({"apiVersion": "external-secrets.io/v1", "kind": kind, "metadata": {"name": name},
+               "spec": {"provider": {"fake": {"data": []}}}})
+    }
+
+    fn selector(value: serde_json::Value) -> Selector {
+        parse_label_selector(&serde_json::from_value(value).unwrap()).unwrap()
+    }
+
+    /// A labelSelector is sent to the API server as written, and an omitted kind lists
+    /// SecretStores of the PushSecret's namespace only.
+    #[tokio::test]
+    async fn an_omitted_kind_lists_secret_stores_of_the_namespace_by_labels() {
+        let (client, requests) = fake_api::client(|_, path| {
+            assert!(path.starts_with("/apis/external-secrets.io/v1/namespaces/team-a/secretstores?"), "{path}");
+            let items = vec![store("SecretStore", "a"), store("SecretStore", "b")];
+            (200, fake_api::list("external-secrets.io/v1", "SecretStoreList", items))
+        });
+        let sel = selector(json!({"matchLabels": {"push": "yes"},
+                                  "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]}));
+        let targets = by_labels(&client, "team-a", &sel, None).await.unwrap();
+        let keys: Vec<&str> = targets.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["SecretStore/a", "SecretStore/b"]);
+        assert!(targets.iter().all(|t| t.requested_kind.is_none()));
+        assert_eq!(
+            requests.all(),
+            [
+                "GET /apis/external-secrets.io/v1/namespaces/team-a/secretstores?&labelSelector=push%3Dyes%2Ctier+in+%28a%2Cb%29"
+            ]
+        );
+    }
+
+    /// Cluster-scoped kinds are listed cluster-wide, and only the kind written is listed.
+    #[tokio::test]
+    async fn a_cluster_kind_lists_that_kind_cluster_wide() {
+        let (client, requests) = fake_api::client(|_, _| {
+            (
+                200,
+                fake_api::list(
+                    "external-secrets.io/v1",
+                    "ClusterSecretStoreList",
+                    vec![store("ClusterSecretStore", "c")],
+                ),
+            )
+        });
+        let sel = selector(json!({"matchExpressions": [{"key": "shared", "operator": "Exists"}]}));
+        let targets = by_labels(&client, "team-a", &sel, Some(StoreKind::ClusterSecretStore)).await.unwrap();
+        assert_eq!(targets.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["ClusterSecretStore/c"]);
+        assert_eq!(requests.all(), ["GET /apis/external-secrets.io/v1/clustersecretstores?&labelSelector=shared"]);
+    }
+
+    /// The API server's refusal is the caller's error, not an empty list.
+    #[tokio::test]
+    async fn a_refused_list_is_an_error() {
+        let (client, _) = fake_api::client(|_, _| {
+            (
+                403,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                         "message": "secretstores is forbidden", "code": 403}),
+            )
+        });
+        let err = by_labels(&client, "team-a", &selector(json!({})), None).await.unwrap_err();
+        assert!(err.to_string().contains("secretstores is forbidden"), "{err}");
+    }
+}
