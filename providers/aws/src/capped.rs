@@ -97,6 +97,15 @@ mod tests {
             store_call(Some("AmazonSSM.GetParameter"), None),
             ("AWS/ParameterStore", "GetParameter".to_string())
         );
+        // A batch read is one call of its own name.
+        assert_eq!(
+            store_call(Some("secretsmanager.BatchGetSecretValue"), None),
+            ("AWS/SecretsManager", "BatchGetSecretValue".to_string())
+        );
+        assert_eq!(
+            store_call(Some("AmazonSSM.GetParameters"), None),
+            ("AWS/ParameterStore", "GetParameters".to_string())
+        );
         let form = b"Action=AssumeRoleWithWebIdentity&Version=2011-06-15";
         assert_eq!(store_call(None, Some(form)), ("AWS/STS", "AssumeRoleWithWebIdentity".to_string()));
         assert_eq!(store_call(None, None), ("AWS/STS", "Unknown".to_string()));

@@ -34,50 +34,54 @@ where
     let code = e.code().map(str::to_string);
     let msg = format!("{what}: {}", DisplayErrorContext(&e));
     match e {
-        SdkError::ServiceError(_) => match code.as_deref().unwrap_or_default() {
-            "ResourceNotFoundException" | "ParameterNotFound" | "ParameterVersionNotFound" => {
-                ProviderError::NoSecret(msg)
-            }
-            "AccessDeniedException" | "AccessDenied" => ProviderError::PermissionDenied(msg),
-            "UnrecognizedClientException"
-            | "InvalidClientTokenId"
-            | "InvalidSignatureException"
-            | "SignatureDoesNotMatch"
-            | "ExpiredTokenException"
-            | "ExpiredToken"
-            | "InvalidIdentityToken" => ProviderError::Unauthenticated(msg),
-            "InvalidParameterException"
-            | "InvalidRequestException"
-            | "ValidationException"
-            | "InvalidKeyId"
-            | "InvalidAllowedPatternException"
-            | "InvalidFilterKey"
-            | "InvalidFilterOption"
-            | "InvalidFilterValue"
-            | "InvalidNextToken"
-            | "InvalidPolicyTypeException"
-            | "InvalidPolicyAttributeException"
-            | "IncompatiblePolicyException"
-            | "PoliciesLimitExceededException"
-            | "ParameterPatternMismatchException"
-            | "ParameterLimitExceeded"
-            | "ParameterMaxVersionLimitExceeded"
-            | "HierarchyLevelLimitExceededException"
-            | "HierarchyTypeMismatchException"
-            | "UnsupportedParameterType"
-            | "TooManyTagsError" => ProviderError::InvalidArgument(msg),
-            // A concurrent writer (the parameter appeared since it was read) or a busy service:
-            // the next attempt may succeed.
-            "ThrottlingException"
-            | "InternalServiceError"
-            | "InternalServerError"
-            | "LimitExceededException"
-            | "TooManyUpdates"
-            | "ParameterAlreadyExists" => ProviderError::Unavailable(msg),
-            _ => ProviderError::Internal(msg),
-        },
+        SdkError::ServiceError(_) => map_error_code(code.as_deref().unwrap_or_default(), msg),
         SdkError::ConstructionFailure(_) => ProviderError::BadConfig(msg),
         _ => ProviderError::Unavailable(msg),
+    }
+}
+
+/// Maps a service error code (an SDK error's, or an entry of a batch answer's `Errors`) to the
+/// provider error a single call refused with that code gives.
+pub fn map_error_code(code: &str, msg: String) -> ProviderError {
+    match code {
+        "ResourceNotFoundException" | "ParameterNotFound" | "ParameterVersionNotFound" => ProviderError::NoSecret(msg),
+        "AccessDeniedException" | "AccessDenied" => ProviderError::PermissionDenied(msg),
+        "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "InvalidSignatureException"
+        | "SignatureDoesNotMatch"
+        | "ExpiredTokenException"
+        | "ExpiredToken"
+        | "InvalidIdentityToken" => ProviderError::Unauthenticated(msg),
+        "InvalidParameterException"
+        | "InvalidRequestException"
+        | "ValidationException"
+        | "InvalidKeyId"
+        | "InvalidAllowedPatternException"
+        | "InvalidFilterKey"
+        | "InvalidFilterOption"
+        | "InvalidFilterValue"
+        | "InvalidNextToken"
+        | "InvalidPolicyTypeException"
+        | "InvalidPolicyAttributeException"
+        | "IncompatiblePolicyException"
+        | "PoliciesLimitExceededException"
+        | "ParameterPatternMismatchException"
+        | "ParameterLimitExceeded"
+        | "ParameterMaxVersionLimitExceeded"
+        | "HierarchyLevelLimitExceededException"
+        | "HierarchyTypeMismatchException"
+        | "UnsupportedParameterType"
+        | "TooManyTagsError" => ProviderError::InvalidArgument(msg),
+        // A concurrent writer (the parameter appeared since it was read) or a busy service:
+        // the next attempt may succeed.
+        "ThrottlingException"
+        | "InternalServiceError"
+        | "InternalServerError"
+        | "LimitExceededException"
+        | "TooManyUpdates"
+        | "ParameterAlreadyExists" => ProviderError::Unavailable(msg),
+        _ => ProviderError::Internal(msg),
     }
 }
 

@@ -8,6 +8,7 @@
 //! config's namespace; a tenant's config naming another namespace, or relying on the provider's
 //! own credentials, is refused.
 
+mod batch;
 mod capped;
 pub mod client;
 pub mod mapping;
@@ -48,6 +49,8 @@ struct Target {
     force_delete: bool,
     recovery_days: Option<i64>,
     key: CacheKey,
+    /// Reads of distinct secrets batched together (`batch.rs`), per client and so per identity.
+    batches: std::sync::Arc<batch::Batches>,
 }
 
 impl Target {
@@ -127,10 +130,12 @@ impl SecretsManagerProvider {
                     config = %config.what,
                     "built an AWS client"
                 );
+                let (client, ssm) = (Client::new(&sdk), aws_sdk_ssm::Client::new(&sdk));
                 Ok(Target {
                     service,
-                    client: Client::new(&sdk),
-                    ssm: aws_sdk_ssm::Client::new(&sdk),
+                    batches: batch::Batches::new(client.clone(), ssm.clone()),
+                    client,
+                    ssm,
                     sdk,
                     prefix: spec.prefix.clone().unwrap_or_default(),
                     force_delete: opts.force_delete_without_recovery,
@@ -177,7 +182,8 @@ impl SecretsManagerProvider {
         Err(ProviderError::NoSecret(format!("secret {name:?} has no value in the requested version")))
     }
 
-    /// [`Self::value`] for GetSecret and GetSecretMap, shared ([`ReadCache::read`]).
+    /// [`Self::value`] for GetSecret and GetSecretMap, shared ([`ReadCache::read`]) and batched
+    /// with reads of other secrets (`batch.rs`).
     async fn shared_value(
         &self,
         ctx: &RequestContext,
@@ -186,7 +192,7 @@ impl SecretsManagerProvider {
         version: &str,
     ) -> Result<Vec<u8>, ProviderError> {
         let parsed = parse_version(version);
-        self.reads.read("GetSecretValue", ctx, name, version, self.value(target, name, &parsed)).await
+        self.reads.read("GetSecretValue", ctx, name, version, self.batched_value(target, name, &parsed)).await
     }
 
     async fn current_value(&self, target: &Target, name: &str) -> Result<Option<Vec<u8>>, ProviderError> {

@@ -315,7 +315,8 @@ impl SecretsManagerProvider {
     }
 
     /// [`Self::ps_value`] for GetSecret and GetSecretMap, shared by the requests that read the
-    /// same parameter within the age they accept.
+    /// same parameter within the age they accept, and batched with reads of other parameters
+    /// (`batch.rs`).
     async fn shared_ps_value(
         &self,
         ctx: &RequestContext,
@@ -323,11 +324,11 @@ impl SecretsManagerProvider {
         name: &str,
         version: &str,
     ) -> Result<Vec<u8>, ProviderError> {
-        self.reads.read("GetParameter", ctx, name, version, self.ps_value(target, name, version)).await
+        self.reads.read("GetParameter", ctx, name, version, self.batched_ps_value(target, name, version)).await
     }
 
     /// The value of `name` at `version`, decrypted.
-    async fn ps_value(&self, target: &Target, name: &str, version: &str) -> Result<Vec<u8>, ProviderError> {
+    pub(crate) async fn ps_value(&self, target: &Target, name: &str, version: &str) -> Result<Vec<u8>, ProviderError> {
         let selector = with_version(name, version)?;
         let out = target
             .ssm
