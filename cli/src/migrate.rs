@@ -300,16 +300,13 @@ mod tests {
     fn generator_references_keyward_does_not_serve_are_found() {
         let es: Value = serde_yaml::from_str(
             "spec: {dataFrom: [{extract: {key: a}}, {sourceRef: {generatorRef: {kind: Password, name: p}}}, \
-             {sourceRef: {generatorRef: {kind: ECRAuthorizationToken, name: e}}}]}",
+             {sourceRef: {generatorRef: {kind: GCRAccessToken, name: e}}}]}",
         )
         .unwrap();
         let found = unserved_generators("ExternalSecret", &es);
         assert_eq!(found.len(), 1, "Password is served: {found:?}");
         let (path, kind, why) = &found[0];
-        assert_eq!(
-            (path.as_str(), kind.as_str()),
-            ("spec.dataFrom[2].sourceRef.generatorRef", "ECRAuthorizationToken")
-        );
+        assert_eq!((path.as_str(), kind.as_str()), ("spec.dataFrom[2].sourceRef.generatorRef", "GCRAccessToken"));
         assert!(why.contains("not served"), "{why}");
         let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Vault, name: p}}}").unwrap();
         assert_eq!(unserved_generators("PushSecret", &ps)[0].0, "spec.selector.generatorRef");

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::generators::{ClusterGenerator, Fake as GeneratorFake, Password, SshKey, Uuid, VaultDynamicSecret};
+use crate::generators::{
+    ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, Password, SshKey, StsSessionToken, Uuid,
+    VaultDynamicSecret,
+};
 use crate::registry::ProviderKind;
 use crate::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
@@ -32,6 +35,8 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         SshKey::crd(),
         GeneratorFake::crd(),
         VaultDynamicSecret::crd(),
+        EcrAuthorizationToken::crd(),
+        StsSessionToken::crd(),
         ClusterGenerator::crd(),
     ];
     api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()

@@ -146,7 +146,8 @@ impl Moto {
 #[derive(Debug, Clone)]
 pub struct MotoRequest {
     /// The JSON protocol's operation, e.g. `secretsmanager.GetSecretValue` or
-    /// `AmazonSSM.GetParameter` (the `X-Amz-Target` header); empty for other protocols.
+    /// `AmazonSSM.GetParameter` (the `X-Amz-Target` header); for the query protocol (STS), the
+    /// form's `Action`, e.g. `GetSessionToken`; else empty.
     pub target: String,
     /// The access key ID that signed the request (from its `Authorization` header).
     pub access_key: String,
@@ -172,11 +173,15 @@ impl From<serde_json::Value> for MotoRequest {
         } else {
             body.as_bytes().to_vec()
         };
-        MotoRequest {
-            target: header("x-amz-target").to_string(),
-            access_key,
-            body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
-        }
+        let action = || {
+            let form = std::str::from_utf8(&body).ok()?;
+            form.split('&').find_map(|kv| kv.strip_prefix("Action=")).map(str::to_string)
+        };
+        let target = match header("x-amz-target") {
+            "" => action().unwrap_or_default(),
+            t => t.to_string(),
+        };
+        MotoRequest { target, access_key, body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null) }
     }
 }
 

@@ -325,14 +325,14 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
         let answer = webhook.review(
             &ca_file,
             "/validate",
-            &review("ExternalSecret", "externalsecrets", "v1", es("STSSessionToken")),
+            &review("ExternalSecret", "externalsecrets", "v1", es("GithubAccessToken")),
         );
         // Upstream's kind, not served: admitted with a warning (upstream's manifests apply).
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         let warnings = answer["response"]["warnings"].to_string();
         assert!(
             warnings.contains("spec.dataFrom[0].sourceRef.generatorRef")
-                && warnings.contains("\\\"STSSessionToken\\\" is not served"),
+                && warnings.contains("\\\"GithubAccessToken\\\" is not served"),
             "{warnings}"
         );
         let answer =
@@ -348,16 +348,13 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
         let ps = json!({
             "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret", "metadata": {"name": "x"},
             "spec": {"secretStoreRefs": [{"name": "s", "kind": "Provider"}],
-                     "selector": {"generatorRef": {"kind": "ECRAuthorizationToken", "name": "g"}},
+                     "selector": {"generatorRef": {"kind": "GCRAccessToken", "name": "g"}},
                      "data": [{"match": {"secretKey": "a", "remoteRef": {"remoteKey": "b"}}}]},
         });
         let answer = webhook.review(&ca_file, "/validate", &review("PushSecret", "pushsecrets", "v1alpha1", ps));
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         let warnings = answer["response"]["warnings"].to_string();
-        assert!(
-            warnings.contains("spec.selector.generatorRef") && warnings.contains("ECRAuthorizationToken"),
-            "{warnings}"
-        );
+        assert!(warnings.contains("spec.selector.generatorRef") && warnings.contains("GCRAccessToken"), "{warnings}");
     })
     .await;
 }

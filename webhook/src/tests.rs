@@ -1315,11 +1315,11 @@ fn a_generator_ref_to_a_cluster_generator_follows_its_conditions_and_unserved_ki
     assert!(d.allowed && d.warnings.is_empty(), "a namespaced generator is the namespace's own: {d:?}");
     // One of upstream's kinds Keyward does not serve: admitted, so upstream's manifests apply
     // unchanged, with a warning; an unknown kind is refused.
-    let d = validate(ES, "CREATE", Some("team-b"), es("STSSessionToken", "v"), &c);
+    let d = validate(ES, "CREATE", Some("team-b"), es("GithubAccessToken", "v"), &c);
     assert!(d.allowed, "{d:?}");
     assert!(
         d.warnings.iter().any(|w| w.starts_with("spec.dataFrom[0].sourceRef.generatorRef: ")
-            && w.contains("\"STSSessionToken\" is not served")),
+            && w.contains("\"GithubAccessToken\" is not served")),
         "{d:?}"
     );
     denied_with(

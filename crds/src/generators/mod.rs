@@ -2,10 +2,12 @@
 //!
 //! Keyward serves the kinds that generate in the reconciler itself, with no store and no
 //! credentials: Password, UUID, SSHKey and Fake; VaultDynamicSecret, which calls Vault and so
-//! runs in the Vault provider process; each namespaced, and the cluster-scoped
+//! runs in the Vault provider process; ECRAuthorizationToken and STSSessionToken, which call AWS
+//! and so run in the AWS provider process; each namespaced, and the cluster-scoped
 //! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
 //! so upstream manifests apply unchanged.
 
+pub mod aws;
 pub mod cluster;
 pub mod fake;
 pub mod password;
@@ -13,6 +15,9 @@ pub mod sshkey;
 pub mod uuid;
 pub mod vault;
 
+pub use aws::{
+    EcrAuthorizationToken, EcrAuthorizationTokenSpec, StsRequestParameters, StsSessionToken, StsSessionTokenSpec,
+};
 pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, GeneratorSpec};
 pub use fake::{Fake, FakeSpec};
 pub use password::{Password, PasswordEncoding, PasswordSpec};

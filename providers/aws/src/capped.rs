@@ -42,10 +42,15 @@ struct CappedConnector {
 }
 
 /// Which store call a request is, in upstream's names: the JSON protocol's `X-Amz-Target`
-/// (`secretsmanager.GetSecretValue`, `AmazonSSM.GetParameter`), else STS's form `Action`.
+/// (`secretsmanager.GetSecretValue`, `AmazonSSM.GetParameter`,
+/// `AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken`), else STS's form `Action`.
 pub fn store_call(target: Option<&str>, form: Option<&[u8]>) -> (&'static str, String) {
     if let Some((service, call)) = target.and_then(|t| t.split_once('.')) {
-        let provider = if service == "AmazonSSM" { "AWS/ParameterStore" } else { "AWS/SecretsManager" };
+        let provider = match service {
+            "AmazonSSM" => "AWS/ParameterStore",
+            s if s.starts_with("AmazonEC2ContainerRegistry") => "AWS/ECR",
+            _ => "AWS/SecretsManager",
+        };
         return (provider, call.to_string());
     }
     let action = form
@@ -96,6 +101,10 @@ mod tests {
         assert_eq!(
             store_call(Some("AmazonSSM.GetParameter"), None),
             ("AWS/ParameterStore", "GetParameter".to_string())
+        );
+        assert_eq!(
+            store_call(Some("AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"), None),
+            ("AWS/ECR", "GetAuthorizationToken".to_string())
         );
         // A batch read is one call of its own name.
         assert_eq!(

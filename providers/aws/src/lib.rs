@@ -11,6 +11,7 @@
 mod batch;
 mod capped;
 pub mod client;
+mod generate;
 pub mod mapping;
 pub mod parameter_store;
 
@@ -483,6 +484,10 @@ impl Provider for SecretsManagerProvider {
             .map_err(|e| self.fail(&target, map_sdk_error(e, "GetCallerIdentity")))?;
         tracing::info!(arn = who.arn().unwrap_or_default(), "validated credentials");
         Ok(vec![])
+    }
+
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        generate::generate(self, ctx, spec_json).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {

@@ -1,0 +1,119 @@
+//! The ECRAuthorizationToken and STSSessionToken generators served by the AWS provider process
+//! (`provider.v1.GeneratorProvider/Generate`), over real mTLS, against moto and the local
+//! control plane: a registry login and a session token, each signed with the generator's own
+//! keys; the tenant boundary (another namespace's Secret, the provider's own credentials)
+//! refused before any request; upstream's refusals (ECR Public, web identity for STS).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use keyward_e2e::stores::{Moto, MotoRequest};
+use keyward_e2e::with_temp_namespace;
+use keyward_proto::v1::GenerateRequest;
+use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+use common::{REGION, keys, keys_secret, start_provider};
+
+fn request(ns: &str, kind: &str, name: &str, spec: Value) -> GenerateRequest {
+    GenerateRequest { kind: kind.into(), spec_json: spec.to_string(), namespace: ns.into(), name: name.into() }
+}
+
+async fn generate(
+    c: &mut GeneratorProviderClient<Channel>,
+    req: GenerateRequest,
+) -> Result<HashMap<String, Vec<u8>>, tonic::Status> {
+    c.generate(req).await.map(|r| r.into_inner().values)
+}
+
+fn text(values: &HashMap<String, Vec<u8>>, key: &str) -> String {
+    String::from_utf8(values.get(key).unwrap_or_else(|| panic!("no {key} in {:?}", values.keys())).clone()).unwrap()
+}
+
+/// The access keys that signed the requests moto served of operation `target`.
+fn signers(moto: &Moto, target: &str) -> Vec<String> {
+    moto.requests().into_iter().filter(|r: &MotoRequest| r.target == target).map(|r| r.access_key).collect()
+}
+
+const ECR: &str = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ecr_and_sts_tokens_are_generated_with_the_generators_own_keys() {
+    let moto = Moto::start_recording();
+    let p = start_provider(&moto).await;
+    let mut c = p.generator_client().await.unwrap();
+    with_temp_namespace(&[], |client, ns| async move {
+        keys_secret(&client, &ns).await.unwrap();
+
+        // A registry login: moto's token is base64 of `AWS:<password>`, split as upstream does.
+        let values = generate(
+            &mut c,
+            request(&ns, "ECRAuthorizationToken", "ecr", json!({"region": REGION, "auth": keys(None)})),
+        )
+        .await
+        .unwrap();
+        let mut names: Vec<&str> = values.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["expires_at", "password", "proxy_endpoint", "username"]);
+        assert_eq!(text(&values, "username"), "AWS");
+        assert!(!text(&values, "password").is_empty());
+        assert!(text(&values, "proxy_endpoint").starts_with("https://"), "{values:?}");
+        // Unix seconds (moto answers a fixed date, 2015-01-01).
+        let expires: i64 = text(&values, "expires_at").parse().unwrap();
+        assert!((1_000_000_000..100_000_000_000).contains(&expires), "expires_at is Unix seconds: {expires}");
+        assert_eq!(signers(&moto, ECR), ["AKIDTEST"], "signed with the generator's keys");
+        // `scope: private` is the default; ECR Public is refused with what to change.
+        let private = json!({"region": REGION, "auth": keys(None), "scope": "private"});
+        generate(&mut c, request(&ns, "ECRAuthorizationToken", "ecr", private)).await.unwrap();
+        let public = json!({"region": REGION, "auth": keys(None), "scope": "public"});
+        let e = generate(&mut c, request(&ns, "ECRAuthorizationToken", "ecr", public)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("ECR Public"), "{e:?}");
+
+        // A session token of STS, with upstream's request parameters.
+        let spec = json!({"region": REGION, "auth": keys(None), "requestParameters": {"sessionDuration": 900}});
+        let values = generate(&mut c, request(&ns, "STSSessionToken", "sts", spec)).await.unwrap();
+        let mut names: Vec<&str> = values.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["access_key_id", "expiration", "secret_access_key", "session_token"]);
+        assert!(!text(&values, "access_key_id").is_empty() && !text(&values, "session_token").is_empty());
+        let expiration: i64 = text(&values, "expiration").parse().unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        assert!((now..now + 100_000).contains(&expiration), "expiration is Unix seconds: {expiration}");
+        assert_eq!(signers(&moto, "GetSessionToken"), ["AKIDTEST"], "signed with the generator's keys");
+        let sent = moto.requests().into_iter().filter(|r| r.target == "GetSessionToken").count();
+        assert_eq!(sent, 1);
+        // Web identity cannot ask for a session token (as upstream).
+        let jwt = json!({"region": REGION, "auth": {"jwt": {"serviceAccountRef": {"name": "default"}}}});
+        let e = generate(&mut c, request(&ns, "STSSessionToken", "sts", jwt)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("spec.auth.jwt"), "{e:?}");
+
+        // The tenant boundary, checked before any request: another namespace's Secret, and the
+        // provider's own credentials (no auth), are refused as for a SecretStore.
+        let before = moto.requests().len();
+        for kind in ["ECRAuthorizationToken", "STSSessionToken"] {
+            let other = json!({"region": REGION, "auth": keys(Some("kube-system"))});
+            let e = generate(&mut c, request(&ns, kind, "other", other)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{kind}: {e:?}");
+            assert!(e.message().contains("kube-system") && e.message().contains(kind), "{e:?}");
+            let ambient = json!({"region": REGION});
+            let e = generate(&mut c, request(&ns, kind, "ambient", ambient)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{kind}: {e:?}");
+            assert!(e.message().contains("provider's own credentials"), "{e:?}");
+        }
+        assert_eq!(moto.requests().len(), before, "nothing was requested");
+        // The store-calls metric counts the generators' calls.
+        let (_, metrics) = keyward_provider_runtime::testkit::http_get(p.health, "/metrics").await.unwrap();
+        assert!(
+            metrics.contains("provider=\"AWS/ECR\",call=\"GetAuthorizationToken\",status=\"success\"}"),
+            "{metrics}"
+        );
+        assert!(metrics.contains("provider=\"AWS/STS\",call=\"GetSessionToken\",status=\"success\"}"), "{metrics}");
+    })
+    .await;
+}

@@ -1,0 +1,170 @@
+//! End to end: the ECRAuthorizationToken and STSSessionToken generators. An ExternalSecret's
+//! `dataFrom` generatorRef names one (directly, and an ECRAuthorizationToken through a
+//! ClusterGenerator); the reconciler sends it to the AWS provider process, which asks moto's
+//! ECR or STS with the generator's own keys, and the target Secret holds upstream's keys. A
+//! generator naming another namespace's Secret reports Ready=False; upstream's examples apply
+//! unchanged and are sent to the AWS provider (which refuses their placeholder role).
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::ExternalSecret;
+use keyward_e2e::stores::Moto;
+use keyward_e2e::{repo_root, with_temp_namespace};
+use kube::Api;
+use serde_json::{Value, json};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn es(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {
+            "refreshInterval": "1h",
+            "target": {"name": name},
+            "dataFrom": [{"sourceRef": {"generatorRef": {
+                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
+        },
+    })
+}
+
+fn apply_manifest(ns: &str, doc: &Value) {
+    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
+}
+
+/// Deletes the run's ClusterGenerator when the test ends, passed or not.
+struct ClusterGeneratorCleanup(String);
+
+impl Drop for ClusterGeneratorCleanup {
+    fn drop(&mut self) {
+        let _ = keyward_e2e::kubectl()
+            .args(["delete", "clustergenerators.generators.external-secrets.io", &self.0, "--ignore-not-found"])
+            .output();
+    }
+}
+
+/// The documents of one upstream example, as JSON.
+fn example(file: &str) -> Vec<Value> {
+    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
+    yaml_documents(&path)
+}
+
+/// The keys of a Secret's data, sorted.
+fn keys_of(secret: &Secret) -> Vec<String> {
+    secret.data.as_ref().map(|d| d.keys().cloned().collect()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ecr_and_sts_generators_fill_the_target_secret() {
+    let moto = Moto::start_recording();
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let env = moto.provider_env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let provider = ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &env).await;
+        let cluster_generator = format!("{ns}-ecr");
+        let _cleanup = ClusterGeneratorCleanup(cluster_generator.clone());
+        // The keys upstream's examples name, in the manifests' namespace.
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "my-aws-creds"},
+                    "stringData": {"key-id": "AKIDGENERATOR", "access-secret": "s3cr3t"}}),
+        );
+        let auth = |secret_ns: Option<&str>| {
+            let sel = |key: &str| {
+                let mut s = json!({"name": "my-aws-creds", "key": key});
+                if let Some(n) = secret_ns {
+                    s["namespace"] = json!(n);
+                }
+                s
+            };
+            json!({"secretRef": {"accessKeyIDSecretRef": sel("key-id"), "secretAccessKeySecretRef": sel("access-secret")}})
+        };
+        let generator = |kind: &str, name: &str, spec: Value| {
+            json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind,
+                   "metadata": {"name": name}, "spec": spec})
+        };
+        apply_manifest(&ns, &generator("ECRAuthorizationToken", "ecr", json!({"region": "us-east-1", "auth": auth(None)})));
+        apply_manifest(
+            &ns,
+            &generator(
+                "STSSessionToken",
+                "sts",
+                json!({"region": "us-east-1", "auth": auth(None), "requestParameters": {"sessionDuration": 900}}),
+            ),
+        );
+        apply_manifest(
+            &ns,
+            &generator("STSSessionToken", "stolen", json!({"region": "us-east-1", "auth": auth(Some("kube-system"))})),
+        );
+        apply_manifest(
+            &ns,
+            &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
+                    "metadata": {"name": cluster_generator},
+                    "spec": {"kind": "ECRAuthorizationToken",
+                             "generator": {"ecrAuthorizationTokenSpec": {"region": "us-east-1", "auth": auth(None)}},
+                             "conditions": [{"namespaces": [ns]}]}}),
+        );
+        let upstream = ["generator-ecr.yaml", "generator-ecr-example.yaml", "generator-sts.yaml", "generator-sts-example.yaml"];
+        for doc in upstream.iter().flat_map(|f| example(f)) {
+            let mut doc = doc.clone();
+            if doc["kind"] == "ExternalSecret" {
+                doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
+            }
+            apply_manifest(&ns, &doc);
+        }
+
+        let _reconciler = Reconciler::start_with_stores(&ns, &[("aws", &provider)], &[]).await;
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        apply(&ess, es("ecr", &ns, "ECRAuthorizationToken", "ecr")).await;
+        apply(&ess, es("sts", &ns, "STSSessionToken", "sts")).await;
+        apply(&ess, es("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
+        apply(&ess, es("stolen", &ns, "STSSessionToken", "stolen")).await;
+
+        // A registry login under upstream's four keys.
+        let ecr = eventually("Secret ecr holds a registry login", WAIT, || async { secrets.get_opt("ecr").await.ok()? })
+            .await;
+        assert_eq!(keys_of(&ecr), ["expires_at", "password", "proxy_endpoint", "username"]);
+        assert_eq!(value(&ecr, "username").unwrap(), "AWS");
+        assert!(value(&ecr, "proxy_endpoint").unwrap().starts_with("https://"));
+        assert!(value(&ecr, "expires_at").unwrap().parse::<i64>().is_ok());
+        // A session token under upstream's four keys.
+        let sts = eventually("Secret sts holds a session token", WAIT, || async { secrets.get_opt("sts").await.ok()? })
+            .await;
+        assert_eq!(keys_of(&sts), ["access_key_id", "expiration", "secret_access_key", "session_token"]);
+        assert!(!value(&sts, "session_token").unwrap().is_empty());
+        // Through a ClusterGenerator: the same provider, the keys read in the manifest's namespace.
+        let via = eventually("Secret via-cluster holds a registry login", WAIT, || async {
+            value(&secrets.get_opt("via-cluster").await.ok()??, "password")
+        })
+        .await;
+        assert!(!via.is_empty());
+        // Every request was signed with the generators' keys, never the provider's own.
+        let signers: Vec<String> = moto
+            .requests()
+            .into_iter()
+            .filter(|r| r.target.ends_with("GetAuthorizationToken") || r.target == "GetSessionToken")
+            .map(|r| r.access_key)
+            .collect();
+        assert!(signers.len() >= 3 && signers.iter().all(|k| k == "AKIDGENERATOR"), "{signers:?}");
+        // The tenant boundary: the generator's Secret in another namespace is refused.
+        let message = wait_refused(&ess, "stolen", "kube-system", WAIT).await;
+        assert!(message.contains("STSSessionToken \"stolen\""), "{message}");
+        assert!(secrets.get_opt("stolen").await.unwrap().is_none(), "nothing written");
+        // Upstream's examples applied unchanged: served (sent to the AWS provider), and refused
+        // there for their placeholder role, which is not an ARN.
+        for (es_name, generator) in [("ecr-secret", "ECRAuthorizationToken \"ecr-gen\""), ("sts-secret", "STSSessionToken \"sts-gen\"")] {
+            let message = wait_refused(&ess, es_name, generator, WAIT).await;
+            assert!(!message.contains("not served") && message.contains("spec.role"), "{message}");
+        }
+    })
+    .await;
+}
