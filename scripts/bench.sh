@@ -21,11 +21,13 @@ KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-1000,10000}" \
   cargo bench -q -p keyward-reconciler --bench sync
 
 # keyward-reconciler: what the stores see. N ExternalSecrets × 3 entries on the Vault dev server,
-# ten distinct secrets then all distinct: store reads of the first sync and of one refresh cycle
-# (Vault's audit log), first sync time, peak RSS of the reconciler and the provider.
-cargo build --release -q -p keyward-reconciler -p keyward-provider-vault --bins
+# then Secrets Manager and Parameter Store on moto, ten distinct secrets then all distinct: store
+# reads of the first sync and of one refresh cycle (Vault's audit log, moto's request recorder),
+# first sync time, peak RSS of the reconciler and the provider.
+cargo build --release -q -p keyward-reconciler -p keyward-provider-vault -p keyward-provider-aws --bins
 KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
 KEYWARD_PROVIDER_VAULT_BIN="$CARGO_TARGET_DIR/release/keyward-provider-vault" \
+KEYWARD_PROVIDER_AWS_BIN="$CARGO_TARGET_DIR/release/keyward-provider-aws" \
   cargo bench -q -p keyward-reconciler --bench store_calls
 
 # Providers: GetSecret round trip over one pooled mTLS connection (p50/p99 in µs) and the
