@@ -33,42 +33,42 @@ const INTERVAL: Duration = Duration::from_secs(120);
 const REGION: &str = "us-east-1";
 
 /// One store under measurement, with its own log of the requests it served.
-enum Store {
+enum Backend {
     Vault(VaultDev, VaultAudit),
     SecretsManager(Moto),
     ParameterStore(Moto),
 }
 
-impl Store {
+impl Backend {
     fn name(&self) -> &'static str {
         match self {
-            Store::Vault(..) => "Vault",
-            Store::SecretsManager(_) => "Secrets Manager (moto)",
-            Store::ParameterStore(_) => "Parameter Store (moto)",
+            Backend::Vault(..) => "Vault",
+            Backend::SecretsManager(_) => "Secrets Manager (moto)",
+            Backend::ParameterStore(_) => "Parameter Store (moto)",
         }
     }
 
     /// The provider registry row and binary that serve the store.
     fn provider(&self) -> (&'static str, &'static str) {
         match self {
-            Store::Vault(..) => ("vault", "keyward-provider-vault"),
+            Backend::Vault(..) => ("vault", "keyward-provider-vault"),
             _ => ("aws", "keyward-provider-aws"),
         }
     }
 
     fn provider_env(&self) -> Vec<(&'static str, String)> {
         match self {
-            Store::Vault(..) => Vec::new(),
-            Store::SecretsManager(moto) | Store::ParameterStore(moto) => moto.provider_env(),
+            Backend::Vault(..) => Vec::new(),
+            Backend::SecretsManager(moto) | Backend::ParameterStore(moto) => moto.provider_env(),
         }
     }
 
     /// The remote key of secret `k` of namespace `ns`.
     fn key(&self, ns: &str, k: usize) -> String {
         match self {
-            Store::Vault(..) => format!("{ns}/k{k}"),
-            Store::SecretsManager(_) => format!("{ns}-k{k}"),
-            Store::ParameterStore(_) => format!("/{ns}/k{k}"),
+            Backend::Vault(..) => format!("{ns}/k{k}"),
+            Backend::SecretsManager(_) => format!("{ns}-k{k}"),
+            Backend::ParameterStore(_) => format!("/{ns}/k{k}"),
         }
     }
 
@@ -81,13 +81,13 @@ impl Store {
             moto.boto3(REGION, &code).unwrap();
         };
         match self {
-            Store::Vault(vault, _) => {
+            Backend::Vault(vault, _) => {
                 for k in 0..count {
                     vault.cli(&["kv", "put", &format!("secret/{}", self.key(ns, k)), "a=v", "b=v", "c=v"]);
                 }
             }
-            Store::SecretsManager(moto) => boto3(moto, &format!("sm.create_secret(Name=k, SecretString='{value}')")),
-            Store::ParameterStore(moto) => {
+            Backend::SecretsManager(moto) => boto3(moto, &format!("sm.create_secret(Name=k, SecretString='{value}')")),
+            Backend::ParameterStore(moto) => {
                 boto3(moto, &format!("ssm.put_parameter(Name=k, Value='{value}', Type='SecureString')"))
             }
         }
@@ -101,20 +101,20 @@ impl Store {
             json!({"aws": {"service": service, "region": REGION, "auth": auth}})
         };
         match self {
-            Store::Vault(vault, _) => (
+            Backend::Vault(vault, _) => (
                 json!({"token": vault.root_token()}),
                 json!({"vault": {"server": vault.address(), "path": "secret", "version": "v2",
                                  "auth": {"tokenSecretRef": {"name": "creds", "key": "token"}}}}),
             ),
-            Store::SecretsManager(_) => (json!({"id": "AKIDBENCH", "secret": "s"}), aws("SecretsManager")),
-            Store::ParameterStore(_) => (json!({"id": "AKIDBENCH", "secret": "s"}), aws("ParameterStore")),
+            Backend::SecretsManager(_) => (json!({"id": "AKIDBENCH", "secret": "s"}), aws("SecretsManager")),
+            Backend::ParameterStore(_) => (json!({"id": "AKIDBENCH", "secret": "s"}), aws("ParameterStore")),
         }
     }
 
     /// Reads of `ns`'s secrets the store has served so far.
     fn reads(&self, ns: &str) -> usize {
         match self {
-            Store::Vault(_, audit) => {
+            Backend::Vault(_, audit) => {
                 let prefix = format!("secret/data/{ns}/");
                 audit
                     .requests()
@@ -123,7 +123,7 @@ impl Store {
                     .count()
             }
             // One moto per store and runs one after the other: every read counts.
-            Store::SecretsManager(moto) | Store::ParameterStore(moto) => {
+            Backend::SecretsManager(moto) | Backend::ParameterStore(moto) => {
                 const READS: &[&str] = &[
                     "secretsmanager.GetSecretValue",
                     "secretsmanager.BatchGetSecretValue",
@@ -143,7 +143,7 @@ async fn synced(secrets: &Api<Secret>) -> usize {
 }
 
 /// One run in a namespace of its own (its secrets named after the namespace).
-async fn run(store: &Store, n: usize, distinct: usize) {
+async fn run(store: &Backend, n: usize, distinct: usize) {
     with_temp_namespace(&[], |client, ns| {
         async move {
             let pki = Pki::new();
@@ -220,10 +220,10 @@ async fn main() {
             "vault" => {
                 let vault = VaultDev::start();
                 let audit = vault.audit(&[]);
-                Store::Vault(vault, audit)
+                Backend::Vault(vault, audit)
             }
-            "secretsmanager" => Store::SecretsManager(Moto::start_recording()),
-            "parameterstore" => Store::ParameterStore(Moto::start_recording()),
+            "secretsmanager" => Backend::SecretsManager(Moto::start_recording()),
+            "parameterstore" => Backend::ParameterStore(Moto::start_recording()),
             other => panic!("KEYWARD_BENCH_STORES: unknown store {other:?} (vault, secretsmanager, parameterstore)"),
         };
         run(&store, n, 10).await;

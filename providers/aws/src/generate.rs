@@ -56,19 +56,12 @@ async fn ecr(
     spec: &EcrAuthorizationTokenSpec,
     what: &str,
 ) -> Result<SecretMap, ProviderError> {
-    match spec.scope.as_deref().unwrap_or_default() {
-        "" | "private" => {}
-        "public" => {
-            return Err(ProviderError::BadConfig(format!(
-                "{what}: spec.scope \"public\" (Amazon ECR Public) is not served by Keyward; leave scope out for a \
-                 private registry"
-            )));
-        }
-        other => {
-            return Err(ProviderError::InvalidArgument(format!(
-                "{what}: spec.scope {other:?} is neither \"private\" nor \"public\""
-            )));
-        }
+    // As upstream: "public" is ECR Public, any other scope (or none) the private registry.
+    if spec.scope.as_deref() == Some("public") {
+        return Err(ProviderError::BadConfig(format!(
+            "{what}: spec.scope \"public\" (Amazon ECR Public) is not served by Keyward; leave scope out for a \
+             private registry"
+        )));
     }
     let config = store_config(&spec.region, spec.role.as_deref(), spec.auth.as_ref());
     let sdk = sdk_config(provider, ctx, &config, what).await?;
