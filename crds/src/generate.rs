@@ -7,7 +7,7 @@ use kube::CustomResourceExt;
 
 use crate::generators::{
     ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, Password, SshKey, StsSessionToken, Uuid,
-    VaultDynamicSecret,
+    VaultDynamicSecret, WebhookGenerator,
 };
 use crate::registry::ProviderKind;
 use crate::{
@@ -37,6 +37,7 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         VaultDynamicSecret::crd(),
         EcrAuthorizationToken::crd(),
         StsSessionToken::crd(),
+        WebhookGenerator::crd(),
         ClusterGenerator::crd(),
     ];
     api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()

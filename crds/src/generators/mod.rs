@@ -3,7 +3,8 @@
 //! Keyward serves the kinds that generate in the reconciler itself, with no store and no
 //! credentials: Password, UUID, SSHKey and Fake; VaultDynamicSecret, which calls Vault and so
 //! runs in the Vault provider process; ECRAuthorizationToken and STSSessionToken, which call AWS
-//! and so run in the AWS provider process; each namespaced, and the cluster-scoped
+//! and so run in the AWS provider process; Webhook, which sends an HTTP request and so runs in
+//! the webhook provider process; each namespaced, and the cluster-scoped
 //! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
 //! so upstream manifests apply unchanged.
 
@@ -14,6 +15,7 @@ pub mod password;
 pub mod sshkey;
 pub mod uuid;
 pub mod vault;
+pub mod webhook;
 
 pub use aws::{
     EcrAuthorizationToken, EcrAuthorizationTokenSpec, StsRequestParameters, StsSessionToken, StsSessionTokenSpec,
@@ -24,6 +26,7 @@ pub use password::{Password, PasswordEncoding, PasswordSpec};
 pub use sshkey::{SshKey, SshKeySpec, SshKeyType};
 pub use uuid::{Uuid, UuidSpec};
 pub use vault::{VaultDynamicSecret, VaultDynamicSecretResultType, VaultDynamicSecretSpec};
+pub use webhook::{WebhookGenerator, WebhookGeneratorSpec};
 
 /// API group of the generator kinds.
 pub const GENERATOR_GROUP: &str = "generators.external-secrets.io";

@@ -7,10 +7,12 @@ use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
 use keyward_provider_runtime::keys;
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
-use crate::api::{KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec};
+use crate::api::{
+    GENERATOR_KIND, KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec, validate_webhook, webhook_reach,
+};
 use crate::client::{HttpClient, check_status, parse_url, server_of};
 use crate::render::{RemoteRef, Rendered, SecretData, render};
 use crate::result::{secret_map, secret_value};
@@ -55,6 +57,25 @@ impl WebhookProvider {
             })
             .await?;
         Ok((spec, target))
+    }
+
+    /// A `Webhook` generator's spec (upstream's generator of the same block), reached as a
+    /// SecretStore's `spec.provider.webhook` of the generator's namespace: the same rules, the
+    /// same tenant boundary and denied networks, checked before anything is read or requested.
+    async fn generator_target(
+        &self,
+        ctx: &RequestContext,
+        spec_json: &str,
+    ) -> Result<(WebhookSpec, Target), ProviderError> {
+        let what = format!("{} {}/{}", ctx.kind, ctx.source_namespace, ctx.name);
+        let spec: WebhookSpec = serde_json::from_str(spec_json)
+            .map_err(|e| ProviderError::InvalidArgument(format!("{what}: spec: {e}")))?;
+        validate_webhook(&spec).map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+        check_reach(ctx, &webhook_reach(&spec))?;
+        let denied = self.tenant_denied.for_request(ctx);
+        let http = HttpClient::build(&self.refs, ctx, &spec, denied).await?;
+        let secrets = self.template_secrets(ctx, &spec).await?;
+        Ok((spec, Target { http, secrets }))
     }
 
     /// Every key of each Secret of `secrets[]`, read in the namespace the tenant boundary
@@ -246,5 +267,23 @@ impl Provider for WebhookProvider {
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
+    }
+
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        if ctx.kind != GENERATOR_KIND {
+            return Err(ProviderError::Unsupported(format!(
+                "the webhook provider generates {GENERATOR_KIND} values, not {}",
+                ctx.kind
+            )));
+        }
+        // As upstream's generator: one request rendered with no remote reference, and the
+        // answer read as a map (the JSON object at result.jsonPath, one key per member).
+        let resolved = self.generator_target(ctx, spec_json).await?;
+        let (rendered, status, body) = self.call(ctx, &resolved, None, RemoteRef::default(), None).await?;
+        check_status(status, &Self::what(&rendered)).map_err(|e| match e {
+            ProviderError::NoSecret(m) => ProviderError::Unavailable(m),
+            e => e,
+        })?;
+        off_thread(move || secret_map(&body, rendered.json_path.as_deref())).await
     }
 }

@@ -1,5 +1,5 @@
 //! What the webhook provider's tests share: a real HTTP(S) server acting as the store (values
-//! in memory, an httpbin-style echo, an oversized and a slow answer), the `Webhook` CRD on the
+//! in memory, httpbin-style echoes, an oversized and a slow answer), the `Webhook` CRD on the
 //! local control plane, configuration objects and Secrets, and the provider process.
 
 // Each test file uses a part of this module.
@@ -153,6 +153,15 @@ async fn echo(
     axum::Json(json!({"args": q, "headers": h})).into_response()
 }
 
+/// `POST /post`: httpbin's echo of a request body, `{"json": <the body as JSON, or null>,
+/// "data": <the body as text>}`.
+async fn echo_post(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    remember(&state, &headers);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let parsed = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+    axum::Json(json!({"json": parsed, "data": text})).into_response()
+}
+
 /// `GET /redirect?to=<url>`: a redirect to `to`.
 async fn redirect(Query(q): Query<BTreeMap<String, String>>) -> Response {
     let to = q.get("to").cloned().unwrap_or_default();
@@ -175,6 +184,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route("/secrets/{*key}", get(read).post(write).put(write).delete(delete))
         .route("/get", get(echo))
+        .route("/post", axum::routing::post(echo_post))
         .route("/big", get(big))
         .route("/redirect", get(redirect))
         .route("/slow", get(slow))
