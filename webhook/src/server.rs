@@ -104,12 +104,32 @@ impl Mode {
 /// of [`crate::layers::admission`] (body limit, time budget, metrics and logs).
 pub fn admission_router(state: AppState) -> Router {
     let (metrics, limits) = (state.metrics.clone(), state.limits);
+    let draining = state.shutting_down.clone();
     let routes = Router::new()
         .route("/validate", post(validate_handler))
         .route("/mutate", post(mutate_handler))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(draining, close_when_draining))
         .with_state(state);
     crate::layers::admission(routes, metrics, limits)
+}
+
+/// While shutting down, HTTP/1.1 answers carry `Connection: close`, so the API server drops its
+/// pooled connection to this Pod after the answer instead of keeping it. Otherwise it may write
+/// its next review onto that connection at the moment the Pod closes it at the end of the
+/// shutdown delay, and that admission fails ("broken pipe"; a POST is not retried). HTTP/2
+/// connections get a GOAWAY from the graceful shutdown instead (`Connection` is not HTTP/2's).
+async fn close_when_draining(
+    State(draining): State<Arc<AtomicBool>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let http1 = request.version() < axum::http::Version::HTTP_2;
+    let mut response = next.run(request).await;
+    if http1 && draining.load(Ordering::SeqCst) {
+        response.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// The plain-HTTP routes: `/healthz`, `/readyz`, `/metrics`.

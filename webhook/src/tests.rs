@@ -1263,6 +1263,69 @@ mod https {
         assert_eq!(connect(&s).await.peer_certificate.expect("cert"), second);
     }
 
+    /// One review over a new HTTP/1.1 TLS connection (keep-alive, the default): the answer's
+    /// header block, and whether the server then closed the connection.
+    async fn review_over_http1(s: &Server) -> (String, bool) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let config = client_config(s.ca.cert_pem()).expect("config");
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1".to_string()).expect("name");
+        let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.expect("handshake");
+        let es = external_secret("db", json!({"name": "shared", "kind": "ClusterProvider"}));
+        let review = body(ES, "CREATE", Some("team-a"), Some(es), None);
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            review.len()
+        );
+        tls.write_all(head.as_bytes()).await.expect("write");
+        tls.write_all(&review).await.expect("write");
+        tls.flush().await.expect("flush");
+        let mut received = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        let (headers, body_len) = loop {
+            let n = tls.read(&mut buf).await.expect("read");
+            assert!(n > 0, "closed before an answer: {}", String::from_utf8_lossy(&received));
+            received.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&received).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let headers = text[..end].to_ascii_lowercase();
+                let len = headers
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .expect("content-length");
+                break (headers, end + 4 + len);
+            }
+        };
+        while received.len() < body_len {
+            let n = tls.read(&mut buf).await.expect("read");
+            assert!(n > 0, "closed before the whole answer");
+            received.extend_from_slice(&buf[..n]);
+        }
+        // A closed connection reads end-of-stream at once; an open one waits for more.
+        let closed = matches!(
+            tokio::time::timeout(Duration::from_millis(500), tls.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        );
+        (headers, closed)
+    }
+
+    #[tokio::test]
+    async fn while_shutting_down_http1_answers_close_their_connection() {
+        let s = start(caches(), |_| {}).await;
+        let (headers, closed) = review_over_http1(&s).await;
+        assert!(headers.starts_with("http/1.1 200"), "{headers}");
+        assert!(!headers.contains("connection: close"), "{headers}");
+        assert!(!closed, "a connection is kept for the next review");
+        // Shutdown has begun (readiness already fails, the delay has not passed): answers still
+        // come, and each tells the client not to reuse the connection.
+        s.state.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (headers, closed) = review_over_http1(&s).await;
+        assert!(headers.starts_with("http/1.1 200"), "{headers}");
+        assert!(headers.contains("connection: close"), "{headers}");
+        assert!(closed, "the server closes the connection after the answer");
+    }
+
     #[tokio::test]
     async fn shutdown_drains_a_review_in_flight() {
         // A review that waits for a namespace the cache does not know yet is in flight while
