@@ -31,6 +31,17 @@ const NS: &str = "keyward";
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// One test's turn on the one-node cluster. A test that failed before its own `helm uninstall`
+/// left its release behind; it is uninstalled here, so one failure is reported as itself and
+/// does not make every later install fail with "cannot reuse a name that is still in use".
+async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
+    let serial = SERIAL.lock().await;
+    let mut uninstall = helm(node_cluster().await.kubeconfig());
+    uninstall.args(["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "3m", "--ignore-not-found"]);
+    run(uninstall);
+    serial
+}
+
 /// The chart's defaults (the Kubernetes provider with the ClusterRole the chart ships), plus a
 /// second reconciler.
 fn values(cert_manager: bool) -> String {
@@ -418,7 +429,7 @@ async fn install_and_use(cert_manager: bool) {
 /// skopeo (a second implementation of both), and it names a non-root user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_archive_reads_as_docker_archive_and_oci_and_runs_as_non_root() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     let cluster = node_cluster().await;
     let name = image(cluster);
     let archive = keyward_e2e::repo_root().join("dist/keyward-image.tar");
@@ -465,7 +476,7 @@ async fn image_archive_reads_as_docker_archive_and_oci_and_runs_as_non_root() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_self_managed_runs_and_serves_end_to_end() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     install_and_use(false).await;
 }
 
@@ -473,7 +484,7 @@ async fn helm_install_self_managed_runs_and_serves_end_to_end() {
 /// node's API server) issuing the chart's certificates and injecting the caBundle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_cert_manager_mode_runs_and_serves_end_to_end() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     let cluster = node_cluster().await;
     let options = CertManagerOptions { leader_election_namespace: Some("kube-system".into()), ..Default::default() };
     let mut cert_manager = cert_manager(cluster.kubeconfig(), &options).await;
@@ -607,7 +618,7 @@ fn label_selector(selector: &serde_json::Value) -> String {
 /// CNI does not enforce NetworkPolicy, so the test checks what the policy selects, not packets).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     let cluster = node_cluster().await;
     let kc = cluster.kubeconfig();
     let options = CertManagerOptions { leader_election_namespace: Some("kube-system".into()), ..Default::default() };

@@ -17,7 +17,7 @@ use keyward_e2e::switch::{UpstreamInstall, apply_crds, upstream_crds};
 use keyward_e2e::{node_cluster, node_ip, repo_root};
 use serde_json::json;
 
-use super::{NS, RELEASE, SERIAL, describe, output};
+use super::{NS, RELEASE, describe, output, turn};
 
 const TENANT: &str = "kw-switch";
 
@@ -73,7 +73,7 @@ fn remove_external_secrets_crds(kc: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     let cluster = node_cluster().await;
     let kc = cluster.kubeconfig();
     image(cluster);

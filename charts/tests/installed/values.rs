@@ -13,7 +13,7 @@ use keyward_chart_tests::installed::{apply, eventually, image, kubectl, kubectl_
 use keyward_chart_tests::{chart_dir, helm, run};
 use keyward_e2e::{node_cluster, repo_root};
 
-use super::{NS, RELEASE, SERIAL, describe, output};
+use super::{NS, RELEASE, describe, output, turn};
 
 /// What `all.yaml` names and the operator creates first: the PriorityClass, the scoped and the
 /// monitoring namespaces, the certs ServiceAccount (`create: false`), and a stand-in for the
@@ -67,7 +67,7 @@ fn can_i(kc: &Path, user: &str, verb: &str, resource: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_with_every_operator_value_runs_every_pod_ready() {
-    let _serial = SERIAL.lock().await;
+    let _serial = turn().await;
     let cluster = node_cluster().await;
     let kc = cluster.kubeconfig();
     image(cluster);
