@@ -14,46 +14,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::ExternalSecret;
 use keyward_e2e::stores::Moto;
-use keyward_e2e::{repo_root, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn es(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
-    json!({
-        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {
-            "refreshInterval": "1h",
-            "target": {"name": name},
-            "dataFrom": [{"sourceRef": {"generatorRef": {
-                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
-        },
-    })
-}
-
-fn apply_manifest(ns: &str, doc: &Value) {
-    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
-}
-
-/// Deletes the run's ClusterGenerator when the test ends, passed or not.
-struct ClusterGeneratorCleanup(String);
-
-impl Drop for ClusterGeneratorCleanup {
-    fn drop(&mut self) {
-        let _ = keyward_e2e::kubectl()
-            .args(["delete", "clustergenerators.generators.external-secrets.io", &self.0, "--ignore-not-found"])
-            .output();
-    }
-}
-
-/// The documents of one upstream example, as JSON.
-fn example(file: &str) -> Vec<Value> {
-    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    yaml_documents(&path)
-}
 
 /// The keys of a Secret's data, sorted.
 fn keys_of(secret: &Secret) -> Vec<String> {
@@ -70,9 +36,9 @@ async fn ecr_and_sts_generators_fill_the_target_secret() {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let provider = ProviderProcess::start_with_env("keyward-provider-aws", pki.provider_dir(), &env).await;
         let cluster_generator = format!("{ns}-ecr");
-        let _cleanup = ClusterGeneratorCleanup(cluster_generator.clone());
+        let _cleanup = ClusterGenerators(vec![cluster_generator.clone()]);
         // The keys upstream's examples name, in the manifests' namespace.
-        apply_manifest(
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "my-aws-creds"},
                     "stringData": {"key-id": "AKIDGENERATOR", "access-secret": "s3cr3t"}}),
@@ -91,8 +57,8 @@ async fn ecr_and_sts_generators_fill_the_target_secret() {
             json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind,
                    "metadata": {"name": name}, "spec": spec})
         };
-        apply_manifest(&ns, &generator("ECRAuthorizationToken", "ecr", json!({"region": "us-east-1", "auth": auth(None)})));
-        apply_manifest(
+        kubectl_apply(&ns, &generator("ECRAuthorizationToken", "ecr", json!({"region": "us-east-1", "auth": auth(None)})));
+        kubectl_apply(
             &ns,
             &generator(
                 "STSSessionToken",
@@ -100,11 +66,11 @@ async fn ecr_and_sts_generators_fill_the_target_secret() {
                 json!({"region": "us-east-1", "auth": auth(None), "requestParameters": {"sessionDuration": 900}}),
             ),
         );
-        apply_manifest(
+        kubectl_apply(
             &ns,
             &generator("STSSessionToken", "stolen", json!({"region": "us-east-1", "auth": auth(Some("kube-system"))})),
         );
-        apply_manifest(
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
                     "metadata": {"name": cluster_generator},
@@ -113,21 +79,21 @@ async fn ecr_and_sts_generators_fill_the_target_secret() {
                              "conditions": [{"namespaces": [ns]}]}}),
         );
         let upstream = ["generator-ecr.yaml", "generator-ecr-example.yaml", "generator-sts.yaml", "generator-sts-example.yaml"];
-        for doc in upstream.iter().flat_map(|f| example(f)) {
+        for doc in upstream.iter().flat_map(|f| upstream_generator_example(f)) {
             let mut doc = doc.clone();
             if doc["kind"] == "ExternalSecret" {
                 doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
             }
-            apply_manifest(&ns, &doc);
+            kubectl_apply(&ns, &doc);
         }
 
         let _reconciler = Reconciler::start_with_stores(&ns, &[("aws", &provider)], &[]).await;
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        apply(&ess, es("ecr", &ns, "ECRAuthorizationToken", "ecr")).await;
-        apply(&ess, es("sts", &ns, "STSSessionToken", "sts")).await;
-        apply(&ess, es("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
-        apply(&ess, es("stolen", &ns, "STSSessionToken", "stolen")).await;
+        apply(&ess, generator_external_secret("ecr", &ns, "ECRAuthorizationToken", "ecr")).await;
+        apply(&ess, generator_external_secret("sts", &ns, "STSSessionToken", "sts")).await;
+        apply(&ess, generator_external_secret("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
+        apply(&ess, generator_external_secret("stolen", &ns, "STSSessionToken", "stolen")).await;
 
         // A registry login under upstream's four keys.
         let ecr = eventually("Secret ecr holds a registry login", WAIT, || async { secrets.get_opt("ecr").await.ok()? })

@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::generators::ClusterGenerator;
 use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
-use keyward_e2e::{repo_root, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -100,24 +100,6 @@ async fn a_generated_password_changes_only_when_a_refresh_is_due() {
         assert_eq!(ready_of(&es.status.unwrap().conditions).unwrap().0, "True");
     })
     .await;
-}
-
-/// Applies a manifest with `kubectl apply` into `ns`, as a user does.
-fn kubectl_apply(ns: &str, doc: &Value) {
-    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
-}
-
-/// Deletes the run's ClusterGenerators when the test ends, passed or not.
-struct ClusterGenerators(Vec<String>);
-
-impl Drop for ClusterGenerators {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = keyward_e2e::kubectl()
-                .args(["delete", "clustergenerators.generators.external-secrets.io", name, "--ignore-not-found"])
-                .output();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -233,12 +215,6 @@ async fn a_push_secret_pushes_one_generated_value_until_its_spec_changes() {
     .await;
 }
 
-/// The documents of one upstream example, as JSON.
-fn example(file: &str) -> Vec<Value> {
-    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    yaml_documents(&path)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_generator_examples_apply_unchanged_and_sync() {
     with_temp_namespace(&[], |client, ns| async move {
@@ -261,7 +237,7 @@ async fn upstream_generator_examples_apply_unchanged_and_sync() {
             "generator-cluster.yaml",
             "generator-cluster-example.yaml",
         ] {
-            for mut doc in example(file) {
+            for mut doc in upstream_generator_example(file) {
                 // Only the test's controller class label is added, so this run's reconciler
                 // serves the ExternalSecrets.
                 if doc["kind"] == "ExternalSecret" {

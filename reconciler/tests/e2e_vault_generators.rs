@@ -14,46 +14,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::ExternalSecret;
 use keyward_e2e::stores::VaultDev;
-use keyward_e2e::{repo_root, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn es(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
-    json!({
-        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {
-            "refreshInterval": "1h",
-            "target": {"name": name},
-            "dataFrom": [{"sourceRef": {"generatorRef": {
-                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
-        },
-    })
-}
-
-fn apply_manifest(ns: &str, doc: &Value) {
-    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
-}
-
-/// Deletes the run's ClusterGenerator when the test ends, passed or not.
-struct ClusterGeneratorCleanup(String);
-
-impl Drop for ClusterGeneratorCleanup {
-    fn drop(&mut self) {
-        let _ = keyward_e2e::kubectl()
-            .args(["delete", "clustergenerators.generators.external-secrets.io", &self.0, "--ignore-not-found"])
-            .output();
-    }
-}
-
-/// The documents of one upstream example, as JSON.
-fn example(file: &str) -> Vec<Value> {
-    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    yaml_documents(&path)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
@@ -70,8 +36,8 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
         pki.install(&client, &ns).await;
         let provider = ProviderProcess::start("keyward-provider-vault", pki.provider_dir(), None).await;
         let cluster_generator = format!("{ns}-certs");
-        let _cleanup = ClusterGeneratorCleanup(cluster_generator.clone());
-        apply_manifest(
+        let _cleanup = ClusterGenerators(vec![cluster_generator.clone()]);
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-token"},
                     "stringData": {"token": token}}),
@@ -91,9 +57,9 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
             json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "VaultDynamicSecret",
                    "metadata": {"name": name}, "spec": spec})
         };
-        apply_manifest(&ns, &vds("cert", spec("a.example.com", None)));
-        apply_manifest(&ns, &vds("stolen", spec("b.example.com", Some("kube-system"))));
-        apply_manifest(
+        kubectl_apply(&ns, &vds("cert", spec("a.example.com", None)));
+        kubectl_apply(&ns, &vds("stolen", spec("b.example.com", Some("kube-system"))));
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
                     "metadata": {"name": cluster_generator},
@@ -101,20 +67,23 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
                              "generator": {"vaultDynamicSecretSpec": spec("c.example.com", None)},
                              "conditions": [{"namespaces": [ns]}]}}),
         );
-        for doc in example("generator-vault.yaml").iter().chain(&example("generator-vault-example.yaml")) {
+        for doc in upstream_generator_example("generator-vault.yaml")
+            .iter()
+            .chain(&upstream_generator_example("generator-vault-example.yaml"))
+        {
             let mut doc = doc.clone();
             if doc["kind"] == "ExternalSecret" {
                 doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
             }
-            apply_manifest(&ns, &doc);
+            kubectl_apply(&ns, &doc);
         }
 
         let _reconciler = Reconciler::start_with_stores(&ns, &[("vault", &provider)], &[]).await;
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        apply(&ess, es("cert", &ns, "VaultDynamicSecret", "cert")).await;
-        apply(&ess, es("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
-        apply(&ess, es("stolen", &ns, "VaultDynamicSecret", "stolen")).await;
+        apply(&ess, generator_external_secret("cert", &ns, "VaultDynamicSecret", "cert")).await;
+        apply(&ess, generator_external_secret("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
+        apply(&ess, generator_external_secret("stolen", &ns, "VaultDynamicSecret", "stolen")).await;
 
         let cert = eventually("Secret cert holds a certificate", WAIT, || async {
             let s = secrets.get_opt("cert").await.ok()??;
@@ -127,7 +96,7 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
         assert!(value(&s, "issuing_ca").unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
         // A PushSecret's selector.generatorRef: the generated certificate is pushed to Vault's KV
         // store through a SecretStore served by the same provider, and kept in push-generated.
-        apply_manifest(
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore", "metadata": {"name": "kv"},
                     "spec": {"provider": {"vault": {"server": v.address(), "path": "secret", "version": "v2",
@@ -182,7 +151,7 @@ async fn a_provider_that_does_not_generate_is_reported_not_a_panic() {
         pki.install(&client, &ns).await;
         // The Fake provider generates nothing: the runtime's default answers UNIMPLEMENTED.
         let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
-        apply_manifest(
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "VaultDynamicSecret",
                     "metadata": {"name": "cert"},
@@ -193,7 +162,7 @@ async fn a_provider_that_does_not_generate_is_reported_not_a_panic() {
         {
             // No Vault provider configured at all.
             let _reconciler = Reconciler::start(&ns, &[]).await;
-            apply(&ess, es("unconfigured", &ns, "VaultDynamicSecret", "cert")).await;
+            apply(&ess, generator_external_secret("unconfigured", &ns, "VaultDynamicSecret", "cert")).await;
             wait_refused(
                 &ess,
                 "unconfigured",
@@ -204,7 +173,7 @@ async fn a_provider_that_does_not_generate_is_reported_not_a_panic() {
         }
         // The address given for Vault stores answers, but does not generate.
         let _reconciler = Reconciler::start_with_stores(&ns, &[("vault", &fake)], &[]).await;
-        apply(&ess, es("unimplemented", &ns, "VaultDynamicSecret", "cert")).await;
+        apply(&ess, generator_external_secret("unimplemented", &ns, "VaultDynamicSecret", "cert")).await;
         let message = wait_refused(&ess, "unimplemented", "does not generate VaultDynamicSecret values", WAIT).await;
         assert!(message.contains("VaultDynamicSecret \"cert\""), "{message}");
     })

@@ -13,41 +13,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::ExternalSecret;
-use keyward_e2e::{repo_root, with_temp_namespace};
+use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn es(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
-    json!({
-        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
-        "spec": {
-            "refreshInterval": "1h",
-            "target": {"name": name},
-            "dataFrom": [{"sourceRef": {"generatorRef": {
-                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
-        },
-    })
-}
-
-fn apply_manifest(ns: &str, doc: &Value) {
-    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
-}
-
-/// Deletes the run's ClusterGenerator when the test ends, passed or not.
-struct ClusterGeneratorCleanup(String);
-
-impl Drop for ClusterGeneratorCleanup {
-    fn drop(&mut self) {
-        let _ = keyward_e2e::kubectl()
-            .args(["delete", "clustergenerators.generators.external-secrets.io", &self.0, "--ignore-not-found"])
-            .output();
-    }
-}
 
 /// An HTTP server on loopback that answers every request with `{"json": <its body>}`.
 async fn echo_server() -> String {
@@ -89,12 +61,6 @@ async fn echo_server() -> String {
     url
 }
 
-/// The documents of one upstream example, as JSON.
-fn example(file: &str) -> Vec<Value> {
-    let path = repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file);
-    yaml_documents(&path)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn webhook_generators_fill_the_target_secret() {
     let server = echo_server().await;
@@ -103,8 +69,8 @@ async fn webhook_generators_fill_the_target_secret() {
         pki.install(&client, &ns).await;
         let provider = ProviderProcess::start_with_env("keyward-provider-webhook", pki.provider_dir(), &[]).await;
         let cluster_generator = format!("{ns}-webhook");
-        let _cleanup = ClusterGeneratorCleanup(cluster_generator.clone());
-        apply_manifest(
+        let _cleanup = ClusterGenerators(vec![cluster_generator.clone()]);
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "v1", "kind": "Secret",
                     "metadata": {"name": "creds", "labels": {"external-secrets.io/type": "webhook"}},
@@ -128,29 +94,32 @@ async fn webhook_generators_fill_the_target_secret() {
             json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Webhook",
                    "metadata": {"name": name}, "spec": spec})
         };
-        apply_manifest(&ns, &generator("login", spec(None)));
-        apply_manifest(&ns, &generator("stolen", spec(Some("kube-system"))));
-        apply_manifest(
+        kubectl_apply(&ns, &generator("login", spec(None)));
+        kubectl_apply(&ns, &generator("stolen", spec(Some("kube-system"))));
+        kubectl_apply(
             &ns,
             &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
                     "metadata": {"name": cluster_generator},
                     "spec": {"kind": "Webhook", "generator": {"webhookSpec": spec(None)},
                              "conditions": [{"namespaces": [ns]}]}}),
         );
-        for doc in ["generator-webhook.yaml", "generator-webhook-example.yaml"].iter().flat_map(|f| example(f)) {
+        for doc in ["generator-webhook.yaml", "generator-webhook-example.yaml"]
+            .iter()
+            .flat_map(|f| upstream_generator_example(f))
+        {
             let mut doc = doc.clone();
             if doc["kind"] == "ExternalSecret" {
                 doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
             }
-            apply_manifest(&ns, &doc);
+            kubectl_apply(&ns, &doc);
         }
 
         let _reconciler = Reconciler::start_with_stores(&ns, &[("webhook", &provider)], &[]).await;
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        apply(&ess, es("login", &ns, "Webhook", "login")).await;
-        apply(&ess, es("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
-        apply(&ess, es("stolen", &ns, "Webhook", "stolen")).await;
+        apply(&ess, generator_external_secret("login", &ns, "Webhook", "login")).await;
+        apply(&ess, generator_external_secret("via-cluster", &ns, "ClusterGenerator", &cluster_generator)).await;
+        apply(&ess, generator_external_secret("stolen", &ns, "Webhook", "stolen")).await;
 
         // The members of the answer's object, one key each.
         for name in ["login", "via-cluster"] {

@@ -626,3 +626,42 @@ pub async fn wait_refused(
     })
     .await
 }
+
+/// An ExternalSecret whose only `dataFrom` entry generates with the `kind` generator `generator`
+/// (refreshed hourly, so a test sees one generation).
+pub fn generator_external_secret(name: &str, ns: &str, kind: &str, generator: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {
+            "refreshInterval": "1h",
+            "target": {"name": name},
+            "dataFrom": [{"sourceRef": {"generatorRef": {
+                "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}],
+        },
+    })
+}
+
+/// Applies a manifest with `kubectl apply` into `ns`, as a user does; it must be accepted.
+pub fn kubectl_apply(ns: &str, doc: &serde_json::Value) {
+    keyward_e2e::accepts_in(ns, &serde_json::to_string(doc).unwrap());
+}
+
+/// Deletes the run's ClusterGenerators when the test ends, passed or not (they are
+/// cluster-scoped: no temporary namespace takes them along).
+pub struct ClusterGenerators(pub Vec<String>);
+
+impl Drop for ClusterGenerators {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = keyward_e2e::kubectl()
+                .args(["delete", "clustergenerators.generators.external-secrets.io", name, "--ignore-not-found"])
+                .output();
+        }
+    }
+}
+
+/// The documents of one of upstream's generator examples (`tests/fixtures/upstream-generators`).
+pub fn upstream_generator_example(file: &str) -> Vec<serde_json::Value> {
+    yaml_documents(&keyward_e2e::repo_root().join("reconciler/tests/fixtures/upstream-generators").join(file))
+}
