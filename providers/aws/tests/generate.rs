@@ -8,30 +8,17 @@
 
 mod common;
 
-use std::collections::HashMap;
+use keyward_provider_runtime::testkit::{generate, value_text as text};
 
 use keyward_e2e::stores::{Moto, MotoRequest};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
-use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
 use serde_json::{Value, json};
-use tonic::transport::Channel;
 
 use common::{REGION, keys, keys_secret, start_provider};
 
 fn request(ns: &str, kind: &str, name: &str, spec: Value) -> GenerateRequest {
     GenerateRequest { kind: kind.into(), spec_json: spec.to_string(), namespace: ns.into(), name: name.into() }
-}
-
-async fn generate(
-    c: &mut GeneratorProviderClient<Channel>,
-    req: GenerateRequest,
-) -> Result<HashMap<String, Vec<u8>>, tonic::Status> {
-    c.generate(req).await.map(|r| r.into_inner().values)
-}
-
-fn text(values: &HashMap<String, Vec<u8>>, key: &str) -> String {
-    String::from_utf8(values.get(key).unwrap_or_else(|| panic!("no {key} in {:?}", values.keys())).clone()).unwrap()
 }
 
 /// The access keys that signed the requests moto served of operation `target`.

@@ -12,12 +12,9 @@ use keyward_e2e::stores::{Moto, MotoRequest};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference};
-use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 use tonic::transport::Channel;
 
-use common::{aws_store, keys, keys_secret, sm, ssm, start_provider, store, store_ref};
+use common::{aws_store, keys, keys_secret, other_auth, other_keys, sm, ssm, start_provider, store, store_ref};
 
 /// A minute (in milliseconds): an age a periodic refresh accepts.
 const MINUTE: u32 = 60_000;
@@ -61,23 +58,6 @@ fn reads(moto: &Moto, target: &str, field: &str, name: &str) -> Vec<String> {
         .filter(|r: &MotoRequest| r.target == target && r.body[field] == name)
         .map(|r| r.access_key)
         .collect()
-}
-
-/// A second key pair, `aws-keys-b`, in `ns`: another identity for the same store account.
-async fn other_keys(client: &Client, ns: &str) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
-    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-keys-b"},
-                        "stringData": {"id": "AKIDOTHER", "secret": "other"}});
-    secrets
-        .patch("aws-keys-b", &PatchParams::apply("keyward-aws-tests").force(), &Patch::Apply(&secret))
-        .await
-        .unwrap();
-}
-
-/// `spec.auth` with the keys of `aws-keys-b`.
-fn other_auth() -> serde_json::Value {
-    let sel = |key: &str| json!({"name": "aws-keys-b", "key": key});
-    json!({"secretRef": {"accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}})
 }
 
 #[tokio::test(flavor = "multi_thread")]

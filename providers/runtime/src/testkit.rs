@@ -137,3 +137,17 @@ pub async fn wait_ready(health: SocketAddr, timeout: Duration) -> Result<(), Tes
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `provider.v1.GeneratorProvider/Generate` on `c`: the generated values, or the provider's status.
+pub async fn generate(
+    c: &mut keyward_proto::v1::generator_provider_client::GeneratorProviderClient<Channel>,
+    req: keyward_proto::v1::GenerateRequest,
+) -> Result<std::collections::HashMap<String, Vec<u8>>, tonic::Status> {
+    c.generate(req).await.map(|r| r.into_inner().values)
+}
+
+/// One generated value as UTF-8 text; panics naming the keys there are when `key` is missing.
+pub fn value_text(values: &std::collections::HashMap<String, Vec<u8>>, key: &str) -> String {
+    let value = values.get(key).unwrap_or_else(|| panic!("no {key} in {:?}", values.keys()));
+    String::from_utf8(value.clone()).unwrap_or_else(|e| panic!("{key} is not UTF-8: {e}"))
+}

@@ -5,19 +5,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
+use keyward_provider_runtime::testkit::{generate, value_text as text};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_e2e::stores::VaultDev;
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
-use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
 use keyward_provider_runtime::testkit::{http_get, launch};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::{Value, json};
-use tonic::transport::Channel;
 
 const POLICY: &str = r#"
 path "pki/issue/web" { capabilities = ["create", "update"] }
@@ -43,17 +41,6 @@ fn request(ns: &str, name: &str, spec: Value) -> GenerateRequest {
         namespace: ns.into(),
         name: name.into(),
     }
-}
-
-async fn generate(
-    c: &mut GeneratorProviderClient<Channel>,
-    req: GenerateRequest,
-) -> Result<HashMap<String, Vec<u8>>, tonic::Status> {
-    c.generate(req).await.map(|r| r.into_inner().values)
-}
-
-fn text(values: &HashMap<String, Vec<u8>>, key: &str) -> String {
-    String::from_utf8(values.get(key).unwrap_or_else(|| panic!("no {key} in {:?}", values.keys())).clone()).unwrap()
 }
 
 /// The store-calls counter of the provider's `/metrics` for one call name and status.

@@ -8,29 +8,16 @@
 
 mod common;
 
-use std::collections::HashMap;
+use keyward_provider_runtime::testkit::{generate, value_text as text};
 
 use common::{StoreServer, apply_secret, start_provider};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
-use keyward_proto::v1::generator_provider_client::GeneratorProviderClient;
 use serde_json::{Value, json};
 use tonic::Code;
-use tonic::transport::Channel;
 
 fn request(ns: &str, name: &str, spec: Value) -> GenerateRequest {
     GenerateRequest { kind: "Webhook".into(), spec_json: spec.to_string(), namespace: ns.into(), name: name.into() }
-}
-
-async fn generate(
-    c: &mut GeneratorProviderClient<Channel>,
-    req: GenerateRequest,
-) -> Result<HashMap<String, Vec<u8>>, tonic::Status> {
-    c.generate(req).await.map(|r| r.into_inner().values)
-}
-
-fn text(values: &HashMap<String, Vec<u8>>, key: &str) -> String {
-    String::from_utf8(values.get(key).unwrap_or_else(|| panic!("no {key} in {:?}", values.keys())).clone()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -116,3 +116,20 @@ pub fn store_ref(kind: &str, name: &str, ns: &str) -> ProviderReference {
 pub fn aws_store(service: &str, prefix: &str, auth: serde_json::Value) -> serde_json::Value {
     json!({"service": service, "region": REGION, "prefix": prefix, "auth": auth})
 }
+
+/// A second key pair, `aws-keys-b`, in `ns`: another identity for the same store account.
+pub async fn other_keys(client: &Client, ns: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "aws-keys-b"},
+                        "stringData": {"id": "AKIDOTHER", "secret": "other"}});
+    secrets
+        .patch("aws-keys-b", &PatchParams::apply("keyward-aws-tests").force(), &Patch::Apply(&secret))
+        .await
+        .expect("apply Secret aws-keys-b");
+}
+
+/// `spec.auth` with the keys of `aws-keys-b`.
+pub fn other_auth() -> serde_json::Value {
+    let sel = |key: &str| json!({"name": "aws-keys-b", "key": key});
+    json!({"secretRef": {"accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}})
+}
