@@ -35,8 +35,8 @@ pub struct EcrAuthorizationTokenSpec {
     /// ARN of a role to assume (through STS) after authenticating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
-    /// The registry: `private` (default) or `public` (Amazon ECR Public, not served by
-    /// Keyward).
+    /// The registry: `public` is Amazon ECR Public (not served by Keyward); anything else, or
+    /// nothing, the account's private registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
 }
