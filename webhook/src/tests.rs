@@ -1302,11 +1302,10 @@ mod https {
             assert!(n > 0, "closed before the whole answer");
             received.extend_from_slice(&buf[..n]);
         }
-        // A closed connection reads end-of-stream at once; an open one waits for more.
-        let closed = matches!(
-            tokio::time::timeout(Duration::from_millis(500), tls.read(&mut buf)).await,
-            Ok(Ok(0)) | Ok(Err(_))
-        );
+        // A closed connection reads end-of-stream at once; an open one waits for more (2 s: a
+        // busy machine may take a moment to close).
+        let closed =
+            matches!(tokio::time::timeout(Duration::from_secs(2), tls.read(&mut buf)).await, Ok(Ok(0)) | Ok(Err(_)));
         (headers, closed)
     }
 
