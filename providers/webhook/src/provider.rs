@@ -47,16 +47,17 @@ impl WebhookProvider {
         let config = self.refs.resolve_spec::<Webhook>(ctx, &KIND).await?;
         let key = CacheKey::of(ctx, config.generation);
         let spec = config.spec;
-        let target = self
-            .clients
-            .get_or_build(&key, async {
-                let denied = self.tenant_denied.for_request(ctx);
-                let http = HttpClient::build(&self.refs, ctx, &spec, denied).await?;
-                let secrets = self.template_secrets(ctx, &spec).await?;
-                Ok(Target { http, secrets })
-            })
-            .await?;
+        let target = self.clients.get_or_build(&key, self.build_target(ctx, &spec)).await?;
         Ok((spec, target))
+    }
+
+    /// The HTTP client (with the denied networks of the request's owner) and the template
+    /// Secrets of one configuration.
+    async fn build_target(&self, ctx: &RequestContext, spec: &WebhookSpec) -> Result<Target, ProviderError> {
+        let denied = self.tenant_denied.for_request(ctx);
+        let http = HttpClient::build(&self.refs, ctx, spec, denied).await?;
+        let secrets = self.template_secrets(ctx, spec).await?;
+        Ok(Target { http, secrets })
     }
 
     /// A `Webhook` generator's spec (upstream's generator of the same block), reached as a
@@ -72,10 +73,8 @@ impl WebhookProvider {
             .map_err(|e| ProviderError::InvalidArgument(format!("{what}: spec: {e}")))?;
         validate_webhook(&spec).map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
         check_reach(ctx, &webhook_reach(&spec))?;
-        let denied = self.tenant_denied.for_request(ctx);
-        let http = HttpClient::build(&self.refs, ctx, &spec, denied).await?;
-        let secrets = self.template_secrets(ctx, &spec).await?;
-        Ok((spec, Target { http, secrets }))
+        let target = self.build_target(ctx, &spec).await?;
+        Ok((spec, target))
     }
 
     /// Every key of each Secret of `secrets[]`, read in the namespace the tenant boundary
