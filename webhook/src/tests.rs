@@ -1402,3 +1402,86 @@ fn a_generator_ref_to_a_cluster_generator_follows_its_conditions_and_unserved_ki
     );
     assert!(validate(PS, "CREATE", Some("team-a"), ps, &c).allowed);
 }
+
+const WEBHOOK_GEN: (&str, &str, &str) = ("generators.external-secrets.io", "v1alpha1", "Webhook");
+const CLUSTER_GEN: (&str, &str, &str) = ("generators.external-secrets.io", "v1alpha1", "ClusterGenerator");
+
+fn webhook_generator(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Webhook",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+fn cluster_generator(name: &str, kind: &str, generator: Value) -> Value {
+    json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
+           "metadata": {"name": name}, "spec": {"kind": kind, "generator": generator}})
+}
+
+/// Upstream's Webhook generator example (docs/snippets/generator-webhook.yaml), as printed.
+fn upstream_webhook_generator_spec() -> Value {
+    json!({
+        "url": "http://httpbin.org/get?parameter={{ .auth.param }}",
+        "result": {"jsonPath": "$.args"},
+        "headers": {"Content-Type": "application/json",
+                    "Authorization": "Basic {{ print .auth.username \":\" .auth.password | b64enc }}"},
+        "secrets": [{"name": "auth", "secretRef": {"name": "webhook-credentials"}}],
+    })
+}
+
+#[test]
+fn webhook_generators_are_checked_with_the_webhook_store_rules() {
+    let c = caches();
+    let good = webhook_generator("webhook", upstream_webhook_generator_spec());
+    let d = validate(WEBHOOK_GEN, "CREATE", Some("team-a"), good, &c);
+    assert!(d.allowed && d.warnings.is_empty(), "upstream's example is admitted: {d:?}");
+    // A field the store block does not know is kept, as upstream keeps it; a Secret of another
+    // namespace is the webhook provider's to refuse when the generator runs in a namespace.
+    let mut spec = upstream_webhook_generator_spec();
+    spec["secrets"][0]["secretRef"]["namespace"] = json!("kube-system");
+    spec["somethingNew"] = json!(true);
+    assert!(validate(WEBHOOK_GEN, "CREATE", Some("team-a"), webhook_generator("w", spec), &c).allowed);
+
+    let mut bad = upstream_webhook_generator_spec();
+    bad["method"] = json!("BREW");
+    bad["body"] = json!("{{ .auth.username");
+    let d = validate(WEBHOOK_GEN, "CREATE", Some("team-a"), webhook_generator("bad", bad.clone()), &c);
+    denied_with(
+        &d,
+        400,
+        &[
+            "Webhook \"bad\" is invalid",
+            "spec.method: \"BREW\" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+            "spec.body: not a valid template",
+        ],
+    );
+    let d = validate(WEBHOOK_GEN, "UPDATE", Some("team-a"), webhook_generator("bad", json!({"url": "ftp://h/"})), &c);
+    denied_with(&d, 400, &["spec.url: must start with http:// or https://"]);
+    let d = validate(WEBHOOK_GEN, "CREATE", Some("team-a"), webhook_generator("bad", json!({"url": 5})), &c);
+    denied_with(&d, 400, &["spec: not a Webhook generator spec"]);
+    let mut ntlm = upstream_webhook_generator_spec();
+    ntlm["auth"] =
+        json!({"ntlm": {"usernameSecret": {"name": "u", "key": "u"}, "passwordSecret": {"name": "u", "key": "p"}}});
+    let d = validate(WEBHOOK_GEN, "CREATE", Some("team-a"), webhook_generator("ntlm", ntlm), &c);
+    denied_with(&d, 400, &["spec.auth.ntlm: NTLM authentication is not supported"]);
+
+    // The same spec in a ClusterGenerator, named at its own path.
+    let d = validate(CLUSTER_GEN, "CREATE", None, cluster_generator("cg", "Webhook", json!({"webhookSpec": bad})), &c);
+    denied_with(
+        &d,
+        400,
+        &[
+            "ClusterGenerator \"cg\" is invalid",
+            "spec.generator.webhookSpec.method: \"BREW\" is not one of",
+            "spec.generator.webhookSpec.body: not a valid template",
+        ],
+    );
+    let ok = cluster_generator("cg", "Webhook", json!({"webhookSpec": upstream_webhook_generator_spec()}));
+    assert!(validate(CLUSTER_GEN, "CREATE", None, ok, &c).allowed);
+    let d = validate(CLUSTER_GEN, "CREATE", None, cluster_generator("cg", "Webhook", json!({"fakeSpec": {}})), &c);
+    denied_with(&d, 400, &["spec.generator.webhookSpec: is required when spec.kind is Webhook"]);
+    // Other kinds are not checked here.
+    let pw = cluster_generator("pw", "Password", json!({"passwordSpec": {"length": 12}}));
+    assert!(validate(CLUSTER_GEN, "CREATE", None, pw.clone(), &c).allowed);
+    // Nothing to default.
+    let d = run(Mode::Mutate, &body(CLUSTER_GEN, "CREATE", None, Some(pw), None), &c);
+    assert!(d.allowed && d.patch.as_ref().is_some_and(|p| p.0.is_empty()), "{d:?}");
+}

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use keyward_crds::external_secret::GeneratorRef;
+use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind};
 use keyward_crds::rules::{
     CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
     check_boundary, check_generator_namespace_admitted, check_namespace_admitted, check_push_override, config_owner,
@@ -41,6 +42,12 @@ pub enum Kind {
     ClusterSecretStore,
     /// A `provider.external-secrets.io/v2alpha1` configuration kind of the registry.
     ProviderConfig(&'static ProviderKind),
+    /// `generators.external-secrets.io/v1alpha1` Webhook: its spec is a SecretStore's
+    /// `spec.provider.webhook` block, checked with that block's registry row.
+    WebhookGenerator,
+    /// `generators.external-secrets.io/v1alpha1` ClusterGenerator: one of kind Webhook has its
+    /// `spec.generator.webhookSpec` checked as a Webhook generator's spec; other kinds pass.
+    ClusterGenerator,
 }
 
 impl Kind {
@@ -54,6 +61,8 @@ impl Kind {
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
             ("external-secrets.io", "v1", "SecretStore") => Some(Kind::SecretStore),
             ("external-secrets.io", "v1", "ClusterSecretStore") => Some(Kind::ClusterSecretStore),
+            (GENERATOR_GROUP, "v1alpha1", k) if k == GeneratorKind::Webhook.as_str() => Some(Kind::WebhookGenerator),
+            (GENERATOR_GROUP, "v1alpha1", CLUSTER_GENERATOR_KIND) => Some(Kind::ClusterGenerator),
             _ => provider_kind(group, version, kind).map(Kind::ProviderConfig),
         }
     }
@@ -74,6 +83,8 @@ impl Kind {
             Kind::SecretStore => "SecretStore",
             Kind::ClusterSecretStore => "ClusterSecretStore",
             Kind::ProviderConfig(p) => p.kind,
+            Kind::WebhookGenerator => GeneratorKind::Webhook.as_str(),
+            Kind::ClusterGenerator => CLUSTER_GENERATOR_KIND,
         }
     }
 
@@ -217,9 +228,28 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                 return Decision::deny(400, format!("the {} cannot be read: {e}", p.kind));
             }
         }
+        Kind::WebhookGenerator => {
+            check.webhook_generator_spec("spec", object.get("spec").unwrap_or(&Value::Null));
+        }
+        Kind::ClusterGenerator => {
+            let spec = object.get("spec");
+            if spec.and_then(|s| s.get("kind")).and_then(Value::as_str) == Some(GeneratorKind::Webhook.as_str()) {
+                match spec.and_then(|s| s.pointer("/generator/webhookSpec")) {
+                    Some(block) => check.webhook_generator_spec("spec.generator.webhookSpec", block),
+                    None => {
+                        check.invalid.push("spec.generator.webhookSpec: is required when spec.kind is Webhook".into())
+                    }
+                }
+            }
+        }
     }
     check.finish(kind, &name)
 }
+
+/// The `spec.provider.<key>` block a Webhook generator's spec is (upstream's generator and
+/// store share the block): its registry row checks both at admission, and the webhook provider
+/// checks a generator's spec with the same rules on each generation.
+pub const WEBHOOK_GENERATOR_STORE_KEY: &str = "webhook";
 
 fn parse<T: DeserializeOwned>(kind: Kind, object: &Value) -> Result<T, Decision> {
     T::deserialize(object).map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", kind.as_str())))
@@ -247,6 +277,28 @@ impl Check {
         if let Err(errs) = result {
             self.invalid.extend(errs.0.iter().map(ToString::to_string));
         }
+    }
+
+    /// A Webhook generator's spec (`block`, at `path` in the object) checked by the registry row
+    /// of the store key `webhook`: the rules of a SecretStore's `spec.provider.webhook`, with
+    /// their field paths moved under `path`. Only the field rules: what the spec names is read
+    /// in the namespace that uses the generator, and the webhook provider checks that boundary
+    /// on each generation (a ClusterGenerator's spec serves many namespaces).
+    fn webhook_generator_spec(&mut self, path: &str, block: &Value) {
+        let Some(row) = PROVIDER_KINDS.iter().find(|k| k.store_key == Some(WEBHOOK_GENERATOR_STORE_KEY)) else {
+            return;
+        };
+        let mut errs = Vec::new();
+        let read = (row.admit)(block, &mut |result, _| {
+            for e in result.err().map(|e| e.0).unwrap_or_default() {
+                let rest = e.field.strip_prefix("spec").unwrap_or(&e.field);
+                errs.push(format!("{path}{rest}: {}", e.message));
+            }
+        });
+        if let Err(e) = read {
+            errs.push(format!("{path}: not a Webhook generator spec: {e}"));
+        }
+        self.invalid.extend(errs);
     }
 
     /// A reference to a store by name; `kind` None is a PushSecret reference without a kind.

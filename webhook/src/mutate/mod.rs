@@ -36,7 +36,9 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
         | Kind::ClusterExternalSecret
         | Kind::SecretStore
         | Kind::ClusterSecretStore
-        | Kind::ProviderConfig(_) => Vec::new(),
+        | Kind::ProviderConfig(_)
+        | Kind::WebhookGenerator
+        | Kind::ClusterGenerator => Vec::new(),
     };
     Decision { patch: Some(Patch(ops)), ..Decision::allow() }
 }
