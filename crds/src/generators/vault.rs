@@ -44,7 +44,9 @@ pub struct VaultDynamicSecretSpec {
     /// Which part of the answer is returned: `Data` (default), `Auth` or `Raw`.
     #[serde(default)]
     pub result_type: VaultDynamicSecretResultType,
-    /// Upstream's HTTP retry settings; accepted (the reconciler's call retries apply).
+    /// Upstream's HTTP retry settings, applied by the Vault provider to this generation's
+    /// requests that fail transiently (no connection, 429, 5xx but 501), capped at 5 retries
+    /// per request, 2s apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_settings: Option<SecretStoreRetrySettings>,
     /// The Vault server and how to log in, as a SecretStore's `spec.provider.vault`.

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+use keyward_crds::rules::parse_go_duration;
+use keyward_crds::secret_store::SecretStoreRetrySettings;
 use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
 use keyward_provider_runtime::refs::{CacheKey, ClusterRefs, NamedKind, named_namespace, require_operator_owned};
@@ -152,6 +154,91 @@ pub struct VaultClient {
     headers: HeaderMap,
     /// With `readYourWrites`: the last `X-Vault-Index` Vault answered, sent with every request.
     index: Option<Arc<std::sync::Mutex<Option<HeaderValue>>>>,
+    /// Retries of transient failures, on the copy one generation uses ([`VaultClient::with_retry`]);
+    /// a cached client has none (a store's `spec.retrySettings` are the reconciler's).
+    retry: Option<RetryRun>,
+}
+
+/// Most retries of one request a VaultDynamicSecret's `retrySettings.maxRetries` gets (more is
+/// capped to this): a tenant chooses the number, and the provider process is shared.
+pub const MAX_RETRIES: u32 = 5;
+/// Longest pause between retries `retrySettings.retryInterval` gets (more is capped to this).
+pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(2);
+/// The pause when `retrySettings` sets `maxRetries` without `retryInterval` (upstream's
+/// Vault client waits about a second).
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// No retry starts later than this after the generation began, whatever the settings: the
+/// whole of a generation's retrying fits in the reconciler's 10 s deadline of one call.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(8);
+
+/// A VaultDynamicSecret's `spec.retrySettings`, capped: how many times a request that failed
+/// transiently (no connection, a 5xx but 501, a 429) is sent again, and the pause before each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// Retries after the first attempt, at most [`MAX_RETRIES`].
+    pub max_retries: u32,
+    /// Pause before each retry, at most [`MAX_RETRY_INTERVAL`].
+    pub interval: Duration,
+}
+
+impl Retry {
+    /// The retries `settings` ask for, capped; `None` when they ask for none (unset, or
+    /// `maxRetries` unset or not positive: as upstream, retrySettings without `maxRetries` leave
+    /// retrying to the reconciliation). An unreadable `retryInterval` is an error naming it.
+    pub fn of(settings: Option<&SecretStoreRetrySettings>) -> Result<Option<Retry>, String> {
+        let Some(s) = settings else { return Ok(None) };
+        let interval = match s.retry_interval.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
+            None => DEFAULT_RETRY_INTERVAL,
+            Some(i) => parse_go_duration(i).map_err(|e| format!("spec.retrySettings.retryInterval {i:?}: {e}"))?,
+        };
+        let max_retries = u32::try_from(s.max_retries.unwrap_or(0)).unwrap_or(0);
+        if max_retries == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Retry { max_retries: max_retries.min(MAX_RETRIES), interval: interval.min(MAX_RETRY_INTERVAL) }))
+    }
+}
+
+/// [`Retry`] for one generation: retries stop at `until` ([`RETRY_BUDGET`] after it began).
+#[derive(Clone, Copy, Debug)]
+struct RetryRun {
+    retry: Retry,
+    until: Instant,
+}
+
+/// Whether an answer of `status` is worth sending the request again for: Vault sealed or a
+/// standby (503), a node or proxy failing (5xx but 501, "not implemented"), rate limited
+/// (429). Never another 4xx: a refusal stays a refusal.
+pub fn transient_status(status: u16) -> bool {
+    status == 429 || ((500..=599).contains(&status) && status != 501)
+}
+
+/// Whether a request that got no answer is worth sending again: the connection could not be
+/// made (refused, reset, the name not resolved). Not a timeout (each attempt may already have
+/// taken the whole request timeout), not a refused TLS handshake (a certificate does not fix
+/// itself), not a denied address.
+fn transient_transport(e: &reqwest::Error) -> bool {
+    if !e.is_connect() || e.is_timeout() || denied_error(e).is_some() {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let tls = c.downcast_ref::<rustls::Error>().is_some()
+            || c.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+        if tls {
+            return false;
+        }
+        cause = c.source();
+    }
+    true
+}
+
+/// A request that got no usable answer, and whether it is worth retrying.
+struct Failed {
+    error: ProviderError,
+    transient: bool,
 }
 
 fn pem_certs(pem: &[u8], field: &str) -> Result<Vec<CertificateDer<'static>>, ProviderError> {
@@ -444,7 +531,17 @@ impl VaultClient {
             token,
             headers: fixed_headers(spec)?,
             index: spec.read_your_writes.then(Arc::default),
+            retry: None,
         })
+    }
+
+    /// A copy of this client (same connection pool, same token) that retries transient
+    /// failures of each request per `retry`, for one generation: no retry starts later than
+    /// [`RETRY_BUDGET`] from now.
+    pub fn with_retry(&self, retry: Option<Retry>) -> VaultClient {
+        let mut c = self.clone();
+        c.retry = retry.map(|retry| RetryRun { retry, until: Instant::now() + RETRY_BUDGET });
+        c
     }
 
     /// One raw request: the status and the JSON body (`Null` when empty), counted as a store
@@ -459,9 +556,27 @@ impl VaultClient {
         query: &[(&str, String)],
     ) -> Result<(u16, Value), ProviderError> {
         let call = vault_call(&method, path);
-        let result = self.exchange(method, path, token, namespace, body, query).await;
-        store_calls::record(PROVIDER_NAME, call, matches!(&result, Ok((s, _)) if *s < 400 || *s == 404));
-        result
+        let mut retries = 0;
+        loop {
+            let result = self.exchange(method.clone(), path, token, namespace, body, query).await;
+            store_calls::record(PROVIDER_NAME, call, matches!(&result, Ok((s, _)) if *s < 400 || *s == 404));
+            let transient = match &result {
+                Ok((status, _)) => transient_status(*status),
+                Err(f) => f.transient,
+            };
+            if let Some(run) = self.retry
+                && transient
+                && retries < run.retry.max_retries
+                && Instant::now() + run.retry.interval <= run.until
+            {
+                retries += 1;
+                let status = result.as_ref().map_or(0, |(s, _)| *s);
+                tracing::debug!(path, status, retry = retries, "transient failure of a Vault request; retrying");
+                tokio::time::sleep(run.retry.interval).await;
+                continue;
+            }
+            return result.map_err(|f| f.error);
+        }
     }
 
     async fn exchange(
@@ -472,7 +587,7 @@ impl VaultClient {
         namespace: Option<&str>,
         body: Option<&Value>,
         query: &[(&str, String)],
-    ) -> Result<(u16, Value), ProviderError> {
+    ) -> Result<(u16, Value), Failed> {
         let url = format!("{}/v1/{}", self.server, path.trim_start_matches('/'));
         let mut req = self.http.request(method, &url).query(query).headers(self.headers.clone());
         if let Some(t) = token {
@@ -489,10 +604,15 @@ impl VaultClient {
         }
         let resp = req.send().await.map_err(|e| {
             if let Some(refused) = denied_error(&e) {
-                return refused;
+                return Failed { error: refused, transient: false };
             }
             let kind = if e.is_timeout() { "timed out" } else { "failed" };
-            ProviderError::Unavailable(format!("request to Vault at {} {kind}: {}", self.server, store_tls::causes(&e)))
+            let error = ProviderError::Unavailable(format!(
+                "request to Vault at {} {kind}: {}",
+                self.server,
+                store_tls::causes(&e)
+            ));
+            Failed { error, transient: transient_transport(&e) }
         })?;
         if let (Some(slot), Some(index)) = (&self.index, resp.headers().get(INDEX_HEADER))
             && let Ok(mut last) = slot.lock()
@@ -501,15 +621,17 @@ impl VaultClient {
         }
         // The server is the tenant's to name: its answer is capped, never read whole.
         let answer = http::Response::<reqwest::Body>::from(resp);
+        // An answer that breaks off is not retried: the request may have taken effect.
         let (head, bytes) = body::read_limited(answer, body::MAX_RESPONSE_BYTES).await.map_err(|e| {
-            match body::limit_error(e.as_ref()) {
+            let error = match body::limit_error(e.as_ref()) {
                 Some(refused) => refused.to_provider_error(&format!("Vault at {}", self.server)),
                 None => ProviderError::Unavailable(format!(
                     "reading the answer of Vault at {}: {}",
                     self.server,
                     store_tls::causes(e.as_ref())
                 )),
-            }
+            };
+            Failed { error, transient: false }
         })?;
         let status = head.status.as_u16();
         let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
@@ -735,6 +857,7 @@ mod tests {
             token: Slot::default(),
             headers: HeaderMap::new(),
             index: None,
+            retry: None,
         }
     }
 
@@ -782,6 +905,125 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
         assert!(e.to_string().contains("permission denied"), "{e}");
         assert_eq!(seen.await.expect("listener").len(), 4);
+    }
+
+    #[test]
+    fn retry_settings_are_capped() {
+        let settings = |n: Option<i32>, i: Option<&str>| SecretStoreRetrySettings {
+            max_retries: n,
+            retry_interval: i.map(str::to_string),
+        };
+        let of = |n, i| Retry::of(Some(&settings(n, i)));
+        assert_eq!(Retry::of(None), Ok(None), "no retrySettings: no retries");
+        assert_eq!(of(None, Some("1s")), Ok(None), "no maxRetries: none, as upstream");
+        assert_eq!(of(Some(0), None), Ok(None));
+        assert_eq!(of(Some(-3), None), Ok(None));
+        let r = |max_retries, ms| Ok(Some(Retry { max_retries, interval: Duration::from_millis(ms) }));
+        assert_eq!(of(Some(3), Some("500ms")), r(3, 500));
+        assert_eq!(of(Some(2), None), r(2, 1000), "the default pause");
+        assert_eq!(of(Some(2), Some("")), r(2, 1000));
+        assert_eq!(of(Some(2), Some("0s")), r(2, 0));
+        assert_eq!(of(Some(1000), Some("1h")), r(MAX_RETRIES, 2000), "both capped");
+        assert_eq!(of(Some(i32::MAX), Some("2s")), r(5, 2000));
+        assert_eq!(of(Some(5), Some("2001ms")), r(5, 2000));
+        let e = of(Some(2), Some("soon")).unwrap_err();
+        assert!(e.starts_with("spec.retrySettings.retryInterval \"soon\""), "{e}");
+        // The caps keep every retry of a generation inside the reconciler's call deadline.
+        assert!(MAX_RETRY_INTERVAL * MAX_RETRIES >= RETRY_BUDGET && RETRY_BUDGET < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn only_transient_statuses_are_retried() {
+        for s in [429, 500, 502, 503, 504, 599] {
+            assert!(transient_status(s), "{s}");
+        }
+        for s in [200, 204, 400, 401, 403, 404, 405, 412, 501] {
+            assert!(!transient_status(s), "{s}");
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_and_refusals_are_not() {
+        let sealed = r#"{"errors":["Vault is sealed"]}"#;
+        let forbidden = r#"{"errors":["permission denied"]}"#;
+        let retry = Some(Retry { max_retries: 3, interval: Duration::from_millis(50) });
+        // A sealed server (503) on the login and on the read: each retried, then served.
+        let answers = vec![(503, sealed), (200, LOGIN_T1), (503, sealed), (429, sealed), (200, DATA)];
+        let (addr, seen) = listener(answers).await;
+        let c = client(addr, None, None).with_retry(retry);
+        let body = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.expect("read after retries");
+        assert_eq!(body["data"]["data"]["user"], "app");
+        assert_eq!(seen.await.expect("listener").len(), 5);
+        // Without retries the first 503 is the answer.
+        let (addr, seen) = listener(vec![(503, sealed)]).await;
+        let e = client(addr, None, None).ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert_eq!(seen.await.expect("listener").len(), 1);
+        // At most max_retries retries.
+        let (addr, seen) =
+            listener(vec![(200, LOGIN_T1), (500, sealed), (500, sealed), (500, sealed), (500, sealed)]).await;
+        let c = client(addr, None, None).with_retry(retry);
+        let e = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert_eq!(seen.await.expect("listener").len(), 5, "one login, the read and three retries");
+        // A refusal is not retried: the 403 gets its one fresh login, as without retries.
+        let answers = vec![(200, LOGIN_T1), (403, forbidden), (200, LOGIN_T2), (403, forbidden)];
+        let (addr, seen) = listener(answers).await;
+        let c = client(addr.clone(), None, None).with_retry(retry);
+        let e = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+        assert_eq!(seen.await.expect("listener").len(), 4);
+        // Nor a 400 or a 501.
+        for status in [400, 501] {
+            let (addr, seen) = listener(vec![(200, LOGIN_T1), (status, forbidden)]).await;
+            let c = client(addr, None, None).with_retry(retry);
+            assert!(c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.is_err());
+            assert_eq!(seen.await.expect("listener").len(), 2, "{status}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_retried_within_the_budget() {
+        // Nothing listens on the port at first; the server comes up after 300 ms.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let c = client(format!("http://127.0.0.1:{port}"), None, None)
+            .with_retry(Some(Retry { max_retries: 5, interval: Duration::from_millis(200) }));
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let l = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("bind late");
+            let (mut conn, _) = l.accept().await.expect("accept");
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+            let body = r#"{"errors":["permission denied"]}"#;
+            let answer = format!(
+                "HTTP/1.1 400 X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(answer.as_bytes()).await.expect("write");
+        });
+        // The login reaches the late server (which refuses it: a 400 is not retried).
+        let e = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "the login got its answer: {e}");
+        late.await.expect("late server");
+
+        // Nothing ever listens: retried until the budget, then the connection failure.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let mut c = client(format!("http://127.0.0.1:{port}"), None, None)
+            .with_retry(Some(Retry { max_retries: 5, interval: Duration::from_millis(100) }));
+        if let Some(run) = c.retry.as_mut() {
+            run.until = Instant::now() + Duration::from_millis(250);
+        }
+        let started = Instant::now();
+        let e = c.ok(Method::GET, "secret/data/db", None, &[], "reading").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(2), "stopped at the budget: {took:?}");
     }
 
     /// A server answering every request with a 300 MB body, declared in `Content-Length` or

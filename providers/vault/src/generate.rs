@@ -5,7 +5,8 @@
 //! namespace would be: the same rules, the same tenant boundary (every Secret and
 //! ServiceAccount it names is read in that namespace), the same guarded HTTP client and the
 //! same client cache. The answer is size-capped by the client, and the request is counted in
-//! the store-calls metric by it.
+//! the store-calls metric by it. `spec.retrySettings` retry this generation's requests that
+//! failed transiently, within the caps of [`crate::client::Retry`].
 
 use std::hash::{Hash, Hasher};
 
@@ -16,6 +17,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::VaultProvider;
+use crate::client::Retry;
 
 /// The generator kind this provider serves.
 pub const KIND: &str = "VaultDynamicSecret";
@@ -52,13 +54,18 @@ pub async fn generate(
     let path = keys::url_path(segments);
     let (body, pairs) = request(&spec, &method).map_err(|m| ProviderError::InvalidArgument(format!("{what}: {m}")))?;
     let query: Vec<(&str, String)> = pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let retry =
+        Retry::of(spec.retry_settings.as_ref()).map_err(|m| ProviderError::InvalidArgument(format!("{what}: {m}")))?;
 
     // The client cache keys a configuration by its generation; a generator's provider block
     // has none of its own, so its content stands in: an edited spec builds a new client.
     let target = provider.target_of(ctx, &spec.provider, Some(fingerprint(&spec)), &what).await?;
     let call = format!("{what}: {} {path}", method.as_str());
+    // retrySettings apply to this generation's requests (the login too), capped: the cached
+    // client is shared and does not retry.
     let answer = target
         .client
+        .with_retry(retry)
         .ok(method, &path, body.as_ref(), &query, &call)
         .await
         .map_err(|e| provider.clients.evict_if_refused(&target.key, e))?;
