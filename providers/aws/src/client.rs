@@ -103,6 +103,10 @@ fn with_credentials(conf: &SdkConfig, creds: Credentials) -> SdkConfig {
 fn sts_credentials(c: Option<&aws_sdk_sts::types::Credentials>, what: &str) -> Result<Credentials, ProviderError> {
     let c = c.ok_or_else(|| ProviderError::Unavailable(format!("{what}: STS returned no credentials")))?;
     let expiry = std::time::SystemTime::try_from(*c.expiration()).ok();
+    // The client holds these credentials as they are: it is built again before they expire.
+    if let Some(at) = expiry {
+        keyward_provider_runtime::refs::note_expiry(at);
+    }
     Ok(Credentials::new(c.access_key_id(), c.secret_access_key(), Some(c.session_token().to_string()), expiry, "sts"))
 }
 

@@ -30,7 +30,7 @@ pub struct BarbicanProvider {
     /// For the operator's configurations: reaches any address.
     operator_http: Http,
     /// Credentials read from a configuration's Secrets, per configuration, generation and owner,
-    /// for [`keyward_provider_runtime::refs::CLIENT_TTL`].
+    /// until those Secrets change ([`keyward_provider_runtime::client_cache`]).
     credentials: ClientCache<Arc<Credentials>>,
     tokens: Arc<TokenCache>,
 }

@@ -15,8 +15,8 @@ use kube::{Client, Config};
 
 use crate::kubeconfig::parse_inline;
 
-/// Lifetime requested for ServiceAccount tokens (well above the client cache's
-/// [`keyward_provider_runtime::refs::CLIENT_TTL`]).
+/// Lifetime requested for ServiceAccount tokens; a client built from one is built again two
+/// thirds into it ([`keyward_provider_runtime::client_cache`]).
 const TOKEN_SECONDS: i64 = 3600;
 
 /// The config's Secret references have no default key: each must name its own

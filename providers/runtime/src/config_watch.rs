@@ -10,6 +10,10 @@
 //! unable to list (no list/watch permission), or an object it has not seen (created a moment
 //! ago). Objects are kept without their managed fields; memory grows with the number of
 //! configuration objects, not with calls.
+//!
+//! Secrets and ConfigMaps are watched as metadata only, kept as name and resourceVersion: that
+//! is all [`crate::client_cache`] needs to see whether what a cached client was built from
+//! changed ([`ConfigWatches::version_of`]).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -18,6 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -53,7 +59,7 @@ impl ConfigWatches {
         if ctx.max_age.is_zero() {
             return None;
         }
-        let (store, started) = self.store::<K>(client);
+        let (store, started) = self.store::<K>(client, drop_managed_fields);
         let listed = store.wait_until_ready();
         let ready = if started {
             matches!(tokio::time::timeout(FIRST_LIST, listed).await, Ok(Ok(())))
@@ -70,8 +76,24 @@ impl ConfigWatches {
         store.get(&at).map(|o| (*o).clone())
     }
 
-    /// The store of `K`'s watch, and whether this call started the watch.
-    fn store<K>(&self, client: &Client) -> (Store<K>, bool)
+    /// The resourceVersion of the `K` object `namespace/name` (a Secret or ConfigMap) as a
+    /// metadata-only watch of `K` has it: `Some(None)` when the watch has listed and has no such
+    /// object, `None` when the watch cannot tell (not listed yet, or not allowed to list). Never
+    /// waits: the first call starts the watch and hears `None`.
+    pub fn version_of<K>(&self, client: &Client, namespace: &str, name: &str) -> Option<Option<String>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (store, _) = self.store::<PartialObjectMeta<K>>(client, keep_only_version);
+        if !matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            return None;
+        }
+        Some(store.get(&ObjectRef::new(name).within(namespace)).and_then(|o| o.metadata.resource_version.clone()))
+    }
+
+    /// The store of `K`'s watch, and whether this call started the watch. `trim` takes from each
+    /// object what the store need not keep.
+    fn store<K>(&self, client: &Client, trim: fn(&mut ObjectMeta)) -> (Store<K>, bool)
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
@@ -84,9 +106,7 @@ impl ConfigWatches {
         let kind = K::kind(&()).into_owned();
         let events = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|o| {
-                o.meta_mut().managed_fields = None;
-            })
+            .modify(move |o| trim(o.meta_mut()))
             .reflect(writer)
             .applied_objects();
         tokio::spawn(async move {
@@ -101,4 +121,18 @@ impl ConfigWatches {
         stores.insert(TypeId::of::<K>(), Arc::new(reader.clone()));
         (reader, true)
     }
+}
+
+fn drop_managed_fields(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+}
+
+/// Keeps the name, namespace and resourceVersion.
+fn keep_only_version(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
 }

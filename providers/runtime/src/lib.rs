@@ -18,6 +18,8 @@
 pub mod body;
 mod cli;
 #[cfg(feature = "refs")]
+pub mod client_cache;
+#[cfg(feature = "refs")]
 pub mod config_watch;
 mod context;
 pub mod json;

@@ -23,6 +23,8 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::de::DeserializeOwned;
 
+pub use crate::client_cache::{CacheKey, ClientCache, note_expiry};
+use crate::client_cache::{Input, InputKind, note_object};
 use crate::config_watch::ConfigWatches;
 use crate::context::{RequestContext, StoreRefKind};
 
@@ -127,6 +129,17 @@ impl ClusterRefs {
     /// The provider's own client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The watches of configuration objects and of the versions of Secrets and ConfigMaps.
+    pub(crate) fn watches(&self) -> &ConfigWatches {
+        &self.watches
+    }
+
+    /// Notes `object` as read by the client build under way, if any ([`ClientCache`]).
+    fn note<K: kube::Resource>(&self, kind: InputKind, ns: &str, name: &str, object: &K) {
+        let version = object.meta().resource_version.clone();
+        note_object(self, Input { kind, namespace: ns.to_string(), name: name.to_string(), version });
     }
 
     /// The configuration object a request names, from [`RequestContext::config_namespace`].
@@ -303,10 +316,13 @@ impl ClusterRefs {
     /// A Secret by namespace and name; missing is `FAILED_PRECONDITION` naming `field`.
     pub async fn secret(&self, ns: &str, name: &str, field: &str) -> Result<Secret, ProviderError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        api.get_opt(name)
+        let secret = api
+            .get_opt(name)
             .await
             .map_err(|e| map_ref_error(e, &format!("{field}: Secret {ns}/{name}")))?
-            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} not found")))
+            .ok_or_else(|| ProviderError::BadConfig(format!("{field}: Secret {ns}/{name} not found")))?;
+        self.note(InputKind::Secret, ns, name, &secret);
+        Ok(secret)
     }
 
     /// One key of a Secret.
@@ -338,6 +354,7 @@ impl ClusterRefs {
             .await
             .map_err(|e| map_ref_error(e, &format!("{field}: ConfigMap {ns}/{name}")))?
             .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ConfigMap {ns}/{name} not found")))?;
+        self.note(InputKind::ConfigMap, ns, name, &cm);
         cm.data
             .and_then(|mut d| d.remove(key))
             .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ConfigMap {ns}/{name} has no key {key:?}")))
@@ -365,9 +382,14 @@ impl ClusterRefs {
             .create_token_request(name, &PostParams::default(), &request)
             .await
             .map_err(|e| map_ref_error(e, &format!("{field}: token for ServiceAccount {ns}/{name}")))?;
-        issued.status.and_then(|s| s.token).filter(|t| !t.is_empty()).ok_or_else(|| {
+        let status = issued.status.unwrap_or_default();
+        let token = status.token.filter(|t| !t.is_empty()).ok_or_else(|| {
             ProviderError::Unavailable(format!("TokenRequest for ServiceAccount {ns}/{name} returned no token"))
-        })
+        })?;
+        // A client built from the token is built again before it expires.
+        let asked = std::time::SystemTime::now() + std::time::Duration::from_secs(expiration_seconds.max(0) as u64);
+        note_expiry(status.expiration_timestamp.map_or(asked, |t| t.0.into()));
+        Ok(token)
     }
 
     /// An annotation of a ServiceAccount.
@@ -384,6 +406,7 @@ impl ClusterRefs {
             .await
             .map_err(|e| map_ref_error(e, &format!("{field}: ServiceAccount {ns}/{name}")))?
             .ok_or_else(|| ProviderError::BadConfig(format!("{field}: ServiceAccount {ns}/{name} not found")))?;
+        self.note(InputKind::ServiceAccount, ns, name, &sa);
         Ok(sa.metadata.annotations.and_then(|mut a| a.remove(annotation)))
     }
 
@@ -463,115 +486,6 @@ async fn store_backend(
     let backend = keyward_crds::rules::store_backend(&spec.provider, plugins)
         .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
     Ok(Some((backend, generation)))
-}
-
-/// How long a built store client is reused before the credentials it was built from are read
-/// again (rotated Secrets, expiring tokens and assumed roles).
-pub const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Which cached client serves a request: the configuration object, its generation and whether
-/// the request reached it as the operator's ([`operator_owned`]): what a configuration may name
-/// depends on that, so a client built for the operator never serves a tenant's request.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct CacheKey {
-    /// Kind of the config object (a SecretStore and a Kubernetes object may share a name).
-    pub kind: String,
-    /// Namespace of the config object.
-    pub namespace: String,
-    /// Name of the config object.
-    pub name: String,
-    /// `metadata.generation` of the config object.
-    pub generation: i64,
-    /// Whether the config was reached as operator-owned.
-    pub operator: bool,
-}
-
-impl CacheKey {
-    /// The key of a request's configuration object at `generation`.
-    pub fn of(ctx: &RequestContext, generation: Option<i64>) -> Self {
-        CacheKey {
-            kind: ctx.kind.clone(),
-            namespace: ctx.config_namespace().to_string(),
-            name: ctx.name.clone(),
-            generation: generation.unwrap_or_default(),
-            operator: operator_owned(ctx),
-        }
-    }
-}
-
-struct Cached<C> {
-    client: C,
-    built: std::time::Instant,
-}
-
-/// Store clients built from configuration objects, reused for [`CLIENT_TTL`].
-pub struct ClientCache<C> {
-    entries: std::sync::Mutex<std::collections::HashMap<CacheKey, Cached<C>>>,
-}
-
-impl<C> Default for ClientCache<C> {
-    fn default() -> Self {
-        ClientCache { entries: std::sync::Mutex::new(std::collections::HashMap::new()) }
-    }
-}
-
-impl<C: Clone> ClientCache<C> {
-    /// The cached client for `key`, if still fresh.
-    pub fn get(&self, key: &CacheKey) -> Option<C> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(key).filter(|c| c.built.elapsed() < CLIENT_TTL).map(|c| c.client.clone())
-    }
-
-    /// Stores a client; older generations of the same config object and stale entries are
-    /// dropped.
-    pub fn put(&self, key: CacheKey, client: C) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|k, c| {
-            !(k.kind == key.kind
-                && k.namespace == key.namespace
-                && k.name == key.name
-                && k.generation != key.generation)
-                && c.built.elapsed() < CLIENT_TTL
-        });
-        entries.insert(key, Cached { client, built: std::time::Instant::now() });
-    }
-
-    /// The cached client for `key`, else the one `build` makes, then cached.
-    pub async fn get_or_build<F>(&self, key: &CacheKey, build: F) -> Result<C, ProviderError>
-    where
-        F: std::future::Future<Output = Result<C, ProviderError>>,
-    {
-        if let Some(c) = self.get(key) {
-            return Ok(c);
-        }
-        let client = build.await?;
-        self.put(key.clone(), client.clone());
-        Ok(client)
-    }
-
-    /// Forgets a client (its credentials were refused).
-    pub fn evict(&self, key: &CacheKey) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
-    }
-
-    /// Passes `e` on; when the store refused the client's credentials (`UNAUTHENTICATED`) the
-    /// client is forgotten, so the next call reads them again.
-    pub fn evict_if_refused(&self, key: &CacheKey, e: ProviderError) -> ProviderError {
-        if matches!(e, ProviderError::Unauthenticated(_)) {
-            self.evict(key);
-        }
-        e
-    }
-
-    /// Number of cached clients.
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -657,47 +571,6 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
         assert!(e.to_string().contains("spec.a.namespace") && e.to_string().contains("spec.b.namespace"), "{e}");
         assert!(check_reach(&operator(), &reach).is_ok());
-    }
-
-    #[test]
-    fn cache_is_keyed_by_config_generation_and_owner() {
-        let key = |name: &str, generation, operator| CacheKey {
-            kind: "Vault".into(),
-            namespace: "team-a".into(),
-            name: name.into(),
-            generation,
-            operator,
-        };
-        let cache = ClientCache::<&str>::default();
-        cache.put(key("v", 1, false), "gen1");
-        assert_eq!(cache.get(&key("v", 1, false)), Some("gen1"));
-        assert_eq!(cache.get(&key("v", 1, true)), None, "the owner matters");
-        cache.put(key("v", 2, false), "gen2");
-        assert_eq!(cache.get(&key("v", 1, false)), None, "a new generation replaces the old");
-        assert_eq!(cache.len(), 1);
-        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unavailable("down".into()));
-        assert_eq!(refused.code(), tonic::Code::Unavailable);
-        assert_eq!(cache.len(), 1, "an outage keeps the client");
-        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unauthenticated("no".into()));
-        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
-        assert!(cache.is_empty(), "refused credentials evict it");
-        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
-        // The same config reached as the operator's and as a tenant's: two clients.
-        let operator = CacheKey::of(&scoped("team-a", "ClusterProvider", "ProviderNamespace"), Some(3));
-        assert_eq!(operator, key("v", 3, true));
-        assert_ne!(CacheKey::of(&scoped("team-a", "ClusterProvider", "ManifestNamespace"), Some(3)), operator);
-    }
-
-    #[tokio::test]
-    async fn get_or_build_builds_once() {
-        let cache = ClientCache::<u32>::default();
-        let key = CacheKey::of(&ctx("", "Provider"), Some(1));
-        assert_eq!(cache.get_or_build(&key, async { Ok(7) }).await.expect("built"), 7);
-        assert_eq!(cache.get_or_build(&key, async { Ok(8) }).await.expect("cached"), 7, "not built again");
-        let other = CacheKey::of(&ctx("", "Provider"), Some(2));
-        let e = cache.get_or_build(&other, async { Err(ProviderError::BadConfig("x".into())) }).await;
-        assert!(e.is_err());
-        assert_eq!(cache.get(&other), None, "a failed build caches nothing");
     }
 
     #[test]

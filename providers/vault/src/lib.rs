@@ -130,7 +130,7 @@ impl VaultProvider {
     }
 
     /// Forgets the client cached for a configuration at `generation`, so the next request
-    /// builds it again (as the cache does every few minutes). For tests of what survives a
+    /// builds it again (as the cache does when what it was built from changes). For tests of what survives a
     /// rebuild: the token does.
     #[doc(hidden)]
     pub fn forget_client(&self, ctx: &RequestContext, generation: Option<i64>) {

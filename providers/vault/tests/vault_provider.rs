@@ -594,3 +594,62 @@ async fn keys_never_leave_the_mount() {
     .await;
     drop(p.child);
 }
+
+/// A cached client is kept, with no timer, until a Secret it was built from changes: a token
+/// Secret rotated under it (the old token revoked) is used on the next periodic call, and the
+/// calls after that build nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotated_token_secret_is_used_on_the_next_call() {
+    let v = vault();
+    let _cp = control_plane().await;
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let key = format!("{ns}/db");
+        v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+        let (old, new) = (token(&v, &[]), token(&v, &[]));
+        secret(&client, &ns, "vault-token", &[("token", &old)]).await;
+        config(
+            &client,
+            &ns,
+            "rotating",
+            json!({"server": v.address(), "path": "secret",
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}}),
+        )
+        .await;
+        let r = provider_ref("Vault", "rotating", "", "Provider");
+        // A periodic read (it accepts a watched configuration) that no earlier answer serves.
+        let periodic = || GetSecretRequest { max_age_millis: 1, ..get(&r, &ns, &key, "user", "") };
+        let built = |p: &RunningProvider| p.child.log().matches("built a Vault client").count();
+        for _ in 0..3 {
+            assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(built(&p), 1, "an unchanged Secret keeps the client:\n{}", p.child.log());
+
+        v.cli(&["token", "revoke", &old]);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let patch = json!({"stringData": {"token": new}});
+        secrets
+            .patch("vault-token", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap();
+        // The watch hears of the change within moments; the old token is refused meanwhile.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match get_text(&mut p.client, periodic()).await {
+                Ok(value) => break assert_eq!(value, "app"),
+                Err(e) if std::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "old client still in use");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("the rotated token was not used within 10 s: {e}\n{}", p.child.log()),
+            }
+        }
+        assert_eq!(built(&p), 2, "one rebuild for the rotation:\n{}", p.child.log());
+        for _ in 0..3 {
+            assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app");
+        }
+        assert_eq!(built(&p), 2, "the new client is kept:\n{}", p.child.log());
+    })
+    .await;
+}

@@ -19,7 +19,7 @@ use crate::result::{secret_map, secret_value};
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error};
 
 /// A configuration's client and the Secrets its templates see, cached per configuration,
-/// generation and owner for [`keyward_provider_runtime::refs::CLIENT_TTL`].
+/// generation and owner until one of those Secrets changes ([`keyward_provider_runtime::client_cache`]).
 #[derive(Clone)]
 struct Target {
     http: HttpClient,

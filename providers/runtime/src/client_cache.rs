@@ -1,0 +1,391 @@
+//! Store clients built from configuration objects, kept until what they were built from changes
+//! (feature `refs`).
+//!
+//! A client is built from a configuration object, whose generation is part of its key
+//! ([`CacheKey`]), and from what that configuration names: Secrets and ConfigMaps (credentials,
+//! CA bundles, template values), ServiceAccounts (an IAM role annotation) and ServiceAccount
+//! tokens. While [`ClientCache::get_or_build`] builds a client, every object read through
+//! [`ClusterRefs`] is noted with its resourceVersion, and every expiring credential with its
+//! expiry ([`note_expiry`]). The client is then reused, with no timer, until:
+//!
+//! - an object it was built from changes or goes. Secrets and ConfigMaps are seen by
+//!   metadata-only watches ([`crate::config_watch::ConfigWatches::version_of`]) on the next
+//!   call; ServiceAccounts, and Secrets and ConfigMaps while those watches cannot answer (not
+//!   listed yet, or the provider may not list them), by a metadata GET at most every
+//!   [`RECHECK`];
+//! - two thirds of the time left on a noted credential have passed, so it is renewed before it
+//!   expires;
+//! - the store refuses its credentials (`UNAUTHENTICATED`, [`ClientCache::evict_if_refused`]).
+//!
+//! Reads in tasks a build spawns are not noted: builds read what they name in their own task.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use keyward_proto::ProviderError;
+use kube::Api;
+
+use crate::context::RequestContext;
+use crate::refs::{ClusterRefs, operator_owned};
+
+/// How often an object a client was built from, which no watch vouches for, is read again
+/// (metadata only) to see whether it changed.
+pub const RECHECK: Duration = Duration::from_secs(120);
+
+/// Which cached client serves a request: the configuration object, its generation and whether
+/// the request reached it as the operator's ([`operator_owned`]): what a configuration may name
+/// depends on that, so a client built for the operator never serves a tenant's request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct CacheKey {
+    /// Kind of the config object (a SecretStore and a Kubernetes object may share a name).
+    pub kind: String,
+    /// Namespace of the config object.
+    pub namespace: String,
+    /// Name of the config object.
+    pub name: String,
+    /// `metadata.generation` of the config object.
+    pub generation: i64,
+    /// Whether the config was reached as operator-owned.
+    pub operator: bool,
+}
+
+impl CacheKey {
+    /// The key of a request's configuration object at `generation`.
+    pub fn of(ctx: &RequestContext, generation: Option<i64>) -> Self {
+        CacheKey {
+            kind: ctx.kind.clone(),
+            namespace: ctx.config_namespace().to_string(),
+            name: ctx.name.clone(),
+            generation: generation.unwrap_or_default(),
+            operator: operator_owned(ctx),
+        }
+    }
+}
+
+/// The kinds of object a client can be built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    Secret,
+    ConfigMap,
+    ServiceAccount,
+}
+
+/// One object a client was built from, at the version it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Input {
+    pub(crate) kind: InputKind,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) version: Option<String>,
+}
+
+/// What one client build read.
+#[derive(Default)]
+struct Inputs {
+    objects: Vec<Input>,
+    /// When the client is built again: two thirds into the life of its shortest-lived credential.
+    renew_at: Option<Instant>,
+    /// The reader the objects were read with, to look at them again.
+    refs: Option<ClusterRefs>,
+}
+
+tokio::task_local! {
+    static BUILDING: Arc<Mutex<Inputs>>;
+}
+
+fn noting(f: impl FnOnce(&mut Inputs)) {
+    // Outside a build (a read for one call only) there is nothing to note.
+    let _ = BUILDING.try_with(|inputs| f(&mut inputs.lock().unwrap_or_else(PoisonError::into_inner)));
+}
+
+/// Notes, while a client is built, an object it is built from.
+pub(crate) fn note_object(refs: &ClusterRefs, input: Input) {
+    noting(|inputs| {
+        inputs.refs.get_or_insert_with(|| refs.clone());
+        if !inputs.objects.contains(&input) {
+            inputs.objects.push(input);
+        }
+    });
+}
+
+/// Notes, while a client is built, that a credential it holds expires at `expiry`: the client
+/// is built again once two thirds of the time left have passed, before the credential expires.
+/// Does nothing outside a build.
+pub fn note_expiry(expiry: SystemTime) {
+    let left = expiry.duration_since(SystemTime::now()).unwrap_or_default();
+    let renew_at = Instant::now() + left * 2 / 3;
+    noting(|inputs| inputs.renew_at = Some(inputs.renew_at.map_or(renew_at, |r| r.min(renew_at))));
+}
+
+/// Whether a cached client may serve.
+enum Verdict {
+    Fresh,
+    Stale,
+    /// Fresh as far as the watches know; these inputs are to be read again.
+    Recheck(Vec<Input>, ClusterRefs),
+}
+
+struct Cached<C> {
+    client: C,
+    inputs: Inputs,
+    checked: Instant,
+    /// Tells this entry from one built later under the same key.
+    id: u64,
+}
+
+impl<C> Cached<C> {
+    fn verdict(&mut self, now: Instant) -> Verdict {
+        if self.inputs.renew_at.is_some_and(|at| now >= at) {
+            return Verdict::Stale;
+        }
+        let Some(refs) = &self.inputs.refs else {
+            return Verdict::Fresh;
+        };
+        let mut unsure = Vec::new();
+        for input in &self.inputs.objects {
+            match refs.watched_version(input) {
+                Some(version) if version == input.version => {}
+                Some(_) => return Verdict::Stale,
+                None => unsure.push(input.clone()),
+            }
+        }
+        if unsure.is_empty() || now.duration_since(self.checked) < RECHECK {
+            return Verdict::Fresh;
+        }
+        // Callers meanwhile go on with the client; one looks.
+        self.checked = now;
+        Verdict::Recheck(unsure, refs.clone())
+    }
+}
+
+/// Store clients built from configuration objects, reused until what they were built from
+/// changes (the module documentation says how that is seen).
+pub struct ClientCache<C> {
+    entries: Mutex<HashMap<CacheKey, Cached<C>>>,
+    next_id: AtomicU64,
+}
+
+impl<C> Default for ClientCache<C> {
+    fn default() -> Self {
+        ClientCache { entries: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0) }
+    }
+}
+
+impl<C: Clone> ClientCache<C> {
+    /// The cached client for `key`, unless what it was built from changed.
+    pub async fn get(&self, key: &CacheKey) -> Option<C> {
+        let (client, id, unsure, refs) = {
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = entries.get_mut(key)?;
+            match entry.verdict(Instant::now()) {
+                Verdict::Fresh => return Some(entry.client.clone()),
+                Verdict::Stale => {
+                    entries.remove(key);
+                    return None;
+                }
+                Verdict::Recheck(unsure, refs) => (entry.client.clone(), entry.id, unsure, refs),
+            }
+        };
+        for input in unsure {
+            match refs.current_version(&input).await {
+                Ok(version) if version == input.version => {}
+                Ok(_) => {
+                    tracing::info!(kind = ?input.kind, namespace = %input.namespace, name = %input.name,
+                        "an object a store client was built from changed; building it again");
+                    let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+                    if entries.get(key).is_some_and(|e| e.id == id) {
+                        entries.remove(key);
+                    }
+                    return None;
+                }
+                // The API server is unreachable: the client it was built from still serves.
+                Err(e) => tracing::debug!(error = %e, "cannot recheck what a store client was built from"),
+            }
+        }
+        Some(client)
+    }
+
+    /// Stores a client built from nothing the cache follows; older generations of the same
+    /// config object are dropped.
+    pub fn put(&self, key: CacheKey, client: C) {
+        self.insert(key, client, Inputs::default());
+    }
+
+    fn insert(&self, key: CacheKey, client: C, inputs: Inputs) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // Starts the watches that will see these objects change, so they have listed by the
+        // next call.
+        if let Some(refs) = &inputs.refs {
+            for input in &inputs.objects {
+                refs.watched_version(input);
+            }
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|k, _| {
+            !(k.kind == key.kind
+                && k.namespace == key.namespace
+                && k.name == key.name
+                && k.generation != key.generation)
+        });
+        entries.insert(key, Cached { client, inputs, checked: Instant::now(), id });
+    }
+
+    /// The cached client for `key`, else the one `build` makes, then cached with what it read.
+    pub async fn get_or_build<F>(&self, key: &CacheKey, build: F) -> Result<C, ProviderError>
+    where
+        F: std::future::Future<Output = Result<C, ProviderError>>,
+    {
+        if let Some(c) = self.get(key).await {
+            return Ok(c);
+        }
+        let noted = Arc::new(Mutex::new(Inputs::default()));
+        let client = BUILDING.scope(noted.clone(), build).await?;
+        let inputs = std::mem::take(&mut *noted.lock().unwrap_or_else(PoisonError::into_inner));
+        self.insert(key.clone(), client.clone(), inputs);
+        Ok(client)
+    }
+
+    /// Forgets a client (its credentials were refused).
+    pub fn evict(&self, key: &CacheKey) {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+    }
+
+    /// Passes `e` on; when the store refused the client's credentials (`UNAUTHENTICATED`) the
+    /// client is forgotten, so the next call reads them again.
+    pub fn evict_if_refused(&self, key: &CacheKey, e: ProviderError) -> ProviderError {
+        if matches!(e, ProviderError::Unauthenticated(_)) {
+            self.evict(key);
+        }
+        e
+    }
+
+    /// Number of cached clients.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ClusterRefs {
+    /// The version of `input` as a watch has it (`Some(None)`: gone), or `None` when no watch
+    /// can tell.
+    fn watched_version(&self, input: &Input) -> Option<Option<String>> {
+        let (client, watches) = (self.client(), self.watches());
+        match input.kind {
+            InputKind::Secret => watches.version_of::<Secret>(client, &input.namespace, &input.name),
+            InputKind::ConfigMap => watches.version_of::<ConfigMap>(client, &input.namespace, &input.name),
+            InputKind::ServiceAccount => None,
+        }
+    }
+
+    /// The version of `input` the API server has now (`None`: gone).
+    async fn current_version(&self, input: &Input) -> Result<Option<String>, kube::Error> {
+        let (client, ns, name) = (self.client().clone(), input.namespace.as_str(), input.name.as_str());
+        let meta = match input.kind {
+            InputKind::Secret => {
+                Api::<Secret>::namespaced(client, ns).get_metadata_opt(name).await?.map(|o| o.metadata)
+            }
+            InputKind::ConfigMap => {
+                Api::<ConfigMap>::namespaced(client, ns).get_metadata_opt(name).await?.map(|o| o.metadata)
+            }
+            InputKind::ServiceAccount => {
+                Api::<ServiceAccount>::namespaced(client, ns).get_metadata_opt(name).await?.map(|o| o.metadata)
+            }
+        };
+        Ok(meta.and_then(|m| m.resource_version))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check_provider_ref;
+    use keyward_proto::v1::ProviderReference;
+
+    fn scoped(ns: &str, kind: &str, scope: &str) -> RequestContext {
+        let r = ProviderReference {
+            api_version: "provider.external-secrets.io/v2alpha1".into(),
+            kind: "Vault".into(),
+            name: "v".into(),
+            namespace: ns.into(),
+            store_ref_kind: kind.into(),
+            authentication_scope: scope.into(),
+        };
+        check_provider_ref("GetSecret", Some(&r), "team-a", true).expect("valid")
+    }
+
+    fn ctx(ns: &str, kind: &str) -> RequestContext {
+        scoped(ns, kind, "")
+    }
+
+    #[tokio::test]
+    async fn cache_is_keyed_by_config_generation_and_owner() {
+        let key = |name: &str, generation, operator| CacheKey {
+            kind: "Vault".into(),
+            namespace: "team-a".into(),
+            name: name.into(),
+            generation,
+            operator,
+        };
+        let cache = ClientCache::<&str>::default();
+        cache.put(key("v", 1, false), "gen1");
+        assert_eq!(cache.get(&key("v", 1, false)).await, Some("gen1"));
+        assert_eq!(cache.get(&key("v", 1, true)).await, None, "the owner matters");
+        cache.put(key("v", 2, false), "gen2");
+        assert_eq!(cache.get(&key("v", 1, false)).await, None, "a new generation replaces the old");
+        assert_eq!(cache.len(), 1);
+        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unavailable("down".into()));
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+        assert_eq!(cache.len(), 1, "an outage keeps the client");
+        let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unauthenticated("no".into()));
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert!(cache.is_empty(), "refused credentials evict it");
+        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
+        // The same config reached as the operator's and as a tenant's: two clients.
+        let operator = CacheKey::of(&scoped("team-a", "ClusterProvider", "ProviderNamespace"), Some(3));
+        assert_eq!(operator, key("v", 3, true));
+        assert_ne!(CacheKey::of(&scoped("team-a", "ClusterProvider", "ManifestNamespace"), Some(3)), operator);
+    }
+
+    #[tokio::test]
+    async fn get_or_build_builds_once() {
+        let cache = ClientCache::<u32>::default();
+        let key = CacheKey::of(&ctx("", "Provider"), Some(1));
+        assert_eq!(cache.get_or_build(&key, async { Ok(7) }).await.expect("built"), 7);
+        assert_eq!(cache.get_or_build(&key, async { Ok(8) }).await.expect("cached"), 7, "not built again");
+        let other = CacheKey::of(&ctx("", "Provider"), Some(2));
+        let e = cache.get_or_build(&other, async { Err(ProviderError::BadConfig("x".into())) }).await;
+        assert!(e.is_err());
+        assert_eq!(cache.get(&other).await, None, "a failed build caches nothing");
+    }
+
+    /// A client holding a credential is built again two thirds into the credential's life, not
+    /// before; without one it is kept (no timer).
+    #[tokio::test]
+    async fn credentials_are_renewed_before_they_expire() {
+        let cache = ClientCache::<u32>::default();
+        let key = CacheKey::of(&ctx("", "Provider"), Some(1));
+        let expiring = async {
+            note_expiry(SystemTime::now() + Duration::from_millis(600));
+            note_expiry(SystemTime::now() + Duration::from_secs(3600));
+            Ok(1)
+        };
+        assert_eq!(cache.get_or_build(&key, expiring).await.expect("built"), 1);
+        assert_eq!(cache.get(&key).await, Some(1), "fresh credentials keep the client");
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        assert_eq!(cache.get(&key).await, None, "two thirds of the shortest life passed");
+        assert_eq!(cache.get_or_build(&key, async { Ok(2) }).await.expect("rebuilt"), 2);
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        assert_eq!(cache.get(&key).await, Some(2), "a client with no expiring credential is kept");
+        // Outside a build, noting does nothing.
+        note_expiry(SystemTime::now());
+        assert_eq!(cache.get(&key).await, Some(2));
+    }
+}
