@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::generators::{
-    ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, Password, SshKey, StsSessionToken, Uuid,
-    VaultDynamicSecret, WebhookGenerator,
+    ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, GeneratorState, Password, SshKey, StsSessionToken,
+    Uuid, VaultDynamicSecret, WebhookGenerator,
 };
 use crate::registry::ProviderKind;
 use crate::{
@@ -39,6 +39,7 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         StsSessionToken::crd(),
         WebhookGenerator::crd(),
         ClusterGenerator::crd(),
+        GeneratorState::crd(),
     ];
     api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()
 }

@@ -6,13 +6,16 @@
 //! and so run in the AWS provider process; Webhook, which sends an HTTP request and so runs in
 //! the webhook provider process; each namespaced, and the cluster-scoped
 //! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
-//! so upstream manifests apply unchanged.
+//! so upstream manifests apply unchanged. GeneratorState, upstream's record of generated values
+//! to clean up later, is served so records brought from an External Secrets install are
+//! collected; Keyward itself creates none.
 
 pub mod aws;
 pub mod cluster;
 pub mod fake;
 pub mod password;
 pub mod sshkey;
+pub mod state;
 pub mod uuid;
 pub mod vault;
 pub mod webhook;
@@ -24,6 +27,7 @@ pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, Generat
 pub use fake::{Fake, FakeSpec};
 pub use password::{Password, PasswordEncoding, PasswordSpec};
 pub use sshkey::{SshKey, SshKeySpec, SshKeyType};
+pub use state::{GeneratorState, GeneratorStateCondition, GeneratorStateSpec, GeneratorStateStatus};
 pub use uuid::{Uuid, UuidSpec};
 pub use vault::{VaultDynamicSecret, VaultDynamicSecretResultType, VaultDynamicSecretSpec};
 pub use webhook::{WebhookGenerator, WebhookGeneratorSpec};
