@@ -8,11 +8,20 @@
 //! `auth`, the provider's own credentials are refused), the same credentials and role chain
 //! ([`build_config`]) and the same capped, counted HTTP client. Nothing is requested before
 //! the boundary is checked.
+//!
+//! The clients are cached as a store's are ([`ClientCache`]): per generator (kind, namespace,
+//! name) and the content of its `region`, `role` and `auth` standing in for the generation a
+//! request does not carry, so two generators, or two versions of one, never share a client,
+//! and the generations of one generator read its credentials (and assume its role) once per
+//! client, not once each.
 
+use aws_sdk_secretsmanager::error::{ProvideErrorMetadata, SdkError};
 use keyward_crds::SecretsManagerSpec;
 use keyward_crds::generators::{EcrAuthorizationTokenSpec, StsSessionTokenSpec};
 use keyward_crds::secrets_manager::AwsAuth;
-use keyward_provider_runtime::refs::check_reach;
+use std::hash::{Hash, Hasher};
+
+use keyward_provider_runtime::refs::{CacheKey, check_reach};
 use keyward_provider_runtime::{ProviderError, RequestContext, SecretMap};
 
 use crate::SecretsManagerProvider;
@@ -64,10 +73,9 @@ async fn ecr(
         )));
     }
     let config = store_config(&spec.region, spec.role.as_deref(), spec.auth.as_ref());
-    let sdk = sdk_config(provider, ctx, &config, what).await?;
+    let target = target(provider, ctx, &config, what).await?;
     let call = format!("{what}: GetAuthorizationToken");
-    let out =
-        aws_sdk_ecr::Client::new(&sdk).get_authorization_token().send().await.map_err(|e| map_sdk_error(e, &call))?;
+    let out = target.ecr.get_authorization_token().send().await.map_err(|e| target.fail(provider, e, &call))?;
     let [data] = out.authorization_data() else {
         return Err(ProviderError::Internal(format!(
             "{call}: expected one authorization token, ECR answered {}",
@@ -102,16 +110,17 @@ async fn sts(
         )));
     }
     let config = store_config(&spec.region, spec.role.as_deref(), spec.auth.as_ref());
-    let sdk = sdk_config(provider, ctx, &config, what).await?;
+    let target = target(provider, ctx, &config, what).await?;
     let call = format!("{what}: GetSessionToken");
-    let out = aws_sdk_sts::Client::new(&sdk)
+    let out = target
+        .sts
         .get_session_token()
         .set_duration_seconds(params.session_duration)
         .set_serial_number(params.serial_number.filter(|s| !s.is_empty()))
         .set_token_code(params.token_code.filter(|s| !s.is_empty()))
         .send()
         .await
-        .map_err(|e| map_sdk_error(e, &call))?;
+        .map_err(|e| target.fail(provider, e, &call))?;
     let c =
         out.credentials().ok_or_else(|| ProviderError::Internal(format!("{call}: the answer has no credentials")))?;
     Ok(sts_values(c.access_key_id(), c.secret_access_key(), c.session_token(), c.expiration().secs()))
@@ -128,18 +137,61 @@ fn store_config(region: &str, role: Option<&str>, auth: Option<&AwsAuth>) -> Sec
     }
 }
 
-/// The SDK configuration of a generator's credentials, checked as a SecretStore's: its rules,
-/// then the tenant boundary, before anything is read or requested.
-async fn sdk_config(
+/// A generator's cached clients: both services', built from one SDK configuration (one
+/// credentials read, one role assumed).
+#[derive(Clone)]
+pub(crate) struct GeneratorTarget {
+    ecr: aws_sdk_ecr::Client,
+    sts: aws_sdk_sts::Client,
+    key: CacheKey,
+}
+
+impl GeneratorTarget {
+    /// An SDK error of `call`, mapped; refused credentials evict the cached clients so the next
+    /// generation reads them again.
+    fn fail<E, R>(&self, provider: &SecretsManagerProvider, e: SdkError<E, R>, call: &str) -> ProviderError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug + 'static,
+    {
+        provider.generators.evict_if_refused(&self.key, map_sdk_error(e, call))
+    }
+}
+
+/// The cached clients of a generator's credentials, checked as a SecretStore's: its rules,
+/// then the tenant boundary, before anything is read or requested. Built on the first
+/// generation, and again when what they were built from changes, as a store's.
+async fn target(
     provider: &SecretsManagerProvider,
     ctx: &RequestContext,
     config: &SecretsManagerSpec,
     what: &str,
-) -> Result<aws_config::SdkConfig, ProviderError> {
+) -> Result<GeneratorTarget, ProviderError> {
     keyward_crds::rules::validate_secrets_manager(config)
         .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
     check_reach(ctx, &keyward_crds::rules::secrets_manager_reach(config))?;
-    build_config(&provider.refs, ctx, config).await
+    let key = cache_key(ctx, config);
+    provider
+        .generators
+        .get_or_build(&key, async {
+            let sdk = build_config(&provider.refs, ctx, config).await?;
+            tracing::info!(generator = %what, region = %config.region, "built AWS clients for a generator");
+            Ok(GeneratorTarget {
+                ecr: aws_sdk_ecr::Client::new(&sdk),
+                sts: aws_sdk_sts::Client::new(&sdk),
+                key: key.clone(),
+            })
+        })
+        .await
+}
+
+/// The cache key of a generator's clients: the generator (kind, namespace, name, as a store's
+/// key has them) at a generation standing for the content of its `region`, `role` and `auth`
+/// (a request carries no `metadata.generation`), so an edited generator builds new clients.
+fn cache_key(ctx: &RequestContext, config: &SecretsManagerSpec) -> CacheKey {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(config).unwrap_or_default().hash(&mut h);
+    CacheKey::of(ctx, Some(h.finish() as i64))
 }
 
 /// An ECR answer under upstream's keys: the token is base64 of `user:password`.
@@ -211,6 +263,45 @@ mod tests {
         assert_eq!(text(&values, "session_token"), "token");
         assert_eq!(text(&values, "expiration"), "1700000900");
         assert_eq!(values.len(), 4);
+    }
+
+    #[test]
+    fn cache_keys_never_join_two_generators_or_two_versions_of_one() {
+        use keyward_provider_runtime::StoreRefKind;
+        let ctx = |kind: &str, ns: &str, name: &str| RequestContext {
+            api_version: keyward_crds::generators::GENERATOR_API_VERSION.to_string(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: ns.into(),
+            store_ref_kind: StoreRefKind::SecretStore,
+            authentication_scope: None,
+            source_namespace: ns.into(),
+            max_age: std::time::Duration::ZERO,
+        };
+        let auth = |secret: &str| -> AwsAuth {
+            let sel = |key: &str| serde_json::json!({"name": secret, "key": key});
+            serde_json::from_value(serde_json::json!({"secretRef":
+                {"accessKeyIDSecretRef": sel("id"), "secretAccessKeySecretRef": sel("secret")}}))
+            .unwrap_or_default()
+        };
+        let a = store_config("eu-west-1", None, Some(&auth("keys")));
+        let key = cache_key(&ctx(ECR_KIND, "team", "ecr"), &a);
+        assert_eq!(key, cache_key(&ctx(ECR_KIND, "team", "ecr"), &a), "the same generator, the same key");
+        assert!(!key.operator, "a generator is never the operator's");
+        assert_eq!((key.kind.as_str(), key.namespace.as_str(), key.name.as_str()), (ECR_KIND, "team", "ecr"));
+        for other in [
+            cache_key(&ctx(ECR_KIND, "team", "ecr-b"), &a),
+            cache_key(&ctx(ECR_KIND, "other", "ecr"), &a),
+            cache_key(&ctx(STS_KIND, "team", "ecr"), &a),
+            cache_key(&ctx(ECR_KIND, "team", "ecr"), &store_config("eu-west-1", None, Some(&auth("keys-b")))),
+            cache_key(&ctx(ECR_KIND, "team", "ecr"), &store_config("us-east-1", None, Some(&auth("keys")))),
+            cache_key(
+                &ctx(ECR_KIND, "team", "ecr"),
+                &store_config("eu-west-1", Some("arn:aws:iam::123456789012:role/r"), Some(&auth("keys"))),
+            ),
+        ] {
+            assert_ne!(key, other);
+        }
     }
 
     #[test]

@@ -85,6 +85,8 @@ impl Described {
 pub struct SecretsManagerProvider {
     refs: ClusterRefs,
     clients: ClientCache<Target>,
+    /// The generators' clients (`generate.rs`), cached per generator as `clients` per store.
+    generators: ClientCache<generate::GeneratorTarget>,
     /// Values read for GetSecret and GetSecretMap, shared by the requests that read the same
     /// secret or parameter (every property of it) within the age they accept.
     pub(crate) reads: ReadCache<Vec<u8>>,
@@ -96,6 +98,7 @@ impl SecretsManagerProvider {
         SecretsManagerProvider {
             refs: ClusterRefs::new(client),
             clients: ClientCache::default(),
+            generators: ClientCache::default(),
             reads: ReadCache::default(),
         }
     }
