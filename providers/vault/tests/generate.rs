@@ -1,7 +1,8 @@
 //! The VaultDynamicSecret generator served by the Vault provider process
 //! (`provider.v1.GeneratorProvider/Generate`), over real mTLS, against `vault server -dev` and
 //! the local control plane: a PKI certificate, an `auth` answer, a raw answer, an empty answer
-//! refused unless allowed, the tenant boundary, and the store-calls metric.
+//! refused unless allowed, the tenant boundary, the store-calls metric, and `retrySettings`
+//! (a sealed Vault ridden out, a refusal never sent twice).
 
 #![allow(clippy::unwrap_used)]
 
@@ -16,6 +17,8 @@ use keyward_provider_runtime::testkit::{http_get, launch};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const POLICY: &str = r#"
 path "pki/issue/web" { capabilities = ["create", "update"] }
@@ -127,6 +130,79 @@ async fn vault_dynamic_secrets_issue_certificates_and_keep_to_the_namespace() {
         password.kind = "Password".into();
         let e = generate(&mut c, password).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
+    })
+    .await;
+}
+
+/// `spec.retrySettings` against a real server: while Vault is sealed (every request answers
+/// 503) a generation without them fails at once, and one with them is served once Vault is
+/// unsealed, a second after it started; a permission denied (403) is sent once, whatever the
+/// settings, as Vault's audit log shows; an unreadable `retryInterval` is refused before any
+/// request.
+#[tokio::test(flavor = "multi_thread")]
+async fn retry_settings_ride_out_a_sealed_vault_and_never_repeat_a_refusal() {
+    let (v, token) = vault();
+    let unseal_key = v
+        .process()
+        .log()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Unseal Key:").map(|k| k.trim().to_string()))
+        .unwrap_or_else(|| panic!("no unseal key in the dev server's log:\n{}", v.process().log()));
+    let audit = v.audit(&[]);
+    let v = Arc::new(v);
+    let p = launch("keyward-provider-vault", &[]).await.unwrap();
+    let mut c = p.generator_client().await.unwrap();
+    with_temp_namespace(&[], |client, ns| async move {
+        let s = Secret {
+            metadata: ObjectMeta { name: Some("vault-token".into()), ..Default::default() },
+            data: Some([("token".to_string(), ByteString(token.into_bytes()))].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &s).await.unwrap();
+        let provider =
+            json!({"server": v.address(), "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}});
+        let spec = |path: &str, retry: Value| {
+            let mut s = json!({"method": "POST", "path": path, "parameters": {"common_name": "r.example.com"},
+                               "provider": provider});
+            if !retry.is_null() {
+                s["retrySettings"] = retry;
+            }
+            s
+        };
+        let retrying = json!({"maxRetries": 5, "retryInterval": "1s"});
+
+        v.cli(&["operator", "seal"]);
+        let e = generate(&mut c, request(&ns, "sealed", spec("pki/issue/web", Value::Null))).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+        assert!(e.message().contains("sealed"), "{e:?}");
+
+        let unsealer = {
+            let v = v.clone();
+            tokio::task::spawn_blocking(move || {
+                std::thread::sleep(Duration::from_secs(1));
+                v.cli(&["operator", "unseal", &unseal_key])
+            })
+        };
+        let started = Instant::now();
+        let values = generate(&mut c, request(&ns, "patient", spec("pki/issue/web", retrying.clone()))).await;
+        let took = started.elapsed();
+        let unsealed = unsealer.await.unwrap();
+        let values = values.unwrap_or_else(|e| panic!("{e:?}; unseal said: {unsealed}"));
+        assert!(text(&values, "certificate").starts_with("-----BEGIN CERTIFICATE-----"), "{values:?}");
+        assert!(took >= Duration::from_secs(1), "served only after the unseal: {took:?}");
+
+        // A refusal is the answer: sent once, without waiting for a retry.
+        let before = audit.count("pki/issue/other");
+        let started = Instant::now();
+        let e = generate(&mut c, request(&ns, "refused", spec("pki/issue/other", retrying.clone()))).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "no retry pause: {:?}", started.elapsed());
+        assert_eq!(audit.count("pki/issue/other"), before + 1, "the 403 was not sent again");
+
+        let bad = spec("pki/issue/web", json!({"maxRetries": 2, "retryInterval": "soon"}));
+        let e = generate(&mut c, request(&ns, "bad", bad)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains("spec.retrySettings.retryInterval"), "{e:?}");
     })
     .await;
 }
