@@ -3,7 +3,8 @@
 //! process, which posts the rendered body to a real HTTP server, and the target Secret holds
 //! the members of the answer's JSON object. A generator naming another namespace's Secret
 //! reports Ready=False; upstream's example applies unchanged and is sent to the webhook
-//! provider.
+//! provider. The generators are admitted through keyward-webhook, which refuses a Webhook
+//! generator (or ClusterGenerator) whose spec breaks the webhook store's rules.
 
 #![allow(clippy::unwrap_used)]
 
@@ -20,6 +21,54 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// The label that sends this run's ClusterGenerators through its webhook (they are
+/// cluster-scoped: no namespace selector applies to them).
+const RUN_LABEL: &str = "keyward.dev/webhook-generators-e2e";
+
+/// The validating webhook for Webhook generators of `ns` and ClusterGenerators labelled with
+/// [`RUN_LABEL`] `ns`, as the chart routes them.
+async fn register_generator_webhook(webhook: &mut Webhook, client: &kube::Client, pki: &Pki, ns: &str) {
+    use base64::Engine as _;
+    let hook = |name: &str, resource: &str, scope: &str| {
+        let mut hook = json!({
+            "name": name,
+            "clientConfig": {"url": format!("{}/validate", webhook.url()),
+                             "caBundle": base64::engine::general_purpose::STANDARD.encode(&pki.ca)},
+            "rules": [{"apiGroups": ["generators.external-secrets.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": [resource], "scope": scope}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
+        });
+        if scope == "Namespaced" {
+            hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+        } else {
+            hook["objectSelector"] = json!({"matchLabels": {RUN_LABEL: ns}});
+        }
+        hook
+    };
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": format!("keyward-webhook-generators-e2e-{ns}")},
+        "webhooks": [hook("namespaced.validate.keyward.dev", "webhooks", "Namespaced"),
+                     hook("cluster.validate.keyward.dev", "clustergenerators", "Cluster")],
+    });
+    webhook.register(client, config).await;
+}
+
+/// `kubectl apply --dry-run=server` of `doc` in `ns`: whether the API server (admission
+/// included) accepted it.
+fn server_dry_run_accepts(ns: &str, doc: &Value) -> bool {
+    use std::io::Write;
+    let mut child = keyward_e2e::kubectl()
+        .args(["apply", "--dry-run=server", "-f", "-", "-n", ns])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(doc.to_string().as_bytes()).unwrap();
+    child.wait().unwrap().success()
+}
 
 /// An HTTP server on loopback that answers every request with `{"json": <its body>}`.
 async fn echo_server() -> String {
@@ -69,7 +118,10 @@ async fn webhook_generators_fill_the_target_secret() {
         pki.install(&client, &ns).await;
         let provider = ProviderProcess::start_with_env("keyward-provider-webhook", pki.provider_dir(), &[]).await;
         let cluster_generator = format!("{ns}-webhook");
-        let _cleanup = ClusterGenerators(vec![cluster_generator.clone()]);
+        let bad_cluster_generator = format!("{ns}-bad-webhook");
+        let _cleanup = ClusterGenerators(vec![cluster_generator.clone(), bad_cluster_generator.clone()]);
+        let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
+        register_generator_webhook(&mut webhook, &client, &pki, &ns).await;
         kubectl_apply(
             &ns,
             &json!({"apiVersion": "v1", "kind": "Secret",
@@ -94,12 +146,29 @@ async fn webhook_generators_fill_the_target_secret() {
             json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Webhook",
                    "metadata": {"name": name}, "spec": spec})
         };
+        // Admission: a spec the webhook store's rules refuse is denied by the API server, with
+        // the generator's field path; the same spec in a ClusterGenerator at its own path.
+        let mut bad = spec(None);
+        bad["method"] = json!("BREW");
+        let bad = generator("bad-method", bad);
+        eventually("the validating webhook in force", WAIT, || async {
+            (!server_dry_run_accepts(&ns, &bad)).then_some(())
+        })
+        .await;
+        let refused = keyward_e2e::rejects_in(&ns, &bad.to_string(), "is invalid: spec.method:");
+        assert!(refused.contains("denied the request") && refused.contains("is not one of GET"), "{refused}");
+        let bad_cluster = json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
+                                 "metadata": {"name": bad_cluster_generator, "labels": {RUN_LABEL: ns}},
+                                 "spec": {"kind": "Webhook", "generator": {"webhookSpec": {"url": "ftp://h/"}}}});
+        let refused = keyward_e2e::rejects(&bad_cluster.to_string(), "spec.generator.webhookSpec.url: must start with");
+        assert!(refused.contains("denied the request"), "{refused}");
+
         kubectl_apply(&ns, &generator("login", spec(None)));
         kubectl_apply(&ns, &generator("stolen", spec(Some("kube-system"))));
         kubectl_apply(
             &ns,
             &json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "ClusterGenerator",
-                    "metadata": {"name": cluster_generator},
+                    "metadata": {"name": cluster_generator, "labels": {RUN_LABEL: ns}},
                     "spec": {"kind": "Webhook", "generator": {"webhookSpec": spec(None)},
                              "conditions": [{"namespaces": [ns]}]}}),
         );
