@@ -217,6 +217,8 @@ async fn lead(
     let ps = crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone());
     let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
+    // Its own watch, not waited for: a cluster whose CRDs predate GeneratorState only logs it.
+    let states = crate::generators::state::controller(ctx.clone(), cli.watch_namespace.clone(), shutdown.clone());
     // A ClusterExternalSecret writes into any namespace: only an instance that watches them all
     // runs its controller.
     let ces = match &cli.watch_namespace {
@@ -241,6 +243,7 @@ async fn lead(
             ps.map(stopped("pushsecret")),
             prov.map(stopped("provider")),
             reload.map(stopped("reload")),
+            states.map(stopped("generatorstate")),
             async move {
                 if let Some(ces) = ces {
                     ces.await;

@@ -4,7 +4,8 @@
 //! namespaces its conditions admit; a PushSecret pushes one generated value until its spec
 //! changes; upstream's generator examples (`fixtures/upstream-generators/`, as printed in
 //! upstream's docs/snippets) apply unchanged and sync; the webhook refuses kinds Keyward does
-//! not serve.
+//! not serve; GeneratorStates past their deadline are deleted for the kinds Keyward serves and
+//! kept, with a condition and a Warning event, for the others.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,11 +14,14 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::generators::ClusterGenerator;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use keyward_crds::generators::state::GENERATOR_STATE_FINALIZER;
+use keyward_crds::generators::{ClusterGenerator, GeneratorState};
 use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::*;
 
@@ -331,6 +335,124 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         let warnings = answer["response"]["warnings"].to_string();
         assert!(warnings.contains("spec.selector.generatorRef") && warnings.contains("GCRAccessToken"), "{warnings}");
+    })
+    .await;
+}
+
+/// A GeneratorState recording what a `kind` generator made, with upstream's finalizer.
+fn generator_state(name: &str, kind: &str, deadline: &str) -> Value {
+    json!({
+        "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "GeneratorState",
+        "metadata": {"name": name, "finalizers": [GENERATOR_STATE_FINALIZER]},
+        "spec": {
+            "garbageCollectionDeadline": deadline,
+            "resource": {"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind,
+                         "metadata": {"name": "g"}, "spec": {}},
+            "state": {"id": "42"},
+        },
+    })
+}
+
+/// The `Ready` condition of a GeneratorState once it is `False`: (reason, message).
+async fn state_refusal(states: &Api<GeneratorState>, name: &str, want: &str) -> (String, String) {
+    eventually(&format!("GeneratorState {name} reports {want:?}"), WAIT, || async {
+        let state = states.get(name).await.ok()?;
+        let ready = state.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        let message = ready.message.unwrap_or_default();
+        (ready.status == "False" && message.contains(want)).then(|| (ready.reason.unwrap_or_default(), message))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn generator_states_past_their_deadline_are_collected_only_for_the_kinds_served() {
+    with_temp_namespace(&[], |client, ns| async move {
+        let states: Api<GeneratorState> = Api::namespaced(client.clone(), &ns);
+        // Upstream's snapshot applies unchanged but for a name (it has none). Server-side: a
+        // client-side `kubectl apply` drops its empty `resource` and `state` before sending, and
+        // the API server then refuses the required fields as missing (upstream's CRD too).
+        for mut doc in upstream_generator_example("generatorstate-v1alpha1.yaml") {
+            doc["metadata"]["name"] = json!("snapshot");
+            let applied = apply(&states, doc).await;
+            assert_eq!((applied.spec.resource, applied.spec.state), (None, None));
+        }
+        apply(&states, generator_state("expired", "Password", "2020-01-01T00:00:00Z")).await;
+        apply(&states, generator_state("future", "Password", "2999-01-01T00:00:00Z")).await;
+        apply(&states, generator_state("grafana", "Grafana", "2020-01-01T00:00:00Z")).await;
+        let mut undated = generator_state("undated", "UUID", "");
+        undated["spec"].as_object_mut().unwrap().remove("garbageCollectionDeadline");
+        apply(&states, undated).await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+
+        // A served kind past its deadline: upstream's finalizer removed, the state deleted.
+        eventually("the expired Password state deleted", WAIT, || async {
+            states.get_opt("expired").await.unwrap().is_none().then_some(())
+        })
+        .await;
+        // Any other kind is kept, and says why.
+        let (reason, message) = state_refusal(&states, "grafana", "not served").await;
+        assert_eq!(reason, "CleanupNotServed");
+        assert!(message.contains("cleanup of generator kind \"Grafana\" is not served by Keyward"), "{message}");
+        assert!(message.contains("Revoke what spec.state records by hand, then delete"), "{message}");
+        let (reason, message) = state_refusal(&states, "snapshot", "not a generator manifest").await;
+        assert_eq!(reason, "CleanupNotServed", "{message}");
+        let events = eventually("a Warning event on the Grafana state", WAIT, || async {
+            let events = Api::<Event>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.ok()?;
+            events
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("grafana")
+                        && e.type_.as_deref() == Some("Warning")
+                })
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        })
+        .await;
+        assert_eq!(events.0, "CleanupNotServed");
+        assert!(events.1.contains("\"Grafana\""), "{}", events.1);
+        for name in ["future", "grafana", "undated", "snapshot"] {
+            assert!(states.get_opt(name).await.unwrap().is_some(), "{name} kept");
+        }
+        assert!(
+            states.get("future").await.unwrap().status.is_none_or(|s| s.conditions.is_empty()),
+            "nothing to say about a state waiting for its deadline"
+        );
+
+        // A deadline a few seconds ahead is acted on when it comes (the state is not polled).
+        let soon = Timestamp::from_second(Timestamp::now().as_second() + 6).unwrap();
+        apply(&states, generator_state("soon", "SSHKey", &soon.to_string())).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(states.get_opt("soon").await.unwrap().is_some(), "not before its deadline");
+        eventually("the SSHKey state deleted at its deadline", WAIT, || async {
+            states.get_opt("soon").await.unwrap().is_none().then_some(())
+        })
+        .await;
+        assert!(Timestamp::now() >= soon);
+
+        // The operator's way out for a kept state: deleting it waits on upstream's finalizer,
+        // which Keyward leaves; removing it by hand (after revoking) lets it go.
+        states.delete("grafana", &DeleteParams::default()).await.unwrap();
+        state_refusal(&states, "grafana", "its deletion waits on the finalizer").await;
+        assert!(states.get_opt("grafana").await.unwrap().is_some());
+        let release = json!({"metadata": {"finalizers": null}});
+        states.patch("grafana", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
+        eventually("the Grafana state gone", WAIT, || async {
+            states.get_opt("grafana").await.unwrap().is_none().then_some(())
+        })
+        .await;
+        assert!(states.get_opt("future").await.unwrap().is_some(), "the future state is still kept");
+
+        // A served kind's state deleted before its deadline (its owner went, or by hand): upstream's
+        // finalizer is removed, as the cleanup it waits for does nothing.
+        for name in ["future", "undated"] {
+            states.delete(name, &DeleteParams::default()).await.unwrap();
+        }
+        eventually("the deleted Password and UUID states gone", WAIT, || async {
+            let future = states.get_opt("future").await.unwrap();
+            let undated = states.get_opt("undated").await.unwrap();
+            (future.is_none() && undated.is_none()).then_some(())
+        })
+        .await;
     })
     .await;
 }

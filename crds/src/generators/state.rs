@@ -91,9 +91,13 @@ fn date_time(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// Any JSON value, kept as written (upstream's `apiextensions.JSON`).
+/// Any JSON value, kept as written (upstream's `apiextensions.JSON`). Also `null`, which
+/// upstream's schema leaves out: the API server drops a null it does not allow, and the required
+/// field is then missing, so upstream's own example (`resource:` and `state:` empty) would be
+/// refused.
 fn any_json(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
+        "nullable": true,
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
@@ -127,6 +131,7 @@ mod tests {
         assert_eq!(spec["properties"]["garbageCollectionDeadline"]["format"], "date-time");
         for field in ["resource", "state"] {
             assert_eq!(spec["properties"][field]["x-kubernetes-preserve-unknown-fields"], true, "{field}");
+            assert_eq!(spec["properties"][field]["nullable"], true, "{field}: upstream's example leaves it empty");
             assert!(spec["properties"][field].get("type").is_none(), "{field}: any JSON value");
         }
         let condition = &schema["properties"]["status"]["properties"]["conditions"]["items"];

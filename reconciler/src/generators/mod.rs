@@ -5,11 +5,15 @@
 //! Generator specs are tenant input: sizes are capped and impossible combinations refused with
 //! what to change, and generation runs on blocking threads, a few at a time, so an RSA key never
 //! holds an async worker other syncs need.
+//!
+//! `state` collects GeneratorStates (upstream's records of generated values to clean up) past
+//! their deadline.
 
 pub mod fake;
 pub mod password;
 pub mod source;
 pub mod sshkey;
+pub mod state;
 pub mod uuid;
 
 use std::collections::BTreeMap;
