@@ -2,7 +2,9 @@
 //! (`provider.v1.GeneratorProvider/Generate`), over real mTLS, against moto and the local
 //! control plane: a registry login and a session token, each signed with the generator's own
 //! keys; the tenant boundary (another namespace's Secret, the provider's own credentials)
-//! refused before any request; upstream's refusals (ECR Public, web identity for STS).
+//! refused before any request; upstream's refusals (ECR Public, web identity for STS); the
+//! clients cached per generator (one role assumed for many generations, never shared between
+//! generators or versions of one).
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +17,7 @@ use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
 use serde_json::{Value, json};
 
-use common::{REGION, keys, keys_secret, start_provider};
+use common::{REGION, keys, keys_secret, other_auth, other_keys, start_provider};
 
 fn request(ns: &str, kind: &str, name: &str, spec: Value) -> GenerateRequest {
     GenerateRequest { kind: kind.into(), spec_json: spec.to_string(), namespace: ns.into(), name: name.into() }
@@ -101,6 +103,56 @@ async fn ecr_and_sts_tokens_are_generated_with_the_generators_own_keys() {
             "{metrics}"
         );
         assert!(metrics.contains("provider=\"AWS/STS\",call=\"GetSessionToken\",status=\"success\"}"), "{metrics}");
+    })
+    .await;
+}
+
+/// The generators' clients are cached as a store's: the generations of one generator assume
+/// its role once (moto's request log), another generator with other credentials, and the same
+/// generator edited to other credentials, each get their own, signed with their own keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generator_s_clients_are_cached_and_never_shared() {
+    let moto = Moto::start_recording();
+    let p = start_provider(&moto).await;
+    let mut c = p.generator_client().await.unwrap();
+    with_temp_namespace(&[], |client, ns| async move {
+        keys_secret(&client, &ns).await.unwrap();
+        other_keys(&client, &ns).await;
+        let role = "arn:aws:iam::123456789012:role/generator";
+        let assumed = || signers(&moto, "AssumeRole");
+
+        // Two generations of one ECR generator, two of one STS generator: one AssumeRole each.
+        let ecr = json!({"region": REGION, "role": role, "auth": keys(None)});
+        for _ in 0..2 {
+            generate(&mut c, request(&ns, "ECRAuthorizationToken", "ecr", ecr.clone())).await.unwrap();
+        }
+        assert_eq!(assumed(), ["AKIDTEST"], "one role assumed for two generations");
+        let ecr_signers = signers(&moto, ECR);
+        assert_eq!(ecr_signers.len(), 2, "each generation asks ECR");
+        assert!(ecr_signers.iter().all(|k| k != "AKIDTEST"), "signed with the role's keys: {ecr_signers:?}");
+        let sts = json!({"region": REGION, "role": role, "auth": keys(None)});
+        for _ in 0..2 {
+            generate(&mut c, request(&ns, "STSSessionToken", "sts", sts.clone())).await.unwrap();
+        }
+        assert_eq!(assumed(), ["AKIDTEST", "AKIDTEST"], "the STS generator is another generator");
+        assert_eq!(signers(&moto, "GetSessionToken").len(), 2);
+
+        // Another generator with other credentials: its own client, its own role session.
+        let other = json!({"region": REGION, "role": role, "auth": other_auth()});
+        for _ in 0..2 {
+            generate(&mut c, request(&ns, "ECRAuthorizationToken", "ecr-b", other.clone())).await.unwrap();
+        }
+        assert_eq!(assumed(), ["AKIDTEST", "AKIDTEST", "AKIDOTHER"], "one AssumeRole, with its own keys");
+        // The first generator edited to the other credentials: a new client, never the old one.
+        generate(&mut c, request(&ns, "ECRAuthorizationToken", "ecr", other.clone())).await.unwrap();
+        assert_eq!(assumed(), ["AKIDTEST", "AKIDTEST", "AKIDOTHER", "AKIDOTHER"]);
+        // Without a role, the generations are signed with each generator's own keys.
+        let plain = |auth: Value| json!({"region": REGION, "auth": auth});
+        let before = signers(&moto, "GetSessionToken").len();
+        generate(&mut c, request(&ns, "STSSessionToken", "sts-a", plain(keys(None)))).await.unwrap();
+        generate(&mut c, request(&ns, "STSSessionToken", "sts-b", plain(other_auth()))).await.unwrap();
+        generate(&mut c, request(&ns, "STSSessionToken", "sts-a", plain(keys(None)))).await.unwrap();
+        assert_eq!(signers(&moto, "GetSessionToken")[before..], ["AKIDTEST", "AKIDOTHER", "AKIDTEST"]);
     })
     .await;
 }
