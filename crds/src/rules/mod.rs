@@ -37,9 +37,9 @@ pub use reach::{
     AWS_DEFAULT_CHAIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
 };
 pub use secret_store::{
-    Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError, StoreRetry, secret_store_boundary,
-    secret_store_warnings, store_backend, store_controller_matches, store_ref_kind, store_refresh_interval,
-    store_retry, validate_secret_store,
+    MAX_STORE_RETRIES, MAX_STORE_RETRY_INTERVAL, Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError,
+    StoreRetry, secret_store_boundary, secret_store_warnings, store_backend, store_controller_matches, store_ref_kind,
+    store_refresh_interval, store_retry, validate_secret_store,
 };
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use stores::{validate_secrets_manager, validate_vault};

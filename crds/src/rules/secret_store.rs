@@ -157,15 +157,45 @@ pub struct StoreRetry {
     pub retry_interval: Option<Duration>,
 }
 
+/// Most retries a store's `retrySettings.maxRetries` gets.
+pub const MAX_STORE_RETRIES: u32 = 5;
+/// Longest pause between retries a store's `retrySettings.retryInterval` gets.
+pub const MAX_STORE_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Reads `spec.retrySettings`; `None` when unset or when it sets nothing usable (an invalid
-/// `retryInterval`, refused at admission, is ignored here).
+/// `retryInterval`, refused at admission, is ignored here). A tenant writes these numbers and a
+/// retrying call holds a reconcile worker every namespace shares, so they are capped at
+/// [`MAX_STORE_RETRIES`] and [`MAX_STORE_RETRY_INTERVAL`] ([`secret_store_warnings`] says so).
 pub fn store_retry(spec: &SecretStoreSpec) -> Option<StoreRetry> {
     let r = spec.retry_settings.as_ref()?;
     let retry = StoreRetry {
-        max_retries: r.max_retries.map(|n| u32::try_from(n).unwrap_or(0)),
-        retry_interval: r.retry_interval.as_deref().and_then(|i| super::parse_go_duration(i).ok()),
+        max_retries: r.max_retries.map(|n| u32::try_from(n).unwrap_or(0).min(MAX_STORE_RETRIES)),
+        retry_interval: r
+            .retry_interval
+            .as_deref()
+            .and_then(|i| super::parse_go_duration(i).ok())
+            .map(|i| i.min(MAX_STORE_RETRY_INTERVAL)),
     };
     (retry != StoreRetry::default()).then_some(retry)
+}
+
+/// The warnings of `spec.retrySettings` above the caps [`store_retry`] applies.
+fn retry_cap_warnings(spec: &SecretStoreSpec, out: &mut Vec<String>) {
+    let Some(r) = &spec.retry_settings else { return };
+    if r.max_retries.is_some_and(|n| i64::from(n) > i64::from(MAX_STORE_RETRIES)) {
+        out.push(format!(
+            "spec.retrySettings.maxRetries: capped at {MAX_STORE_RETRIES} by this controller (a retrying call holds a \
+             worker every namespace shares)"
+        ));
+    }
+    let interval = r.retry_interval.as_deref().and_then(|i| super::parse_go_duration(i).ok());
+    if interval.is_some_and(|i| i > MAX_STORE_RETRY_INTERVAL) {
+        out.push(format!(
+            "spec.retrySettings.retryInterval: capped at {}s by this controller (a retrying call holds a worker \
+             every namespace shares)",
+            MAX_STORE_RETRY_INTERVAL.as_secs()
+        ));
+    }
 }
 
 /// Whether a store is served by the controller instance of class `controller_class` (empty when
@@ -181,6 +211,7 @@ pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) 
 /// Admission returns them as warnings; the store still applies.
 pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Vec<String> {
     let mut out = Vec::new();
+    retry_cap_warnings(spec, &mut out);
     if let Some(v) = &spec.provider.vault {
         for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
             out.push(format!(
@@ -519,6 +550,20 @@ mod tests {
         assert_eq!(store_retry(&s), Some(StoreRetry { max_retries: Some(0), retry_interval: None }));
         assert_eq!(store_retry(&spec("provider: {fake: {data: []}}\nretrySettings: {}")), None);
         assert_eq!(store_retry(&spec("provider: {fake: {data: []}}")), None);
+        // A tenant's store cannot hold a shared worker for hours: capped, and warned of.
+        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 1000, retryInterval: 1h}");
+        assert_eq!(
+            store_retry(&s),
+            Some(StoreRetry { max_retries: Some(MAX_STORE_RETRIES), retry_interval: Some(MAX_STORE_RETRY_INTERVAL) })
+        );
+        let warnings = secret_store_warnings(&s, &[]);
+        assert!(warnings.iter().any(|w| w.starts_with("spec.retrySettings.maxRetries: capped at 5")), "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.starts_with("spec.retrySettings.retryInterval: capped at 5s")),
+            "{warnings:?}"
+        );
+        let within = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 5, retryInterval: 5s}");
+        assert!(secret_store_warnings(&within, &[]).is_empty(), "at the caps: no warning");
 
         let any = spec("provider: {fake: {data: []}}");
         assert!(store_controller_matches(&any, ""), "no controller: every instance");

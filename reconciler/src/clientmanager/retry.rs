@@ -5,11 +5,6 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// Most retries a store's `retrySettings.maxRetries` gets.
-pub const MAX_STORE_RETRIES: u32 = 5;
-/// Longest wait between retries a store's `retrySettings.retryInterval` gets.
-pub const MAX_STORE_RETRY_INTERVAL: Duration = Duration::from_secs(5);
-
 /// How often and how patiently a transient failure is retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -33,16 +28,14 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// The policy of calls through a store with `spec.retrySettings`, which replace the
     /// defaults as upstream has them: `maxRetries` retries after the first attempt, each after
-    /// `retryInterval`. A part the store does not set keeps this policy's. A tenant writes these
-    /// numbers and a retrying call holds a reconcile worker every tenant shares, so they are
-    /// capped at [`MAX_STORE_RETRIES`] and [`MAX_STORE_RETRY_INTERVAL`].
+    /// `retryInterval`. A part the store does not set keeps this policy's. The store's numbers
+    /// come capped (`keyward_crds::rules::store_retry`).
     pub fn for_store(self, store: keyward_crds::rules::StoreRetry) -> RetryPolicy {
         let mut p = self;
         if let Some(n) = store.max_retries {
-            p.max_attempts = n.min(MAX_STORE_RETRIES).saturating_add(1);
+            p.max_attempts = n.saturating_add(1);
         }
         if let Some(interval) = store.retry_interval {
-            let interval = interval.min(MAX_STORE_RETRY_INTERVAL);
             p = RetryPolicy { base: interval, max: interval, fixed: true, ..p };
         }
         p
@@ -122,19 +115,6 @@ mod tests {
         let interval_only =
             d.for_store(StoreRetry { max_retries: None, retry_interval: Some(Duration::from_millis(10)) });
         assert_eq!(interval_only.max_attempts, d.max_attempts);
-    }
-
-    /// A tenant's `maxRetries: 1000, retryInterval: 1h` cannot hold a shared worker for hours.
-    #[test]
-    fn a_store_s_retry_settings_are_capped() {
-        use keyward_crds::rules::StoreRetry;
-        let p = RetryPolicy::default()
-            .for_store(StoreRetry { max_retries: Some(1000), retry_interval: Some(Duration::from_secs(3600)) });
-        assert_eq!(p.max_attempts, MAX_STORE_RETRIES + 1);
-        assert_eq!(p.delay(0, &mut rand::rng()), MAX_STORE_RETRY_INTERVAL);
-        assert!(!p.should_retry(MAX_STORE_RETRIES + 1, true));
-        let max = RetryPolicy::default().for_store(StoreRetry { max_retries: Some(u32::MAX), retry_interval: None });
-        assert_eq!(max.max_attempts, MAX_STORE_RETRIES + 1, "no overflow");
     }
 
     #[test]
