@@ -21,4 +21,5 @@ pub mod pushsecret;
 pub mod reload;
 pub mod renders;
 pub mod run;
+pub mod slots;
 pub mod tracked;

@@ -20,12 +20,12 @@
 //! [`RenderError::Busy`] and is retried with backoff, so reconciles of a namespace whose
 //! renders are slow never pile up in the controller's queue.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keyward_template::Limits;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::oneshot;
+
+use crate::slots::{Busy, FairSlots};
 
 /// `Ready` reason of an ExternalSecret or PushSecret whose template ran out of its CPU budget
 /// or its time.
@@ -81,35 +81,19 @@ impl RenderError {
 
 /// The bounded set of render threads.
 pub struct RenderPool {
-    global: Arc<Semaphore>,
-    namespaces: Mutex<HashMap<String, Arc<Semaphore>>>,
+    slots: FairSlots,
     limit: Duration,
 }
 
 impl RenderPool {
     /// A pool running at most `slots` renders at once, each for at most `limit`.
     pub fn new(slots: usize, limit: Duration) -> Self {
-        RenderPool { global: Arc::new(Semaphore::new(slots.max(1))), namespaces: Mutex::default(), limit }
+        RenderPool { slots: FairSlots::new(slots), limit }
     }
 
     /// The wall-clock limit of one render.
     pub fn limit(&self) -> Duration {
         self.limit
-    }
-
-    /// The slot of `namespace`; slots of namespaces that render nothing are dropped.
-    fn namespace_slot(&self, namespace: &str) -> Arc<Semaphore> {
-        let mut map = self.namespaces.lock().unwrap_or_else(|e| e.into_inner());
-        // Only this map and in-flight renders hold a slot: one held by the map alone is idle.
-        map.retain(|_, s| Arc::strong_count(s) > 1);
-        map.entry(namespace.to_string()).or_insert_with(|| Arc::new(Semaphore::new(1))).clone()
-    }
-
-    async fn acquire(slot: Arc<Semaphore>, what: &'static str) -> Result<OwnedSemaphorePermit, RenderError> {
-        match tokio::time::timeout(QUEUE_WAIT, slot.acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) | Err(_) => Err(RenderError::Busy(what)),
-        }
     }
 
     /// Runs `job` on a render thread for `namespace`, with limits whose deadline is the pool's
@@ -119,9 +103,12 @@ impl RenderPool {
         T: Send + 'static,
         F: FnOnce(&Limits) -> Result<T, RenderError> + Send + 'static,
     {
-        let ns_permit =
-            Self::acquire(self.namespace_slot(namespace), "another render of this namespace is running").await?;
-        let permit = Self::acquire(self.global.clone(), "every render slot is busy").await?;
+        let permit = self.slots.acquire(namespace, QUEUE_WAIT).await.map_err(|busy| {
+            RenderError::Busy(match busy {
+                Busy::Namespace => "another render of this namespace is running",
+                Busy::Global => "every render slot is busy",
+            })
+        })?;
         let limit = self.limit;
         let (tx, rx) = oneshot::channel();
         std::thread::Builder::new()
@@ -130,7 +117,7 @@ impl RenderPool {
                 let limits = Limits::default().within(limit);
                 let out = job(&limits);
                 // Slots are freed when the render really ends, not when the caller stops waiting.
-                drop((permit, ns_permit));
+                drop(permit);
                 let _ = tx.send(out);
             })
             .map_err(|e| RenderError::Failed(format!("cannot start a render thread: {e}")))?;
@@ -145,6 +132,7 @@ impl RenderPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::time::Instant;
 
     #[tokio::test(flavor = "current_thread")]

@@ -18,13 +18,15 @@ pub mod uuid;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use keyward_crds::generators::{
     EcrAuthorizationTokenSpec, FakeSpec, PasswordSpec, SshKeySpec, StsSessionTokenSpec, UuidSpec,
     VaultDynamicSecretSpec, WebhookGeneratorSpec,
 };
 use keyward_crds::rules::AnyGeneratorSpec;
-use tokio::sync::Semaphore;
+
+use crate::slots::FairSlots;
 
 pub use source::{GeneratorError, generate_ref};
 
@@ -61,7 +63,12 @@ pub fn generate(spec: AnyGeneratorSpec<'_>) -> Result<BTreeMap<String, Vec<u8>>,
 /// reconciler has the cores of a small pod.
 const CONCURRENT_GENERATIONS: usize = 2;
 
-static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(CONCURRENT_GENERATIONS));
+/// How long a generation waits for its slots before its reconcile is retried later.
+const SLOT_WAIT: Duration = Duration::from_secs(30);
+
+/// Generation slots, one per namespace at a time ([`FairSlots`]): a namespace that asks for many
+/// 8192-bit keys queues behind itself, never in front of another namespace.
+static SLOTS: LazyLock<FairSlots> = LazyLock::new(|| FairSlots::new(CONCURRENT_GENERATIONS));
 
 /// A generator spec owned, to move onto a blocking thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,9 +121,13 @@ impl OwnedSpec {
     }
 }
 
-/// Runs `generate` on a blocking thread once a generation slot is free.
-pub async fn generate_blocking(spec: OwnedSpec) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
-    let _slot = SLOTS.acquire().await.map_err(|e| GenerateError::Failed(format!("no generation slot: {e}")))?;
+/// Runs `generate` for a manifest in `namespace` on a blocking thread once its generation slots
+/// are free.
+pub async fn generate_blocking(namespace: &str, spec: OwnedSpec) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
+    let _slot = SLOTS
+        .acquire(namespace, SLOT_WAIT)
+        .await
+        .map_err(|busy| GenerateError::Failed(format!("no generation slot within {SLOT_WAIT:?}: {busy}")))?;
     tokio::task::spawn_blocking(move || generate(spec.as_any()))
         .await
         .map_err(|e| GenerateError::Failed(format!("generation did not finish: {e}")))?

@@ -87,7 +87,7 @@ pub async fn generate_ref(
     let kind = spec.as_any().kind();
     match REMOTE_KINDS.iter().find(|(k, _)| *k == kind) {
         Some((_, provider)) => generate_remote(manager, namespace, &r.name, provider, &spec).await,
-        None => Ok(generate_blocking(spec).await?),
+        None => Ok(generate_blocking(namespace, spec).await?),
     }
 }
 
