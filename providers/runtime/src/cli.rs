@@ -51,6 +51,11 @@ pub struct RuntimeArgs {
         value_parser = crate::netguard::DeniedNetworks::parse
     )]
     pub tenant_denied_networks: crate::netguard::DeniedNetworks,
+    /// Watch Secrets and ConfigMaps (metadata only), so a cached store client sees at once that
+    /// one it was built from changed; needs `list` and `watch` on them. Off: such a change is
+    /// seen by a GET of the object within two minutes.
+    #[arg(long, env = "KEYWARD_WATCH_REFERENCED_OBJECTS")]
+    pub watch_referenced_objects: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

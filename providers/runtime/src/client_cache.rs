@@ -8,11 +8,13 @@
 //! [`ClusterRefs`] is noted with its resourceVersion, and every expiring credential with its
 //! expiry ([`note_expiry`]). The client is then reused, with no timer, until:
 //!
-//! - an object it was built from changes or goes. Secrets and ConfigMaps are seen by
-//!   metadata-only watches ([`crate::config_watch::ConfigWatches::version_of`]) on the next
-//!   call; ServiceAccounts, and Secrets and ConfigMaps while those watches cannot answer (not
-//!   listed yet, or the provider may not list them), by a metadata GET at most every
-//!   [`RECHECK`];
+//! - an object it was built from changes or goes: seen by a metadata GET of it at most every
+//!   [`RECHECK`]. A provider started with `--watch-referenced-objects` (which then needs `list`
+//!   and `watch` on Secrets and ConfigMaps) sees Secrets and ConfigMaps change on the next call
+//!   instead, through metadata-only watches ([`crate::config_watch::ConfigWatches::version_of`]);
+//!   ServiceAccounts, and any object while those watches cannot answer (not listed yet), are
+//!   still looked at with the GET. The default keeps a provider's access to Secrets to reading
+//!   the ones configurations name;
 //! - two thirds of the time left on a noted credential have passed, so it is renewed before it
 //!   expires;
 //! - the store refuses its credentials (`UNAUTHENTICATED`, [`ClientCache::evict_if_refused`]).
@@ -20,7 +22,7 @@
 //! Reads in tasks a build spawns are not noted: builds read what they name in their own task.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,6 +36,16 @@ use crate::refs::{ClusterRefs, operator_owned};
 /// How often an object a client was built from, which no watch vouches for, is read again
 /// (metadata only) to see whether it changed.
 pub const RECHECK: Duration = Duration::from_secs(120);
+
+/// Whether Secrets and ConfigMaps are watched ([`watch_referenced_objects`]).
+static WATCH_REFERENCED: AtomicBool = AtomicBool::new(false);
+
+/// Sets whether this process watches Secrets and ConfigMaps (metadata only) to see at once that
+/// one a cached client was built from changed (`--watch-referenced-objects`); off, it looks with
+/// a GET every [`RECHECK`].
+pub fn watch_referenced_objects(on: bool) {
+    WATCH_REFERENCED.store(on, Ordering::Relaxed);
+}
 
 /// Which cached client serves a request: the configuration object, its generation and whether
 /// the request reached it as the operator's ([`operator_owned`]): what a configuration may name
@@ -277,6 +289,9 @@ impl ClusterRefs {
     /// The version of `input` as a watch has it (`Some(None)`: gone), or `None` when no watch
     /// can tell.
     fn watched_version(&self, input: &Input) -> Option<Option<String>> {
+        if !WATCH_REFERENCED.load(Ordering::Relaxed) {
+            return None;
+        }
         let (client, watches) = (self.client(), self.watches());
         match input.kind {
             InputKind::Secret => watches.version_of::<Secret>(client, &input.namespace, &input.name),

@@ -62,6 +62,7 @@ where
     let config = kube::Config::infer()
         .await
         .map_err(|e| format!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
+    client_cache::watch_referenced_objects(args.watch_referenced_objects);
     let provider = make(config).map_err(Into::into)?;
     serve(provider, args.server_options()?, shutdown_signal()).await?;
     Ok(())

@@ -46,6 +46,18 @@ fn request(ns: &str, name: &str, spec: Value) -> GenerateRequest {
     }
 }
 
+/// A Secret `vault-token` holding `token` in `ns`, and the `spec.provider` of a generator
+/// that logs in with it.
+async fn token_store(client: &kube::Client, ns: &str, v: &VaultDev, token: String) -> Value {
+    let s = Secret {
+        metadata: ObjectMeta { name: Some("vault-token".into()), ..Default::default() },
+        data: Some([("token".to_string(), ByteString(token.into_bytes()))].into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns).create(&PostParams::default(), &s).await.unwrap();
+    json!({"server": v.address(), "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}})
+}
+
 /// The store-calls counter of the provider's `/metrics` for one call name and status.
 async fn calls(health: std::net::SocketAddr, call: &str) -> u64 {
     let (_, body) = http_get(health, "/metrics").await.unwrap();
@@ -61,14 +73,7 @@ async fn vault_dynamic_secrets_issue_certificates_and_keep_to_the_namespace() {
     let p = launch("keyward-provider-vault", &[]).await.unwrap();
     let mut c = p.generator_client().await.unwrap();
     with_temp_namespace(&[], |client, ns| async move {
-        let s = Secret {
-            metadata: ObjectMeta { name: Some("vault-token".into()), ..Default::default() },
-            data: Some([("token".to_string(), ByteString(token.into_bytes()))].into()),
-            ..Default::default()
-        };
-        Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &s).await.unwrap();
-        let provider =
-            json!({"server": v.address(), "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}});
+        let provider = token_store(&client, &ns, &v, token).await;
 
         // A certificate from the PKI engine: POST with parameters as the JSON body, the answer's
         // `data`, nested values JSON-encoded.
@@ -153,14 +158,7 @@ async fn retry_settings_ride_out_a_sealed_vault_and_never_repeat_a_refusal() {
     let p = launch("keyward-provider-vault", &[]).await.unwrap();
     let mut c = p.generator_client().await.unwrap();
     with_temp_namespace(&[], |client, ns| async move {
-        let s = Secret {
-            metadata: ObjectMeta { name: Some("vault-token".into()), ..Default::default() },
-            data: Some([("token".to_string(), ByteString(token.into_bytes()))].into()),
-            ..Default::default()
-        };
-        Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &s).await.unwrap();
-        let provider =
-            json!({"server": v.address(), "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}});
+        let provider = token_store(&client, &ns, &v, token).await;
         let spec = |path: &str, retry: Value| {
             let mut s = json!({"method": "POST", "path": path, "parameters": {"common_name": "r.example.com"},
                                "provider": provider});

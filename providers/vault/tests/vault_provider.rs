@@ -595,14 +595,14 @@ async fn keys_never_leave_the_mount() {
     drop(p.child);
 }
 
-/// A cached client is kept, with no timer, until a Secret it was built from changes: a token
-/// Secret rotated under it (the old token revoked) is used on the next periodic call, and the
-/// calls after that build nothing.
+/// A cached client is kept, with no timer, until a Secret it was built from changes: with
+/// `--watch-referenced-objects`, a token Secret rotated under it (the old token revoked) is used
+/// on the next periodic call, and the calls after that build nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotated_token_secret_is_used_on_the_next_call() {
     let v = vault();
     let _cp = control_plane().await;
-    let mut p = start_provider().await;
+    let mut p = launch("keyward-provider-vault", &[("KEYWARD_WATCH_REFERENCED_OBJECTS", "true")]).await.unwrap();
     with_temp_namespace(&[], |client, ns| async move {
         let key = format!("{ns}/db");
         v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
