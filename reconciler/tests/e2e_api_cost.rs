@@ -65,6 +65,8 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
             ("deployments", 1.0),
             ("statefulsets", 1.0),
             ("daemonsets", 1.0),
+            // GeneratorStates, collected past their deadline.
+            ("generatorstates", 1.0),
         ];
         // One metadata watch per provider configuration kind of the registry; the Fake provider
         // process watches its own kind too (its configuration, read by refreshes from the watch).
