@@ -321,19 +321,9 @@ impl ClusterRefs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check_provider_ref;
-    use keyward_proto::v1::ProviderReference;
 
     fn scoped(ns: &str, kind: &str, scope: &str) -> RequestContext {
-        let r = ProviderReference {
-            api_version: "provider.external-secrets.io/v2alpha1".into(),
-            kind: "Vault".into(),
-            name: "v".into(),
-            namespace: ns.into(),
-            store_ref_kind: kind.into(),
-            authentication_scope: scope.into(),
-        };
-        check_provider_ref("GetSecret", Some(&r), "team-a", true).expect("valid")
+        crate::context::vault_request("GetSecret", ns, kind, scope)
     }
 
     fn ctx(ns: &str, kind: &str) -> RequestContext {
