@@ -164,6 +164,22 @@ pub fn check_provider_ref(
     })
 }
 
+/// The context of `method` on the Vault configuration `v` a request from namespace `team-a`
+/// names with `namespace`, `store_ref_kind` and `authentication_scope`: for the tests of what
+/// depends on who owns a configuration.
+#[cfg(test)]
+pub(crate) fn vault_request(method: &str, namespace: &str, store_ref_kind: &str, scope: &str) -> RequestContext {
+    let r = ProviderReference {
+        api_version: "provider.external-secrets.io/v2alpha1".into(),
+        kind: "Vault".into(),
+        name: "v".into(),
+        namespace: namespace.into(),
+        store_ref_kind: store_ref_kind.into(),
+        authentication_scope: scope.into(),
+    };
+    check_provider_ref(method, Some(&r), "team-a", true).expect("valid")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,20 +297,4 @@ mod tests {
             .expect_err("unknown scope");
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
     }
-}
-
-/// The context of `method` on the Vault configuration `v` a request from namespace `team-a`
-/// names with `namespace`, `store_ref_kind` and `authentication_scope`: for the tests of what
-/// depends on who owns a configuration.
-#[cfg(test)]
-pub(crate) fn vault_request(method: &str, namespace: &str, store_ref_kind: &str, scope: &str) -> RequestContext {
-    let r = ProviderReference {
-        api_version: "provider.external-secrets.io/v2alpha1".into(),
-        kind: "Vault".into(),
-        name: "v".into(),
-        namespace: namespace.into(),
-        store_ref_kind: store_ref_kind.into(),
-        authentication_scope: scope.into(),
-    };
-    check_provider_ref(method, Some(&r), "team-a", true).expect("valid")
 }
