@@ -156,15 +156,18 @@ impl<C> Cached<C> {
         let Some(refs) = &self.inputs.refs else {
             return Verdict::Fresh;
         };
+        // Every call comes here: nothing is copied unless a look with GETs is due.
+        let due = now.duration_since(self.checked) >= RECHECK;
         let mut unsure = Vec::new();
         for input in &self.inputs.objects {
             match refs.watched_version(input) {
                 Some(version) if version == input.version => {}
                 Some(_) => return Verdict::Stale,
-                None => unsure.push(input.clone()),
+                None if due => unsure.push(input.clone()),
+                None => {}
             }
         }
-        if unsure.is_empty() || now.duration_since(self.checked) < RECHECK {
+        if unsure.is_empty() {
             return Verdict::Fresh;
         }
         // Callers meanwhile go on with the client; one looks.
