@@ -178,6 +178,25 @@ impl Context {
         Context { client, caches, manager, metrics, settings, renders, recorder, objects: Mutex::new(HashMap::new()) }
     }
 
+    /// A context for unit tests: `client` (a [`crate::fake_api`] client) for the API, empty
+    /// caches (a test may replace them), a client manager reading stores and TLS Secrets through
+    /// `client` that connects to no provider until a call is made, and default settings.
+    #[cfg(test)]
+    pub fn for_tests(client: Client) -> Self {
+        use crate::clientmanager::{KubeLookup, ManagerConfig, TonicConnector};
+        let metrics = Arc::new(Metrics::default());
+        let lookup = Arc::new(KubeLookup::new(client.clone()));
+        let manager =
+            ClientManager::new(lookup, Box::new(TonicConnector::default()), ManagerConfig::default(), metrics.clone());
+        let caches = Caches {
+            external_secrets: crate::fake_api::store([]),
+            push_secrets: crate::fake_api::store([]),
+            managed_secrets: crate::fake_api::store([]),
+        };
+        let reporter = Reporter { controller: "keyward-test".into(), instance: None };
+        Context::new(client, caches, Arc::new(manager), metrics, reporter, Settings::default())
+    }
+
     fn objects(&self) -> MutexGuard<'_, HashMap<ObjectKey, PerObject>> {
         // Updates are single statements; a poisoned lock still holds a consistent map.
         self.objects.lock().unwrap_or_else(|e| e.into_inner())

@@ -436,3 +436,6 @@ mod tests {
         assert_ne!(hash_of(&desired(&ces, "db")), first, "a spec change is a new manifest");
     }
 }
+
+#[cfg(test)]
+mod api_tests;

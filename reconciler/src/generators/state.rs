@@ -470,3 +470,6 @@ mod tests {
         assert_eq!(flipped.as_array().unwrap().len(), 2);
     }
 }
+
+#[cfg(test)]
+mod api_tests;
