@@ -362,3 +362,6 @@ pub fn controllers(
         futures::join!(providers, clusters, secret_stores, cluster_secret_stores);
     }
 }
+
+#[cfg(test)]
+mod api_tests;
