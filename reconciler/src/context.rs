@@ -197,6 +197,14 @@ impl Context {
         Context::new(client, caches, Arc::new(manager), metrics, reporter, Settings::default())
     }
 
+    /// Whether `action` is the retry [`Context::failure_delay`] gives after a first failure:
+    /// between half the backoff base and the base, in whole milliseconds.
+    #[cfg(test)]
+    pub fn is_first_retry(&self, action: &kube::runtime::controller::Action) -> bool {
+        let base = self.settings.error_backoff_base.as_millis() as u64;
+        (base / 2..=base).any(|ms| *action == kube::runtime::controller::Action::requeue(Duration::from_millis(ms)))
+    }
+
     fn objects(&self) -> MutexGuard<'_, HashMap<ObjectKey, PerObject>> {
         // Updates are single statements; a poisoned lock still holds a consistent map.
         self.objects.lock().unwrap_or_else(|e| e.into_inner())

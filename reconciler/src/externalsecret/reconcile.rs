@@ -424,3 +424,6 @@ fn synced_message(missing: &[String]) -> String {
         format!("Secret was synced; gone remotely and removed: {}", missing.join(", "))
     }
 }
+
+#[cfg(test)]
+mod api_tests;
