@@ -427,3 +427,6 @@ mod tests {
         assert_eq!(remote_id("db", Some("user")), "db/user");
     }
 }
+
+#[cfg(test)]
+mod api_tests;
