@@ -4,12 +4,12 @@
 
 use keyward_webhook::cache::State;
 use keyward_webhook::mutate::mutate;
-use keyward_webhook::review::AdmissionRequest;
+use keyward_webhook::review::{Operation, Request, request_for};
 use keyward_webhook::validate::{Kind, validate};
 use keyward_webhook::watch::{cluster_provider_spec, cluster_secret_store_conditions};
 use kube::api::DynamicObject;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The webhook's answer for one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,19 +32,9 @@ pub fn admitted_kind(object: &Value) -> Option<Kind> {
     Kind::from_gvk(group, version, kind)
 }
 
-fn request(object: &Value, namespace: Option<&str>, existing: bool) -> Result<AdmissionRequest, String> {
-    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let request = json!({
-        "uid": "keyward-cli",
-        "kind": {"group": group, "version": version, "kind": object.get("kind")},
-        "operation": if existing { "UPDATE" } else { "CREATE" },
-        "name": object.pointer("/metadata/name"),
-        "namespace": namespace,
-        "object": object,
-        "oldObject": if existing { object.clone() } else { Value::Null },
-    });
-    serde_json::from_value(request).map_err(|e| e.to_string())
+fn request(object: &Value, namespace: Option<&str>, existing: bool) -> Result<Request, String> {
+    let operation = if existing { Operation::Update } else { Operation::Create };
+    request_for(operation, namespace, object, existing.then_some(object))
 }
 
 /// `object` with the defaults the mutating webhook adds on create (the API server mutates

@@ -60,6 +60,7 @@ pub fn review(
         "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
         "operation": operation,
+        "userInfo": {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins", "system:authenticated"]},
         "name": object.pointer("/metadata/name").cloned().unwrap_or(json!("")),
         "object": object,
     });

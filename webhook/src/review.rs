@@ -1,95 +1,98 @@
 //! `admission.k8s.io/v1` AdmissionReview: decoding that never panics on bad input, and the
 //! response the API server expects.
 
-use base64::Engine;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use base64::Engine;
+pub use kube::core::admission::Operation;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Status};
 
 /// The only review version Keyward speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 /// The kind of a review.
 pub const KIND: &str = "AdmissionReview";
 
-/// A group, version and kind as the API server sends it.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupVersionKind {
-    /// API group; empty for the core group.
-    #[serde(default)]
-    pub group: String,
-    /// API version.
-    #[serde(default)]
-    pub version: String,
-    /// Kind.
-    #[serde(default)]
-    pub kind: String,
-}
+/// An admission request as kube's admission types read it: the object (and the old object)
+/// stay dynamic until the kind is known, then each kind reads them as its own type
+/// ([`typed`]).
+pub type Request = AdmissionRequest<DynamicObject>;
 
-/// A group, version and resource as the API server sends it.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct GroupVersionResource {
-    /// API group.
-    #[serde(default)]
-    pub group: String,
-    /// API version.
-    #[serde(default)]
-    pub version: String,
-    /// Plural resource name.
-    #[serde(default)]
-    pub resource: String,
-}
-
-/// The part of an admission request Keyward reads.
-#[derive(Deserialize, Clone, Debug, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
-    /// Identifier echoed in the response.
-    pub uid: String,
-    /// Kind of the object.
-    pub kind: GroupVersionKind,
-    /// Resource of the object.
-    #[serde(default)]
-    pub resource: GroupVersionResource,
-    /// Subresource (`status`, …), if any.
-    #[serde(default)]
-    pub sub_resource: Option<String>,
-    /// Name of the object (may be empty on create with generateName).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Namespace of the object; absent for cluster-scoped kinds.
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
-    pub operation: String,
-    /// The object after the operation (absent on DELETE).
-    #[serde(default)]
-    pub object: Option<Value>,
-    /// The object before the operation (UPDATE and DELETE).
-    #[serde(default)]
-    pub old_object: Option<Value>,
-    /// Whether this is a dry run.
-    #[serde(default)]
-    pub dry_run: Option<bool>,
-}
-
-impl AdmissionRequest {
+/// What each path asks of a request beyond kube's fields.
+pub trait RequestExt {
     /// The namespace, empty for cluster-scoped objects.
-    pub fn namespace(&self) -> &str {
+    fn namespace(&self) -> &str;
+    /// The name from the request, else from the object (or the old object on DELETE).
+    fn object_name(&self) -> String;
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`, as the API server spells it.
+    fn operation_name(&self) -> &'static str;
+}
+
+impl RequestExt for Request {
+    fn namespace(&self) -> &str {
         self.namespace.as_deref().unwrap_or_default()
     }
 
-    /// The name from the request, else from the object (or the old object on DELETE).
-    pub fn object_name(&self) -> String {
-        match self.name.as_deref() {
-            Some(n) if !n.is_empty() => n.to_string(),
-            _ => [&self.object, &self.old_object]
-                .into_iter()
-                .flatten()
-                .find_map(|o| o.pointer("/metadata/name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
+    fn object_name(&self) -> String {
+        if !self.name.is_empty() {
+            return self.name.clone();
+        }
+        [&self.object, &self.old_object].into_iter().flatten().find_map(|o| o.metadata.name.clone()).unwrap_or_default()
+    }
+
+    fn operation_name(&self) -> &'static str {
+        match self.operation {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
         }
     }
+}
+
+/// `object` read as the kind's own type; a denial naming the kind when it does not fit.
+pub fn typed<K: serde::de::DeserializeOwned>(kind: &str, object: &DynamicObject) -> Result<K, Decision> {
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .map_err(|e| Decision::deny(400, format!("the {kind} cannot be read: {e}")))
+}
+
+/// `object` as plain JSON, for the paths that patch it.
+pub fn json_of(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}
+
+/// A request for `object` as the API server would send it, for reviewing without one (the
+/// CLI and tests). `object` must carry `apiVersion` and `kind`.
+pub fn request_for(
+    operation: Operation,
+    namespace: Option<&str>,
+    object: &Value,
+    old_object: Option<&Value>,
+) -> Result<Request, String> {
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let dynamic = |v: &Value| serde_json::from_value::<DynamicObject>(v.clone()).map_err(|e| e.to_string());
+    let object = dynamic(object)?;
+    Ok(Request {
+        types: Default::default(),
+        uid: "keyward-local".into(),
+        kind: GroupVersionKind::gvk(group, version, kind),
+        resource: GroupVersionResource::gvr(group, version, &format!("{}s", kind.to_lowercase())),
+        sub_resource: None,
+        request_kind: None,
+        request_resource: None,
+        request_sub_resource: None,
+        name: object.metadata.name.clone().unwrap_or_default(),
+        namespace: namespace.map(str::to_string),
+        operation,
+        user_info: Default::default(),
+        old_object: old_object.map(dynamic).transpose()?,
+        object: Some(object),
+        dry_run: false,
+        options: None,
+    })
 }
 
 /// Something that is not an admission review at all: answered with HTTP 400 and a JSON error.
@@ -101,7 +104,7 @@ pub struct BadRequest(pub String);
 #[derive(Debug, Clone)]
 pub enum Decoded {
     /// A well-formed review request.
-    Request(Box<AdmissionRequest>),
+    Request(Box<Request>),
     /// A review with a uid that cannot be answered: it is denied with this message.
     Reject {
         /// The uid to echo.
@@ -138,8 +141,19 @@ pub fn decode(body: &[u8]) -> Result<Decoded, BadRequest> {
             ),
         });
     }
-    match serde_json::from_value::<AdmissionRequest>(request) {
-        Ok(req) => Ok(Decoded::Request(Box::new(req))),
+    // kube's request holds objects only; say which field is not one (serde cannot).
+    if let Some(field) =
+        ["object", "oldObject"].into_iter().find(|f| request.get(*f).is_some_and(|v| !v.is_object() && !v.is_null()))
+    {
+        return Ok(Decoded::Reject {
+            uid,
+            message: format!("keyward-webhook cannot read the admission request: request.{field} is not a JSON object"),
+        });
+    }
+    review.insert("request".into(), request);
+    match serde_json::from_value::<AdmissionReview<DynamicObject>>(Value::Object(review)).map(TryInto::try_into) {
+        Ok(Ok(req)) => Ok(Decoded::Request(Box::new(req))),
+        Ok(Err(_)) => Err(BadRequest("the AdmissionReview has no request".into())),
         Err(e) => {
             Ok(Decoded::Reject { uid, message: format!("keyward-webhook cannot read the admission request: {e}") })
         }
@@ -189,69 +203,38 @@ impl Decision {
     }
 }
 
-#[derive(Serialize, Debug)]
-struct Status<'a> {
-    code: u16,
-    message: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    reason: &'static str,
-}
-
-#[derive(Serialize, Debug)]
-#[serde(rename_all = "camelCase")]
-struct Response<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-}
-
-#[derive(Serialize, Debug)]
-#[serde(rename_all = "camelCase")]
-struct Review<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: Response<'a>,
-}
-
-/// Serializes the response review for `uid`.
+/// Serializes the response review for `uid` with kube's admission types.
 pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
-    let patch = decision
-        .patch
-        .as_ref()
-        .filter(|p| decision.allowed && !p.0.is_empty())
-        .and_then(|p| serde_json::to_vec(p).ok())
-        .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
-    let status = match (&decision.message, decision.allowed) {
-        (Some(message), false) => Some(Status {
-            code: decision.code,
-            message,
-            reason: match decision.code {
+    let mut response = AdmissionResponse::invalid("");
+    response.types.api_version = API_VERSION.into();
+    response.types.kind = KIND.into();
+    response.uid = uid.to_string();
+    response.allowed = decision.allowed;
+    response.result = match (&decision.message, decision.allowed) {
+        (Some(message), false) => {
+            let reason = match decision.code {
                 400 => "BadRequest",
                 403 => "Forbidden",
                 _ => "",
-            },
-        }),
-        _ => None,
+            };
+            Status::failure(message, reason).with_code(decision.code)
+        }
+        _ => Status::default(),
     };
-    let review = Review {
-        api_version: API_VERSION,
-        kind: KIND,
-        response: Response {
-            uid,
-            allowed: decision.allowed,
-            status,
-            warnings: &decision.warnings,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-        },
-    };
+    if !decision.warnings.is_empty() {
+        response.warnings = Some(decision.warnings.clone());
+    }
+    let mut review = serde_json::to_value(response.into_review()).unwrap_or(Value::Null);
+    if let Some(patch) = decision.patch.as_ref().filter(|p| decision.allowed && !p.0.is_empty())
+        && let Ok(bytes) = serde_json::to_vec(patch)
+        && let Some(response) = review.get_mut("response").and_then(Value::as_object_mut)
+    {
+        // The API server reads `patch` as a Go []byte: base64 text. kube's AdmissionResponse
+        // serializes its Vec<u8> as an array of numbers (kube-rs issue 1781), so the patch is
+        // written here, as the documented wire format, instead of through `with_patch`.
+        response.insert("patch".into(), Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)));
+        response.insert("patchType".into(), Value::String("JSONPatch".into()));
+    }
     // Serializing plain strings, numbers and booleans cannot fail; fall back to a fixed denial.
     serde_json::to_vec(&review).unwrap_or_else(|_| {
         format!(
@@ -292,7 +275,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let missing_operation = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u2","kind":{"kind":"X"}}}"#;
+        let missing_operation = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u2","kind":{"group":"","version":"v1","kind":"X"},"resource":{"group":"","version":"v1","resource":"xs"},"userInfo":{}}}"#;
         match decode(missing_operation).expect("decoded") {
             Decoded::Reject { uid, message } => {
                 assert_eq!(uid, "u2");

@@ -23,7 +23,7 @@ use keyward_process::{Health, Readiness};
 use crate::cache::Caches;
 use crate::layers::{ReviewBody, Reviewed, rejected};
 use crate::metrics::Metrics;
-use crate::review::{BadRequest, Decision, Decoded, decode, encode};
+use crate::review::{BadRequest, Decision, Decoded, RequestExt, decode, encode};
 use crate::validate::{Kind, is_write};
 
 /// Default in-flight budget: a handful of near-limit reviews at once, far below the chart's
@@ -240,7 +240,7 @@ async fn review(state: AppState, mode: Mode, body: &[u8]) -> Response {
     }
     let (uid, decision) = answer(mode, &decoded, &state.caches);
     let (kind, namespace, operation) = match &decoded {
-        Decoded::Request(r) => (r.kind.kind.clone(), r.namespace().to_string(), r.operation.clone()),
+        Decoded::Request(r) => (r.kind.kind.clone(), r.namespace().to_string(), r.operation_name().to_string()),
         Decoded::Reject { .. } => Default::default(),
     };
     let reviewed = Reviewed {

@@ -18,23 +18,24 @@ use keyward_crds::workload::{self, INJECTED_ANNOTATION, RELOAD_ANNOTATION, SECRE
 use serde_json::{Value, json};
 
 use crate::cache::State;
-use crate::review::{AdmissionRequest, Decision};
+use crate::review::{Decision, Operation, Request, json_of};
 
 /// The workload kinds whose pod templates get a reload hash.
 const WORKLOADS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
 
 /// Whether this request is for a kind handled here (Pods and workloads).
-pub fn handles(req: &AdmissionRequest) -> bool {
+pub fn handles(req: &Request) -> bool {
     let k = &req.kind;
     (k.group.is_empty() && k.version == "v1" && k.kind == "Pod")
         || (k.group == "apps" && k.version == "v1" && WORKLOADS.contains(&k.kind.as_str()))
 }
 
 /// Answers a mutating review of a Pod or workload.
-pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
+pub fn mutate(req: &Request, state: &State) -> Decision {
     let Some(object) = req.object.as_ref() else {
         return Decision::allow();
     };
+    let object = &json_of(object);
     let namespace = req.namespace.clone().unwrap_or_default();
     if req.kind.kind == "Pod" { pod(&namespace, object, state) } else { workload(req, &namespace, object, state) }
 }
@@ -62,7 +63,7 @@ fn pod(namespace: &str, object: &Value, state: &State) -> Decision {
     Decision { patch: Some(Patch(ops)), ..Decision::allow() }.with_warnings(injected.warnings)
 }
 
-fn workload(req: &AdmissionRequest, namespace: &str, object: &Value, state: &State) -> Decision {
+fn workload(req: &Request, namespace: &str, object: &Value, state: &State) -> Decision {
     let annotations = annotations_at(object, "/metadata/annotations");
     if annotations.get(RELOAD_ANNOTATION).map(String::as_str) != Some("true") {
         return Decision::allow();
@@ -70,7 +71,7 @@ fn workload(req: &AdmissionRequest, namespace: &str, object: &Value, state: &Sta
     let template_annotations = annotations_at(object, "/spec/template/metadata/annotations");
     // After creation the reconciler owns the hash: it writes the rotated value, and an update
     // answered from a cache a moment behind must not write the old one back.
-    if req.operation == "UPDATE" && template_annotations.contains_key(SECRETS_HASH_ANNOTATION) {
+    if req.operation == Operation::Update && template_annotations.contains_key(SECRETS_HASH_ANNOTATION) {
         return Decision::allow();
     }
     let Some(spec) =

@@ -3,15 +3,12 @@ use serde_json::json;
 use super::*;
 use crate::cache::State;
 
-fn request(kind: (&str, &str), operation: &str, object: Value) -> AdmissionRequest {
-    serde_json::from_value(json!({
-        "uid": "u1",
-        "kind": {"group": kind.0, "version": "v1", "kind": kind.1},
-        "operation": operation,
-        "namespace": "team-a",
-        "object": object,
-    }))
-    .expect("request")
+fn request(kind: (&str, &str), operation: &str, object: Value) -> Request {
+    let review = crate::fixtures::review(kind.0, "v1", kind.1, operation, Some("team-a"), object);
+    match crate::review::decode(&review).expect("a review") {
+        crate::review::Decoded::Request(r) => *r,
+        other => panic!("{other:?}"),
+    }
 }
 
 fn state() -> State {

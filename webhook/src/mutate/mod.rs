@@ -9,11 +9,11 @@ pub mod defaults;
 use json_patch::{Patch, PatchOperation};
 
 use crate::cache::State;
-use crate::review::{AdmissionRequest, Decision};
+use crate::review::{Decision, Request, RequestExt, json_of};
 use crate::validate::{Kind, is_write, unknown_kind};
 
 /// Answers a mutating review.
-pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
+pub fn mutate(req: &Request, state: &State) -> Decision {
     if !is_write(req) {
         return Decision::allow();
     }
@@ -24,8 +24,12 @@ pub fn mutate(req: &AdmissionRequest, state: &State) -> Decision {
         return unknown_kind(req);
     };
     let Some(object) = req.object.as_ref() else {
-        return Decision::deny(400, format!("the {} {} request carries no object", req.operation, kind.as_str()));
+        return Decision::deny(
+            400,
+            format!("the {} {} request carries no object", req.operation_name(), kind.as_str()),
+        );
     };
+    let object = &json_of(object);
     let ops: Vec<PatchOperation> = match kind {
         Kind::ExternalSecret => defaults::external_secret(object),
         Kind::Provider | Kind::ClusterProvider => defaults::provider_ref(object),

@@ -1,5 +1,9 @@
 //! Validating admission: every decision comes from `keyward_crds::rules` (one rule, one place)
 //! applied to what the caches know. Nothing here does I/O.
+//!
+//! Keyward's own kinds go through one typed path: [`admit`] reads kube's dynamic object as the
+//! kind's type and hands it to that kind's [`Admitted`] impl (`kinds.rs`). Provider
+//! configuration kinds are checked by their registry row, generators by the webhook store row.
 
 use std::collections::BTreeMap;
 
@@ -8,20 +12,21 @@ use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind};
 use keyward_crds::rules::{
     CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
     check_boundary, check_generator_namespace_admitted, check_namespace_admitted, check_push_override, config_owner,
-    push_metadata_remote_namespace, secret_store_boundary, secret_store_warnings, store_ref_kind,
-    unserved_generator_warning, validate_cluster_external_secret, validate_cluster_provider, validate_external_secret,
-    validate_provider, validate_push_secret, validate_secret_store,
+    push_metadata_remote_namespace, unserved_generator_warning,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore,
     ExternalSecret, Provider, PushSecret, SecretStore, StoreKind,
 };
 use keyward_provider_registry::{PROVIDER_KINDS, ProviderKind, provider_kind};
+use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod kinds;
+
 use crate::cache::{Labels, State};
-use crate::review::{AdmissionRequest, Decision};
+use crate::review::{Decision, Operation, Request, RequestExt, typed};
 
 /// The kinds Keyward admits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,7 +73,7 @@ impl Kind {
     }
 
     /// The kind of a request.
-    pub fn of(req: &AdmissionRequest) -> Option<Kind> {
+    pub fn of(req: &Request) -> Option<Kind> {
         Kind::from_gvk(&req.kind.group, &req.kind.version, &req.kind.kind)
     }
 
@@ -95,7 +100,7 @@ impl Kind {
 }
 
 /// Denial for a kind Keyward does not handle.
-pub fn unknown_kind(req: &AdmissionRequest) -> Decision {
+pub fn unknown_kind(req: &Request) -> Decision {
     let k = &req.kind;
     let group = if k.group.is_empty() { "core" } else { k.group.as_str() };
     Decision::deny(
@@ -108,13 +113,14 @@ pub fn unknown_kind(req: &AdmissionRequest) -> Decision {
 }
 
 /// Whether the request changes an object's spec at all (reads, deletes and subresources pass).
-pub fn is_write(req: &AdmissionRequest) -> bool {
-    matches!(req.operation.as_str(), "CREATE" | "UPDATE") && req.sub_resource.as_deref().unwrap_or_default().is_empty()
+pub fn is_write(req: &Request) -> bool {
+    matches!(req.operation, Operation::Create | Operation::Update)
+        && req.sub_resource.as_deref().unwrap_or_default().is_empty()
 }
 
 /// Answers a validating review from the cached state.
-pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
-    if req.operation == "DELETE" && Kind::of(req) == Some(Kind::ClusterProvider) {
+pub fn validate(req: &Request, state: &State) -> Decision {
+    if req.operation == Operation::Delete && Kind::of(req) == Some(Kind::ClusterProvider) {
         // Always allowed; its users are told what they lose.
         return Decision::allow().with_warnings(in_use_warning(state, &req.object_name()).into_iter().collect());
     }
@@ -125,114 +131,36 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
         return unknown_kind(req);
     };
     let Some(object) = req.object.as_ref() else {
-        return Decision::deny(400, format!("the {} {} request carries no object", req.operation, kind.as_str()));
+        return Decision::deny(
+            400,
+            format!("the {} {} request carries no object", req.operation_name(), kind.as_str()),
+        );
     };
     let name = req.object_name();
-    let ns = req.namespace();
+    let cx = Cx { req, state, ns: req.namespace(), name: &name };
     let mut check = Check::default();
-    match kind {
-        Kind::ExternalSecret => {
-            let es: ExternalSecret = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_external_secret(&es.spec));
-            if let Some(m) = es.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
-                check.warnings.push(format!(
-                    "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; the \
-                     ExternalSecret is accepted, reports Ready=False and writes nothing",
-                    m.api_version, m.kind
-                ));
-            }
-            for (path, r) in es.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
-                check.omitted_kind(state, ns, &path, &r.name, r.kind);
-                check.store_ref(state, ns, &path, &r.name, store_ref_kind(r.kind));
-            }
-            for (i, d) in es.spec.data_from.iter().enumerate() {
-                if let Some(g) = d.source_ref.as_ref().and_then(|s| s.generator_ref.as_ref()) {
-                    check.cluster_generator_use(state, ns, &format!("spec.dataFrom[{i}].sourceRef.generatorRef"), g);
-                }
-            }
-        }
-        Kind::ClusterExternalSecret => {
-            let ces: ClusterExternalSecret = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_cluster_external_secret(&ces.spec));
-            check.warnings.extend(crate::cluster_external_secret::warnings(state, &ces));
-        }
-        Kind::PushSecret => {
-            let ps: PushSecret = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_push_secret(&ps.spec));
-            for (i, r) in ps.spec.secret_store_refs.iter().enumerate() {
-                if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
-                    let path = format!("spec.secretStoreRefs[{i}]");
-                    check.omitted_kind(state, ns, &path, store, r.kind);
-                    check.store_ref(state, ns, &path, store, store_ref_kind(r.kind));
-                    check.push_overrides(state, ns, &path, store, store_ref_kind(r.kind), &ps);
-                }
-            }
-            if let Some(g) = &ps.spec.selector.generator_ref {
-                check.cluster_generator_use(state, ns, "spec.selector.generatorRef", g);
-            }
-        }
-        Kind::Provider => {
-            let p: Provider = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_provider(ns, &p.spec));
-        }
-        Kind::ClusterProvider => {
-            let cp: ClusterProvider = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_cluster_provider(&cp.spec));
-            let old = match (req.operation.as_str(), req.old_object.as_ref()) {
-                ("UPDATE", Some(old)) => parse::<ClusterProvider>(kind, old).ok().map(|o| o.spec),
-                _ => None,
-            };
-            if let Some(w) = excluded_users_warning(state, &name, &cp.spec, old.as_ref()) {
-                check.warnings.push(w);
-            }
-        }
-        Kind::SecretStore => {
-            let s: SecretStore = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_secret_store(Some(ns), &s.spec, PROVIDER_KINDS));
-            check.policy(secret_store_boundary(ns, &s.spec, PROVIDER_KINDS));
-            check.warnings.extend(secret_store_warnings(&s.spec, PROVIDER_KINDS));
-        }
-        Kind::ClusterSecretStore => {
-            let s: ClusterSecretStore = match parse(kind, object) {
-                Ok(v) => v,
-                Err(d) => return d,
-            };
-            check.spec(validate_secret_store(None, &s.spec.store, PROVIDER_KINDS));
-            check.warnings.extend(secret_store_warnings(&s.spec.store, PROVIDER_KINDS));
-        }
+    let read = match kind {
+        Kind::ExternalSecret => admit::<ExternalSecret>(&cx, object, &mut check),
+        Kind::ClusterExternalSecret => admit::<ClusterExternalSecret>(&cx, object, &mut check),
+        Kind::PushSecret => admit::<PushSecret>(&cx, object, &mut check),
+        Kind::Provider => admit::<Provider>(&cx, object, &mut check),
+        Kind::ClusterProvider => admit::<ClusterProvider>(&cx, object, &mut check),
+        Kind::SecretStore => admit::<SecretStore>(&cx, object, &mut check),
+        Kind::ClusterSecretStore => admit::<ClusterSecretStore>(&cx, object, &mut check),
         Kind::ProviderConfig(p) => {
-            let spec = object.get("spec").unwrap_or(&Value::Null);
-            let read = (p.admit)(spec, &mut |invalid, reach| {
+            let spec = object.data.get("spec").unwrap_or(&Value::Null);
+            (p.admit)(spec, &mut |invalid, reach| {
                 check.spec(invalid);
-                check.boundary(state, ns, reach);
-            });
-            if let Err(e) = read {
-                return Decision::deny(400, format!("the {} cannot be read: {e}", p.kind));
-            }
+                check.boundary(state, cx.ns, reach);
+            })
+            .map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", p.kind)))
         }
         Kind::WebhookGenerator => {
-            check.webhook_generator_spec("spec", object.get("spec").unwrap_or(&Value::Null));
+            check.webhook_generator_spec("spec", object.data.get("spec").unwrap_or(&Value::Null));
+            Ok(())
         }
         Kind::ClusterGenerator => {
-            let spec = object.get("spec");
+            let spec = object.data.get("spec");
             if spec.and_then(|s| s.get("kind")).and_then(Value::as_str) == Some(GeneratorKind::Webhook.as_str()) {
                 match spec.and_then(|s| s.pointer("/generator/webhookSpec")) {
                     Some(block) => check.webhook_generator_spec("spec.generator.webhookSpec", block),
@@ -241,19 +169,53 @@ pub fn validate(req: &AdmissionRequest, state: &State) -> Decision {
                     }
                 }
             }
+            Ok(())
         }
+    };
+    match read {
+        Ok(()) => check.finish(kind, &name),
+        Err(denied) => denied,
     }
-    check.finish(kind, &name)
+}
+
+/// What a kind's rules see of the request besides the object.
+struct Cx<'a> {
+    req: &'a Request,
+    state: &'a State,
+    /// The object's namespace, empty for cluster-scoped kinds.
+    ns: &'a str,
+    name: &'a str,
+}
+
+impl Cx<'_> {
+    /// The object before an UPDATE, read as `K`; `None` on other operations or when unreadable.
+    fn old<K: Admitted>(&self) -> Option<K> {
+        let old = self.req.old_object.as_ref().filter(|_| self.req.operation == Operation::Update)?;
+        typed(K::KIND.as_str(), old).ok()
+    }
+}
+
+/// A Keyward kind admitted through its own type: [`admit`] reads the object as `Self` (kube's
+/// admission request carries it dynamically) and the kind's rules add to the [`Check`].
+trait Admitted: DeserializeOwned {
+    /// The kind, for messages.
+    const KIND: Kind;
+    /// Adds what the rules say of this object in `cx` to `check`.
+    fn check(&self, cx: &Cx<'_>, check: &mut Check);
+}
+
+/// The one typed path: reads `object` as `K` (a 400 naming the kind when it does not fit) and
+/// applies `K`'s rules.
+fn admit<K: Admitted>(cx: &Cx<'_>, object: &DynamicObject, check: &mut Check) -> Result<(), Decision> {
+    let typed: K = typed(K::KIND.as_str(), object)?;
+    typed.check(cx, check);
+    Ok(())
 }
 
 /// The `spec.provider.<key>` block a Webhook generator's spec is (upstream's generator and
 /// store share the block): its registry row checks both at admission, and the webhook provider
 /// checks a generator's spec with the same rules on each generation.
 pub const WEBHOOK_GENERATOR_STORE_KEY: &str = "webhook";
-
-fn parse<T: DeserializeOwned>(kind: Kind, object: &Value) -> Result<T, Decision> {
-    T::deserialize(object).map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", kind.as_str())))
-}
 
 /// What offers itself to namespaces by `spec.conditions`, for the messages about it.
 struct Offer<'a> {
