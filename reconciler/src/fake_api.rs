@@ -63,6 +63,16 @@ where
     (kube::Client::new(service, "default"), requests)
 }
 
+/// A client whose requests `answer` serves where it has an answer; every other request is
+/// answered `200` with `object` (what a write of the object under test gets back).
+pub fn client_or_object<F>(object: &impl serde::Serialize, answer: F) -> (kube::Client, Requests)
+where
+    F: Fn(&http::Method, &str) -> Option<(u16, Value)> + Send + Sync + 'static,
+{
+    let object = serde_json::to_value(object).expect("a serializable object");
+    client(move |method, path| answer(method, path).unwrap_or_else(|| (200, object.clone())))
+}
+
 /// A list answer of `kind` (e.g. `SecretStoreList`) in `api_version` holding `items`.
 pub fn list(api_version: &str, kind: &str, items: Vec<Value>) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items})

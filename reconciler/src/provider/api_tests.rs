@@ -139,7 +139,7 @@ async fn a_secret_store_of_a_provider_not_served_is_reported_without_any_read() 
     let manifest = json!({
         "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
         "metadata": {"name": "legacy", "namespace": "team-a", "generation": 1},
-        "spec": {"refreshInterval": 30, "provider": {"oracle": {"vault": "ocid1.vault", "region": "eu"}}},
+        "spec": {"refreshInterval": 30, "provider": {"vault": {"server": "https://vault:8200", "path": "kv"}}},
     });
     let store: SecretStore = serde_json::from_value(manifest.clone()).unwrap();
     let (client, requests) = fake_api::client(move |_, _| (200, manifest.clone()));
@@ -149,6 +149,16 @@ async fn a_secret_store_of_a_provider_not_served_is_reported_without_any_read() 
         requests.all(),
         ["PATCH /apis/external-secrets.io/v1/namespaces/team-a/secretstores/legacy/status?", EVENTS]
     );
-    let ready = &requests.body(0)["status"]["conditions"][0];
+    let status = &requests.body(0)["status"];
+    let ready = &status["conditions"][0];
     assert_eq!((&ready["status"], &ready["reason"]), (&json!("False"), &json!("ProviderNotSupported")));
+    let message = ready["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "spec.provider.vault is served by Keyward's vault provider, which this installation does not run"
+        ),
+        "{message}"
+    );
+    assert!(status.get("capabilities").is_none(), "no provider answered: {status}");
+    assert_eq!(requests.body(1)["note"], message);
 }

@@ -165,13 +165,7 @@ mod tests {
     /// The API server's refusal is the caller's error, not an empty list.
     #[tokio::test]
     async fn a_refused_list_is_an_error() {
-        let (client, _) = fake_api::client(|_, _| {
-            (
-                403,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
-                         "message": "secretstores is forbidden", "code": 403}),
-            )
-        });
+        let (client, _) = fake_api::client(|_, _| fake_api::status(403, "Forbidden", "secretstores is forbidden"));
         let err = by_labels(&client, "team-a", &selector(json!({})), None).await.unwrap_err();
         assert!(err.to_string().contains("secretstores is forbidden"), "{err}");
     }

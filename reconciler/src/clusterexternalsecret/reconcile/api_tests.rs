@@ -146,6 +146,35 @@ async fn writes_where_selected_deletes_where_not_and_reports_both() {
 }
 
 #[tokio::test]
+async fn a_namespace_its_store_refuses_gets_no_external_secret() {
+    let (client, requests) = fake_api::client(api);
+    let closed: keyward_crds::ClusterSecretStore = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore", "metadata": {"name": "closed"},
+        "spec": {"conditions": [{"namespaces": ["elsewhere"]}], "provider": {"fake": {"data": []}}},
+    }))
+    .unwrap();
+    let cx = CesContext {
+        cluster_secret_stores: fake_api::store([closed]),
+        ..context(client, vec![namespace("a", &[("team", "yes")])], vec![])
+    };
+    let mut through_closed = Arc::unwrap_or_clone(ces(json!({})));
+    through_closed.spec.external_secret_spec.secret_store_ref =
+        serde_json::from_value(json!({"name": "closed", "kind": "ClusterSecretStore"})).unwrap();
+    let (result, _) = run(cx, Arc::new(through_closed)).await;
+    assert_eq!(result.unwrap(), Action::requeue(std::time::Duration::from_secs(3600)));
+    // Decided from the cache: not even a look at namespace a.
+    assert_eq!(
+        requests.all(),
+        [format!("PATCH {CES}/status?"), "POST /apis/events.k8s.io/v1/namespaces/default/events?".to_string()]
+    );
+    let status = &requests.body(0)["status"];
+    assert_eq!(status["provisionedNamespaces"], json!([]));
+    let why = status["failedNamespaces"][0]["reason"].as_str().unwrap();
+    assert!(why.contains("ClusterSecretStore \"closed\" does not allow namespace \"a\""), "{why}");
+    assert!(why.ends_with("; no ExternalSecret is written in this namespace"), "{why}");
+}
+
+#[tokio::test]
 async fn a_current_namespace_is_not_written_again() {
     let (client, requests) = fake_api::client(api);
     let cx = context(client, vec![namespace("a", &[("team", "yes")])], vec![]);

@@ -47,9 +47,7 @@ async fn run(
     es: Arc<ExternalSecret>,
     answer: impl Fn(&http::Method, &str) -> Option<(u16, Value)> + Send + Sync + 'static,
 ) -> (Result<Action, Error>, Requests, Arc<Context>) {
-    let written = serde_json::to_value(es.as_ref()).unwrap();
-    let (client, requests) =
-        fake_api::client(move |method, path| answer(method, path).unwrap_or((200, written.clone())));
+    let (client, requests) = fake_api::client_or_object(es.as_ref(), answer);
     let ctx = Arc::new(Context::for_tests(client));
     (reconcile(es, ctx.clone()).await, requests, ctx)
 }

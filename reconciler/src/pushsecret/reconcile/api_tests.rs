@@ -43,9 +43,7 @@ async fn run(
     ps: Arc<PushSecret>,
     answer: impl Fn(&http::Method, &str) -> Option<(u16, Value)> + Send + Sync + 'static,
 ) -> (Result<Action, Error>, Requests, Arc<Context>) {
-    let written = serde_json::to_value(ps.as_ref()).unwrap();
-    let (client, requests) =
-        fake_api::client(move |method, path| answer(method, path).unwrap_or((200, written.clone())));
+    let (client, requests) = fake_api::client_or_object(ps.as_ref(), answer);
     let ctx = Arc::new(Context::for_tests(client));
     (reconcile(ps, ctx.clone()).await, requests, ctx)
 }
@@ -98,13 +96,21 @@ async fn deletion_keeps_the_finalizer_while_remote_copies_cannot_be_deleted() {
 }
 
 #[tokio::test]
-async fn deletion_with_nothing_pushed_releases_the_finalizer() {
-    let ps = push_secret(json!({"deletionPolicy": "Delete"}), deleting(), json!({}));
-    let (result, requests, _) = run(ps, no_store).await;
-    assert_eq!(result.unwrap(), Action::await_change());
-    assert_eq!(requests.all(), [format!("PATCH {PS}?")]);
-    let patch = requests.body(0).to_string();
-    assert!(patch.contains("\"remove\"") && patch.contains("/metadata/finalizers/0"), "{patch}");
+async fn deletion_with_nothing_to_delete_releases_the_finalizer_at_once() {
+    let cases = [
+        // Nothing was pushed.
+        ("Delete", json!({})),
+        // The policy changed away from Delete: the remote copies stay, the finalizer goes.
+        ("None", pushed_to_vault()),
+    ];
+    for (policy, status) in cases {
+        let ps = push_secret(json!({"deletionPolicy": policy}), deleting(), status);
+        let (result, requests, _) = run(ps, no_store).await;
+        assert_eq!(result.unwrap(), Action::await_change(), "{policy}");
+        assert_eq!(requests.all(), [format!("PATCH {PS}?")], "{policy}");
+        let patch = requests.body(0).to_string();
+        assert!(patch.contains("\"remove\"") && patch.contains("/metadata/finalizers/0"), "{policy}: {patch}");
+    }
 }
 
 #[tokio::test]
