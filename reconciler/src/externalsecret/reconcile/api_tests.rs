@@ -150,24 +150,66 @@ async fn a_deleted_or_unsupported_external_secret_writes_no_secret() {
     );
 }
 
-#[tokio::test]
-async fn generated_values_are_applied_to_an_owned_secret_and_reported() {
-    const FAKE: &str = "/apis/generators.external-secrets.io/v1alpha1/namespaces/team-a/fakes/gen";
-    const SECRET: &str = "/api/v1/namespaces/team-a/secrets/db-secret";
-    let spec = json!({"dataFrom": [{"sourceRef": {"generatorRef": {
-        "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Fake", "name": "gen"}}}]});
-    let es = external_secret(spec, json!({}));
-    let (result, requests, _) = run(es.clone(), |_, path| match path.split('?').next() {
+const FAKE: &str = "/apis/generators.external-secrets.io/v1alpha1/namespaces/team-a/fakes/gen";
+const SECRET: &str = "/api/v1/namespaces/team-a/secrets/db-secret";
+
+/// Values of the Fake generator `gen`, written to `db-secret` with `creation_policy`.
+fn generated(creation_policy: &str) -> Value {
+    json!({"target": {"name": "db-secret", "creationPolicy": creation_policy},
+           "dataFrom": [{"sourceRef": {"generatorRef": {
+               "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Fake", "name": "gen"}}}]})
+}
+
+/// Answers the Fake generator `gen` (`password: s3cret`) and the target Secret: `404` when
+/// `exists` is false.
+fn generator_and_target(exists: bool) -> impl Fn(&http::Method, &str) -> Option<(u16, Value)> + Send + Sync + 'static {
+    move |_, path| match path.split('?').next() {
         Some(FAKE) => Some((
             200,
             json!({"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "Fake",
-                                         "metadata": {"name": "gen", "namespace": "team-a"},
-                                         "spec": {"data": {"password": "s3cret"}}}),
+                   "metadata": {"name": "gen", "namespace": "team-a"}, "spec": {"data": {"password": "s3cret"}}}),
         )),
-        Some(SECRET) => Some((200, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-secret"}}))),
+        Some(SECRET) if exists => {
+            Some((200, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-secret"}})))
+        }
+        Some(SECRET) => Some(fake_api::not_found("secrets \"db-secret\" not found")),
         _ => None,
-    })
-    .await;
+    }
+}
+
+#[tokio::test]
+async fn merge_never_creates_the_secret_and_none_writes_none() {
+    let (result, requests, ctx) =
+        run(external_secret(generated("Merge"), json!({})), generator_and_target(false)).await;
+    assert!(ctx.is_first_retry(&result.unwrap()));
+    // Merge reads the Secret it writes into (not labelled, so not cached); it is not there.
+    assert_eq!(
+        requests.all(),
+        [format!("GET {SECRET}"), format!("GET {FAKE}"), format!("PATCH {ES}/status?"), EVENTS.into()]
+    );
+    let ready = &requests.body(2)["status"]["conditions"][0];
+    assert_eq!((&ready["status"], &ready["reason"]), (&json!("False"), &json!(reason::SECRET_MISSING)));
+    let message = ready["message"].as_str().unwrap();
+    assert!(message.contains("creationPolicy Merge never creates it"), "{message}");
+
+    let es = external_secret(generated("None"), json!({}));
+    let (result, requests, _) = run(es, generator_and_target(false)).await;
+    let interval = Duration::from_secs(3600);
+    assert_eq!(result.unwrap(), Action::requeue(interval + jitter("e1", interval)));
+    // Fetched, reported Ready, no Secret read or written and nothing to announce.
+    assert_eq!(requests.all(), [format!("GET {FAKE}"), format!("PATCH {ES}/status?")]);
+    let status = &requests.body(1)["status"];
+    assert_eq!(
+        (&status["conditions"][0]["status"], &status["conditions"][0]["message"]),
+        (&json!("True"), &json!("1 values fetched; creationPolicy None writes no Secret"))
+    );
+    assert_eq!((&status["binding"], &status["syncedDataHash"]), (&Value::Null, &Value::Null));
+}
+
+#[tokio::test]
+async fn generated_values_are_applied_to_an_owned_secret_and_reported() {
+    let es = external_secret(generated("Owner"), json!({}));
+    let (result, requests, _) = run(es.clone(), generator_and_target(true)).await;
     // Next at the interval, plus this object's own jitter.
     let interval = Duration::from_secs(3600);
     assert_eq!(result.unwrap(), Action::requeue(interval + jitter("e1", interval)));
