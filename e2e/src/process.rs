@@ -55,17 +55,40 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     if let Some(path) = built.get(name) {
         return path.clone();
     }
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(repo_root())
-        .args(["build", "--quiet", "--workspace", "--bins", "--all-features"])
-        .status()
-        .expect("run cargo build");
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.current_dir(repo_root()).args(["build", "--quiet", "--workspace", "--bins", "--all-features"]);
+    // Cargo gives a test process the variables of its own package (CARGO_MANIFEST_DIR, …). A
+    // build script that reruns when one changes (ring's reads CARGO_MANIFEST_DIR) would then
+    // see them change from the plain `cargo build`, and the first test binary of each package
+    // would rebuild ring, rustls, kube and every binary (about a minute each).
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_package_variable) {
+            build.env_remove(&key);
+        }
+    }
+    let status = build.status().expect("run cargo build");
     assert!(status.success(), "cargo build --workspace --bins failed");
     let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join("target"));
     let path = target.join("debug").join(name);
     assert!(path.exists(), "{} is not a binary of this workspace", path.display());
     built.insert(name.to_string(), path.clone());
     path
+}
+
+/// Whether cargo sets `key` for the package a test belongs to (not for the build as a whole,
+/// as CARGO_TARGET_DIR or CARGO_HOME are).
+fn is_package_variable(key: &str) -> bool {
+    const PREFIXES: [&str; 3] = ["CARGO_PKG_", "CARGO_BIN_EXE_", "CARGO_CFG_"];
+    const NAMES: [&str; 7] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+    ];
+    NAMES.contains(&key) || key == "OUT_DIR" || PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -241,5 +264,17 @@ mod tests {
         let held = std::net::TcpListener::bind(("127.0.0.1", next)).expect("the next port is free");
         assert_ne!(free_port(), next, "a port in use is skipped");
         drop(held);
+    }
+
+    #[test]
+    fn a_nested_build_drops_the_test_package_variables_only() {
+        for key in
+            ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_BIN_EXE_keyward-webhook", "CARGO_CRATE_NAME", "OUT_DIR"]
+        {
+            assert!(is_package_variable(key), "{key}");
+        }
+        for key in ["CARGO", "CARGO_TARGET_DIR", "CARGO_HOME", "CARGO_INCREMENTAL", "CARGO_BUILD_JOBS", "PATH"] {
+            assert!(!is_package_variable(key), "{key}");
+        }
     }
 }

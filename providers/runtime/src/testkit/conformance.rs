@@ -242,7 +242,9 @@ impl fmt::Display for Report {
 /// whole report when any case failed (or nothing could run).
 pub async fn run_all<T: ConformanceTarget + ?Sized>(target: &T) -> Result<Report, String> {
     let mut report = Report { target: target.name(), ..Report::default() };
+    let started = std::time::Instant::now();
     let running = target.start().await.map_err(|e| format!("{}: starting the provider: {e}", report.target))?;
+    eprintln!("conformance of {}: the provider started in {:.1?}", report.target, started.elapsed());
     let mut run = Run {
         target,
         client: running.client.clone(),
@@ -252,7 +254,10 @@ pub async fn run_all<T: ConformanceTarget + ?Sized>(target: &T) -> Result<Report
     };
     let skipped = skipped_cases(target);
     let reads = !skipped.iter().any(|(c, _)| *c == Case::Get);
-    if let Err(e) = seed_fixtures(&run, reads).await {
+    let seeding = std::time::Instant::now();
+    let seeded = seed_fixtures(&run, reads).await;
+    eprintln!("conformance of {}: fixtures seeded in {:.1?}", report.target, seeding.elapsed());
+    if let Err(e) = seeded {
         report.failed.push(("setup".into(), format!("seeding the fixtures: {e}")));
     } else {
         for case in Case::ALL {
@@ -260,7 +265,11 @@ pub async fn run_all<T: ConformanceTarget + ?Sized>(target: &T) -> Result<Report
                 report.skipped.push((case, why.clone()));
                 continue;
             }
-            match tokio::time::timeout(CASE_TIMEOUT, run_case(&mut run, case)).await {
+            let started = std::time::Instant::now();
+            let outcome = tokio::time::timeout(CASE_TIMEOUT, run_case(&mut run, case)).await;
+            // Shown with the test's output (on failure, or with --nocapture): where a run's time goes.
+            eprintln!("conformance of {}: {case} took {:.1?}", report.target, started.elapsed());
+            match outcome {
                 Ok(Ok(())) => report.passed.push(case),
                 Ok(Err(e)) => report.failed.push((case.to_string(), e)),
                 Err(_) => report.failed.push((case.to_string(), format!("no answer within {CASE_TIMEOUT:?}"))),
