@@ -214,6 +214,10 @@ pub fn map_status(status: u16, errors: &str, what: &str) -> ProviderError {
         404 => ProviderError::NoSecret(msg),
         400 | 405 | 412 => ProviderError::InvalidArgument(msg),
         401 => ProviderError::Unauthenticated(msg),
+        // Vault answers a revoked, expired or unknown token with 403 "invalid token": the
+        // credentials are refused, not the path, so the cached client is dropped and rebuilt
+        // from its (perhaps rotated) token Secret on the next call.
+        403 if errors.contains("invalid token") => ProviderError::Unauthenticated(msg),
         403 => ProviderError::PermissionDenied(msg),
         429 | 500..=599 => ProviderError::Unavailable(msg),
         _ => ProviderError::Internal(msg),
@@ -330,6 +334,11 @@ mod tests {
         assert!(parse_push_metadata(br#"{"kind":"Other"}"#).is_err());
         assert!(map_status(404, "", "x").is_not_found());
         assert_eq!(map_status(403, "permission denied", "x").code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            map_status(403, "2 errors occurred: permission denied; invalid token", "x").code(),
+            tonic::Code::Unauthenticated,
+            "a refused token is refused credentials"
+        );
         assert_eq!(map_status(503, "Vault is sealed", "x").code(), tonic::Code::Unavailable);
         assert_eq!(map_status(400, "", "x").code(), tonic::Code::InvalidArgument);
     }

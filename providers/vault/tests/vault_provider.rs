@@ -595,6 +595,59 @@ async fn keys_never_leave_the_mount() {
     drop(p.child);
 }
 
+/// A token Secret, `vault-token` in `ns`, holding one of two fresh tokens, and a configuration
+/// `rotating` that reads it; a value at `<ns>/db`. Returns the reference, the key, and the old
+/// and new tokens.
+async fn rotating_store(v: &VaultDev, client: &Client, ns: &str) -> (ProviderReference, String, String, String) {
+    let key = format!("{ns}/db");
+    v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
+    let (old, new) = (token(v, &[]), token(v, &[]));
+    secret(client, ns, "vault-token", &[("token", &old)]).await;
+    config(
+        client,
+        ns,
+        "rotating",
+        json!({"server": v.address(), "path": "secret",
+        "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}}),
+    )
+    .await;
+    (provider_ref("Vault", "rotating", "", "Provider"), key, old, new)
+}
+
+/// Revokes `old` and writes `new` into the token Secret.
+async fn rotate(v: &VaultDev, client: &Client, ns: &str, old: &str, new: &str) {
+    v.cli(&["token", "revoke", old]);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let patch = json!({"stringData": {"token": new}});
+    secrets.patch("vault-token", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+}
+
+fn clients_built(p: &RunningProvider) -> usize {
+    p.child.log().matches("built a Vault client").count()
+}
+
+/// Without the watch, a revoked token is what tells: Vault answers 403 "invalid token", which
+/// is UNAUTHENTICATED, so the cached client is dropped and the next call reads the rotated
+/// Secret (instead of failing until the 2-minute GET look).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_token_is_replaced_from_its_secret_on_the_next_call() {
+    let v = vault();
+    let _cp = control_plane().await;
+    let mut p = launch("keyward-provider-vault", &[]).await.unwrap();
+    with_temp_namespace(&[], |client, ns| async move {
+        let (r, key, old, new) = rotating_store(&v, &client, &ns).await;
+        let periodic = || GetSecretRequest { max_age_millis: 1, ..get(&r, &ns, &key, "user", "") };
+        assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app");
+        rotate(&v, &client, &ns, &old, &new).await;
+        let refused = get_text(&mut p.client, periodic()).await.expect_err("the revoked token is refused");
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused}");
+        assert!(refused.message().contains("invalid token"), "{refused}");
+        assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app", "{}", p.child.log());
+        assert_eq!(clients_built(&p), 2, "one rebuild after the refusal:\n{}", p.child.log());
+    })
+    .await;
+}
+
 /// A cached client is kept, with no timer, until a Secret it was built from changes: with
 /// `--watch-referenced-objects`, a token Secret rotated under it (the old token revoked) is used
 /// on the next periodic call, and the calls after that build nothing.
@@ -604,35 +657,16 @@ async fn a_rotated_token_secret_is_used_on_the_next_call() {
     let _cp = control_plane().await;
     let mut p = launch("keyward-provider-vault", &[("KEYWARD_WATCH_REFERENCED_OBJECTS", "true")]).await.unwrap();
     with_temp_namespace(&[], |client, ns| async move {
-        let key = format!("{ns}/db");
-        v.cli(&["kv", "put", &format!("secret/{key}"), "user=app"]);
-        let (old, new) = (token(&v, &[]), token(&v, &[]));
-        secret(&client, &ns, "vault-token", &[("token", &old)]).await;
-        config(
-            &client,
-            &ns,
-            "rotating",
-            json!({"server": v.address(), "path": "secret",
-            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}}),
-        )
-        .await;
-        let r = provider_ref("Vault", "rotating", "", "Provider");
+        let (r, key, old, new) = rotating_store(&v, &client, &ns).await;
         // A periodic read (it accepts a watched configuration) that no earlier answer serves.
         let periodic = || GetSecretRequest { max_age_millis: 1, ..get(&r, &ns, &key, "user", "") };
-        let built = |p: &RunningProvider| p.child.log().matches("built a Vault client").count();
         for _ in 0..3 {
             assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert_eq!(built(&p), 1, "an unchanged Secret keeps the client:\n{}", p.child.log());
+        assert_eq!(clients_built(&p), 1, "an unchanged Secret keeps the client:\n{}", p.child.log());
 
-        v.cli(&["token", "revoke", &old]);
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        let patch = json!({"stringData": {"token": new}});
-        secrets
-            .patch("vault-token", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-            .await
-            .unwrap();
+        rotate(&v, &client, &ns, &old, &new).await;
         // The watch hears of the change within moments; the old token is refused meanwhile.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -645,11 +679,11 @@ async fn a_rotated_token_secret_is_used_on_the_next_call() {
                 Err(e) => panic!("the rotated token was not used within 10 s: {e}\n{}", p.child.log()),
             }
         }
-        assert_eq!(built(&p), 2, "one rebuild for the rotation:\n{}", p.child.log());
+        assert_eq!(clients_built(&p), 2, "one rebuild for the rotation:\n{}", p.child.log());
         for _ in 0..3 {
             assert_eq!(get_text(&mut p.client, periodic()).await.unwrap(), "app");
         }
-        assert_eq!(built(&p), 2, "the new client is kept:\n{}", p.child.log());
+        assert_eq!(clients_built(&p), 2, "the new client is kept:\n{}", p.child.log());
     })
     .await;
 }
