@@ -23,6 +23,8 @@ use keyward_provider_runtime::testkit::{RunningProvider, launch, operator_ref, p
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
+use crate::common;
+
 const CERT_USER: &str = "keyward-cert-user";
 
 async fn start_provider() -> RunningProvider {
@@ -247,6 +249,7 @@ fn get(pref: &ProviderReference, source_ns: &str, key: &str, property: &str) -> 
 
 #[tokio::test]
 async fn token_auth_reads_finds_and_validates() {
+    let _guard = common::shared().await;
     with_env(|_client, ns, _remote, third| async move {
         let mut p = start_provider().await;
         let c = &mut p.client;
@@ -371,6 +374,7 @@ async fn token_auth_reads_finds_and_validates() {
 
 #[tokio::test]
 async fn cert_and_service_account_auth() {
+    let _guard = common::shared().await;
     with_env(|_client, ns, _remote, _third| async move {
         let mut p = start_provider().await;
         let c = &mut p.client;
@@ -390,6 +394,7 @@ async fn cert_and_service_account_auth() {
 
 #[tokio::test]
 async fn push_with_metadata_delete_exists_and_remote_namespace_override() {
+    let _guard = common::shared().await;
     with_env(|client, ns, remote, third| async move {
         let mut p = start_provider().await;
         let c = &mut p.client;
@@ -533,6 +538,7 @@ fn kubeconfig(server: &str, ca_pem: &str, user: &str) -> String {
 
 #[tokio::test]
 async fn auth_ref_kubeconfigs_are_data_never_code() {
+    let _guard = common::shared().await;
     with_env(|client, ns, remote, _third| async move {
         let mut p = start_provider().await;
         let files = tempfile::tempdir().expect("dir");
@@ -618,6 +624,7 @@ async fn auth_ref_kubeconfigs_are_data_never_code() {
 
 #[tokio::test]
 async fn finds_page_through_a_namespace_larger_than_one_answer() {
+    let _guard = common::shared().await;
     with_env(|client, ns, remote, _third| async move {
         let mut p = start_provider().await;
         let c = &mut p.client;

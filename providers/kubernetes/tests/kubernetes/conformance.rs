@@ -15,6 +15,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use crate::common;
+
 const CONFIG: &str = "conformance";
 
 struct KubernetesTarget {
@@ -164,6 +166,7 @@ impl ConformanceTarget for KubernetesTarget {
 
 #[tokio::test]
 async fn the_kubernetes_provider_conforms() {
+    let _guard = common::exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         with_temp_namespace(&[], |_, remote| async move {
             let target = KubernetesTarget { client, ns, remote };
