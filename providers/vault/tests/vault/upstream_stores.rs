@@ -4,9 +4,7 @@
 //! headers, check-and-set writes; one login per token lifetime across many calls and client
 //! rebuilds, counted in Vault's audit log; the AWS (IAM) login against moto's STS and IAM.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +26,7 @@ use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use common::{start_provider, start_provider_with_env};
+use crate::common::{start_provider, start_provider_with_env};
 use tonic::transport::Channel;
 
 const POLICY: &str = r#"
@@ -137,6 +135,7 @@ fn push(r: &ProviderReference, ns: &str, remote: &str, value: &str) -> PushSecre
 /// check-and-set takes writes with `checkAndSet.required` and refuses, clearly, writes without.
 #[tokio::test(flavor = "multi_thread")]
 async fn secret_stores_with_userpass_and_ldap_headers_and_check_and_set() {
+    let _guard = common::shared().await;
     let v = vault(VaultDev::start());
     let audit = v.audit(&["x-keyward-tenant"]);
     let ldap = Slapd::start();
@@ -325,6 +324,7 @@ async fn secret_stores_with_userpass_and_ldap_headers_and_check_and_set() {
 /// another CA is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn cert_login_over_tls() {
+    let _guard = common::shared().await;
     use base64::Engine;
     use keyward_certs::{CertificateAuthority, Usage};
     let v = vault(VaultDev::start_tls());
@@ -389,6 +389,7 @@ async fn read_user(
 /// rebuild its clients.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_login_per_token_lifetime_across_client_rebuilds() {
+    let _guard = common::shared().await;
     let v = vault(VaultDev::start());
     let audit = v.audit(&[]);
     with_temp_namespace(&[], |client, ns| async move {
@@ -474,6 +475,7 @@ async fn one_login_per_token_lifetime_across_client_rebuilds() {
 /// answer (its own read, its own token).
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_of_one_secret_share_one_store_call_per_identity() {
+    let _guard = common::shared().await;
     let v = vault(VaultDev::start());
     let audit = v.audit(&[]);
     with_temp_namespace(&[], |client, ns| async move {
@@ -542,6 +544,7 @@ const MOTO_ACCOUNT: &str = "123456789012";
 /// SecretStore may neither name another namespace's keys nor use the provider's own identity.
 #[tokio::test(flavor = "multi_thread")]
 async fn iam_login_against_moto() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     // Two users with access keys; a role `app` may assume. Then moto checks every request's
     // signature and permissions, as STS does.
@@ -698,6 +701,7 @@ async fn iam_login_against_moto() {
 /// which Vault binds; a ServiceAccount without the annotation is refused naming the field.
 #[tokio::test(flavor = "multi_thread")]
 async fn iam_login_with_web_identity() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let v = vault(VaultDev::start());
     let sts = moto.endpoint();

@@ -10,6 +10,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+use crate::common;
+
 const CONFIG: &str = "conformance";
 const POLICY: &str = r#"path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }"#;
 
@@ -123,6 +125,7 @@ impl ConformanceTarget for VaultTarget {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_vault_provider_conforms() {
+    let _guard = common::exclusive().await;
     let vault = VaultDev::start();
     with_temp_namespace(&[], |client, ns| async move {
         let target = VaultTarget { vault, client, ns };

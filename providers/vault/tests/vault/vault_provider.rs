@@ -3,8 +3,6 @@
 //! and deletes; token, AppRole, Kubernetes and JWT logins; token renewal and re-login; the
 //! tenant boundary.
 
-#![allow(clippy::unwrap_used)]
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -25,6 +23,8 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use tonic::transport::Channel;
+
+use crate::common;
 
 const POLICY: &str = r#"
 path "secret/*" { capabilities = ["create", "read", "update", "delete", "list"] }
@@ -93,6 +93,7 @@ fn names(m: HashMap<String, Vec<u8>>) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
+    let _guard = common::shared().await;
     let v = vault();
     let mut p = start_provider().await;
     with_temp_namespace(&[], |client, ns| async move {
@@ -153,6 +154,7 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pushes_with_custom_metadata_and_deletes() {
+    let _guard = common::shared().await;
     let v = vault();
     let mut p = start_provider().await;
     with_temp_namespace(&[], |client, ns| async move {
@@ -223,6 +225,7 @@ async fn pushes_with_custom_metadata_and_deletes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn logins_renewal_relogin_and_the_tenant_boundary() {
+    let _guard = common::shared().await;
     let v = vault();
     let cp = control_plane().await;
     let mut p = start_provider().await;
@@ -376,6 +379,7 @@ async fn logins_renewal_relogin_and_the_tenant_boundary() {
 /// another namespace is refused before any request.
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_with_ca_bundle_and_ca_provider() {
+    let _guard = common::shared().await;
     use base64::Engine;
     use k8s_openapi::api::core::v1::ConfigMap;
     let v = VaultDev::start_tls();
@@ -429,6 +433,7 @@ async fn tls_with_ca_bundle_and_ca_provider() {
 /// operation, and the operator's token appears in no answer. A key inside the mount still works.
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_never_leave_the_mount() {
+    let _guard = common::shared().await;
     let v = vault();
     v.policy("transit", r#"path "transit/*" { capabilities = ["create", "read", "update", "list"] }"#);
     v.cli(&["secrets", "enable", "transit"]);
@@ -631,6 +636,7 @@ fn clients_built(p: &RunningProvider) -> usize {
 /// Secret (instead of failing until the 2-minute GET look).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revoked_token_is_replaced_from_its_secret_on_the_next_call() {
+    let _guard = common::shared().await;
     let v = vault();
     let _cp = control_plane().await;
     let mut p = launch("keyward-provider-vault", &[]).await.unwrap();
@@ -653,6 +659,7 @@ async fn a_revoked_token_is_replaced_from_its_secret_on_the_next_call() {
 /// on the next periodic call, and the calls after that build nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotated_token_secret_is_used_on_the_next_call() {
+    let _guard = common::shared().await;
     let v = vault();
     let _cp = control_plane().await;
     let mut p = launch("keyward-provider-vault", &[("KEYWARD_WATCH_REFERENCED_OBJECTS", "true")]).await.unwrap();

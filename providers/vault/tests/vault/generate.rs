@@ -4,8 +4,6 @@
 //! refused unless allowed, the tenant boundary, the store-calls metric, and `retrySettings`
 //! (a sealed Vault ridden out, a refusal never sent twice).
 
-#![allow(clippy::unwrap_used)]
-
 use keyward_provider_runtime::testkit::{generate, value_text as text};
 
 use k8s_openapi::ByteString;
@@ -19,6 +17,8 @@ use kube::api::{ObjectMeta, PostParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::common;
 
 const POLICY: &str = r#"
 path "pki/issue/web" { capabilities = ["create", "update"] }
@@ -69,6 +69,7 @@ async fn calls(health: std::net::SocketAddr, call: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn vault_dynamic_secrets_issue_certificates_and_keep_to_the_namespace() {
+    let _guard = common::shared().await;
     let (v, token) = vault();
     let p = launch("keyward-provider-vault", &[]).await.unwrap();
     let mut c = p.generator_client().await.unwrap();
@@ -146,6 +147,7 @@ async fn vault_dynamic_secrets_issue_certificates_and_keep_to_the_namespace() {
 /// request.
 #[tokio::test(flavor = "multi_thread")]
 async fn retry_settings_ride_out_a_sealed_vault_and_never_repeat_a_refusal() {
+    let _guard = common::shared().await;
     let (v, token) = vault();
     let unseal_key = v
         .process()
