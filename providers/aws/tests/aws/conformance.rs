@@ -2,7 +2,7 @@
 //! SecretsManager configuration) and Parameter Store (a SecretStore with `spec.provider.aws`),
 //! both on moto's server.
 
-mod common;
+use crate::common;
 
 use aws_sdk_ssm::types::ParameterType;
 use keyward_e2e::stores::Moto;
@@ -13,7 +13,7 @@ use keyward_provider_runtime::testkit::{RunningProvider, TestkitError, provider_
 use kube::Client;
 use serde_json::json;
 
-use common::{REGION, aws_store, config, keys, keys_secret, start_provider_at, store, store_ref};
+use crate::common::{REGION, aws_store, config, keys, keys_secret, start_provider_at, store, store_ref};
 
 const CONFIG: &str = "conformance";
 
@@ -198,10 +198,12 @@ async fn conforms(service: Service) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_aws_provider_conforms_with_secrets_manager() {
+    let _guard = common::exclusive().await;
     conforms(Service::SecretsManager).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_aws_provider_conforms_with_parameter_store() {
+    let _guard = common::exclusive().await;
     conforms(Service::ParameterStore).await;
 }

@@ -3,9 +3,7 @@
 //! property, finds, pushes and deletes, assumed roles, web identity, SecretStores and
 //! ClusterSecretStores with `spec.provider.aws`, and the tenant boundary.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use aws_sdk_ssm::Client as Ssm;
 use aws_sdk_ssm::types::ParameterType;
@@ -24,7 +22,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tonic::transport::Channel;
 
-use common::{REGION, aws_store, config, keys, keys_secret, sm, ssm, start_provider, store, store_ref};
+use crate::common::{REGION, aws_store, config, keys, keys_secret, sm, ssm, start_provider, store, store_ref};
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), ..Default::default() }
@@ -50,6 +48,7 @@ async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequ
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_versions_metadata_and_finds_by_tags() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
@@ -109,6 +108,7 @@ async fn reads_versions_metadata_and_finds_by_tags() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pushes_deletes_and_assumes_roles() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
@@ -236,6 +236,7 @@ async fn pushes_deletes_and_assumes_roles() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn web_identity_and_the_tenant_boundary() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
@@ -320,6 +321,7 @@ async fn web_identity_and_the_tenant_boundary() {
 /// in its environment, no keys) through the SDK's default chain, for the operator's config.
 #[tokio::test(flavor = "multi_thread")]
 async fn default_chain_web_identity_serves_the_operator_config() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let sm = sm(&moto).await;
     let dir = tempfile::tempdir().unwrap();
@@ -414,6 +416,7 @@ async fn found(c: &mut SecretStoreProviderClient<Channel>, req: GetAllSecretsReq
 
 #[tokio::test(flavor = "multi_thread")]
 async fn secret_stores_serve_secrets_manager_and_parameter_store() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let sm = sm(&moto).await;
@@ -533,6 +536,7 @@ async fn secret_stores_serve_secrets_manager_and_parameter_store() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parameter_store_pushes_and_deletes() {
+    let _guard = common::shared().await;
     let moto = Moto::start();
     let mut p = start_provider(&moto).await;
     let ssm = ssm(&moto).await;

@@ -6,9 +6,7 @@
 //! clients cached per generator (one role assumed for many generations, never shared between
 //! generators or versions of one).
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use keyward_provider_runtime::testkit::{generate, value_text as text};
 
@@ -17,7 +15,7 @@ use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
 use serde_json::{Value, json};
 
-use common::{REGION, keys, keys_secret, other_auth, other_keys, start_provider};
+use crate::common::{REGION, keys, keys_secret, other_auth, other_keys, start_provider};
 
 fn request(ns: &str, kind: &str, name: &str, spec: Value) -> GenerateRequest {
     GenerateRequest { kind: kind.into(), spec_json: spec.to_string(), namespace: ns.into(), name: name.into() }
@@ -32,6 +30,7 @@ const ECR: &str = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ecr_and_sts_tokens_are_generated_with_the_generators_own_keys() {
+    let _guard = common::shared().await;
     let moto = Moto::start_recording();
     let p = start_provider(&moto).await;
     let mut c = p.generator_client().await.unwrap();
@@ -112,6 +111,7 @@ async fn ecr_and_sts_tokens_are_generated_with_the_generators_own_keys() {
 /// generator edited to other credentials, each get their own, signed with their own keys.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generator_s_clients_are_cached_and_never_shared() {
+    let _guard = common::shared().await;
     let moto = Moto::start_recording();
     let p = start_provider(&moto).await;
     let mut c = p.generator_client().await.unwrap();

@@ -4,9 +4,7 @@
 //! stores with other credentials never share a batch, and a lone read still makes the single
 //! call it always made.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
@@ -19,7 +17,7 @@ use keyward_provider_runtime::testkit::http_get;
 use serde_json::json;
 use tonic::transport::Channel;
 
-use common::{aws_store, keys, keys_secret, other_auth, other_keys, sm, ssm, start_provider, store, store_ref};
+use crate::common::{aws_store, keys, keys_secret, other_auth, other_keys, sm, ssm, start_provider, store, store_ref};
 
 /// A minute (in milliseconds): the age a periodic refresh accepts (its configuration then
 /// comes from the provider's watch, so reads of one refresh reach the store together).
@@ -90,6 +88,7 @@ async fn counted(health: std::net::SocketAddr, call: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn distinct_secrets_read_together_make_one_batch_call_per_twenty_per_identity() {
+    let _guard = common::exclusive().await;
     let moto = Moto::start_recording();
     let p = start_provider(&moto).await;
     let sm = sm(&moto).await;
@@ -182,6 +181,7 @@ async fn distinct_secrets_read_together_make_one_batch_call_per_twenty_per_ident
 
 #[tokio::test(flavor = "multi_thread")]
 async fn distinct_parameters_read_together_make_one_get_parameters_per_ten() {
+    let _guard = common::exclusive().await;
     let moto = Moto::start_recording();
     let p = start_provider(&moto).await;
     let ssm = ssm(&moto).await;

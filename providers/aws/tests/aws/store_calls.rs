@@ -3,9 +3,7 @@
 //! one `GetSecretValue` (or `GetParameter`); a request that accepts no age reads anew; a store
 //! with other credentials reads with its own, never sharing the first one's answer.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use aws_sdk_ssm::types::ParameterType;
 use keyward_e2e::stores::{Moto, MotoRequest};
@@ -14,7 +12,7 @@ use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference};
 use tonic::transport::Channel;
 
-use common::{aws_store, keys, keys_secret, other_auth, other_keys, sm, ssm, start_provider, store, store_ref};
+use crate::common::{aws_store, keys, keys_secret, other_auth, other_keys, sm, ssm, start_provider, store, store_ref};
 
 /// A minute (in milliseconds): an age a periodic refresh accepts.
 const MINUTE: u32 = 60_000;
@@ -62,6 +60,7 @@ fn reads(moto: &Moto, target: &str, field: &str, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_of_one_secret_share_one_store_call_per_identity() {
+    let _guard = common::exclusive().await;
     let moto = Moto::start_recording();
     let p = start_provider(&moto).await;
     let (sm, ssm) = (sm(&moto).await, ssm(&moto).await);
