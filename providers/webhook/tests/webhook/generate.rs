@@ -4,13 +4,11 @@
 //! one key per member; the tenant boundary (another namespace's Secret refused before any
 //! request) and the denied networks of a tenant's configuration (loopback, link-local).
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use keyward_provider_runtime::testkit::{generate, value_text as text};
 
-use common::{StoreServer, apply_secret, start_provider};
+use crate::common::{StoreServer, apply_secret, start_provider};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::GenerateRequest;
 use serde_json::{Value, json};
@@ -22,6 +20,7 @@ fn request(ns: &str, name: &str, spec: Value) -> GenerateRequest {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_post_with_a_rendered_body_gives_one_key_per_member_of_the_answer() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     // No denied networks: the test server is on loopback.
     let provider = start_provider(Some("")).await.unwrap_or_else(|e| panic!("{e}"));
@@ -64,6 +63,7 @@ async fn a_post_with_a_rendered_body_gives_one_key_per_member_of_the_answer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn another_namespaces_secret_and_denied_networks_are_refused_before_any_request() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     let open = start_provider(Some("")).await.unwrap_or_else(|e| panic!("{e}"));
     let mut c = open.generator_client().await.unwrap();

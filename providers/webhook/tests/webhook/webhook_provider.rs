@@ -3,13 +3,13 @@
 //! Secret, a SecretStore written as upstream's docs write it, the tenant boundary, the address
 //! check, the size cap and the time limit.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::common::{StoreServer, apply_config, apply_secret, install_crd, start_provider, store_url};
 use base64::Engine;
-use common::{StoreServer, apply_config, apply_secret, install_crd, start_provider, store_url};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_proto::v1::{
@@ -63,6 +63,7 @@ fn webhook_ref(name: &str) -> ProviderReference {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_maps_pushes_and_deletes_through_a_webhook_config() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -152,6 +153,7 @@ async fn reads_maps_pushes_and_deletes_through_a_webhook_config() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn templated_headers_see_a_labeled_secret_of_the_namespace() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -186,6 +188,7 @@ fn store_resource(kind: &str) -> ApiResource {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_secret_store_written_as_upstreams_docs_is_served() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -231,6 +234,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_config_stays_in_its_namespace_and_off_loopback() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -294,6 +298,7 @@ async fn a_tenant_config_stays_in_its_namespace_and_off_loopback() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn oversized_and_slow_answers_are_refused() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -315,6 +320,7 @@ async fn oversized_and_slow_answers_are_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redirects_are_checked_like_the_first_address() {
+    let _guard = common::shared().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;

@@ -2,9 +2,9 @@
 //! test (values in memory; `GET`/`POST`/`DELETE /secrets/<key>?property=<p>`), named by a
 //! `Webhook` configuration whose URL template carries the key and the property.
 
-mod common;
+use crate::common;
 
-use common::{StoreServer, apply_config, install_crd, start_provider, store_url};
+use crate::common::{StoreServer, apply_config, install_crd, start_provider, store_url};
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::{ProviderReference, SecretStoreCapabilities};
 use keyward_provider_runtime::testkit::conformance::{self, Case, ConformanceTarget, Hostile, Pointed, Properties};
@@ -78,6 +78,7 @@ impl ConformanceTarget for WebhookTarget {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_webhook_provider_conforms() {
+    let _guard = common::exclusive().await;
     let store = StoreServer::start().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;

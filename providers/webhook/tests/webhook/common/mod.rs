@@ -2,7 +2,7 @@
 //! in memory, httpbin-style echoes, an oversized and a slow answer), the `Webhook` CRD on the
 //! local control plane, configuration objects and Secrets, and the provider process.
 
-// Each test file uses a part of this module.
+// Each test module uses a part of this module.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -28,6 +28,25 @@ use kube::{Api, Client, CustomResourceExt};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The tests of this binary run side by side (the harness's threads) against one control plane;
+/// each starts its own store server and provider process. The conformance suite measures: its
+/// oversized-response case floods the provider with 300 MB answers from servers in this process
+/// and checks the provider's peak RSS, so it runs alone ([`exclusive`]); every other test takes
+/// [`shared`] and runs beside the others. Tokio's lock works across the tests' runtimes; a test
+/// that panics drops its guard.
+static SERIAL: RwLock<()> = RwLock::const_new(());
+
+/// Runs alone: no other test of this binary runs while the guard lives.
+pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SERIAL.write().await
+}
+
+/// Runs beside the other [`shared`] tests, never beside an [`exclusive`] one.
+pub async fn shared() -> RwLockReadGuard<'static, ()> {
+    SERIAL.read().await
+}
 
 /// Values by key, each a map of properties.
 pub type Values = Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>>;
