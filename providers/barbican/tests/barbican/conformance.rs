@@ -5,12 +5,12 @@
 //! names never stored (`missing`) map to IDs no secret has. Barbican payloads cannot change once
 //! stored, so what a secret holds is what it was stored with.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use common::{apply_config, apply_secret, install_crd, openstack, spec, start_provider};
+use crate::common::{apply_config, apply_secret, install_crd, openstack, spec, start_provider};
 use keyward_e2e::stores::OpenStack;
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::{ProviderReference, SecretStoreCapabilities};
@@ -124,6 +124,7 @@ impl ConformanceTarget for BarbicanTarget {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_barbican_provider_conforms() {
+    let _guard = common::exclusive().await;
     let os = openstack().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;

@@ -3,9 +3,9 @@
 //! name, a SecretStore written as upstream's docs write it, a wrong password, missing secrets,
 //! hostile keys, the tenant boundary, and one Keystone login for many reads.
 
-mod common;
+use crate::common;
 
-use common::{
+use crate::common::{
     apply_config, apply_secret, apply_store, barbican_ref, get, get_bytes, get_map, install_crd, openstack, spec,
     start_provider,
 };
@@ -22,6 +22,7 @@ const MISSING: &str = "00000000-0000-4000-8000-000000000000";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_by_id_property_map_and_find() {
+    let _guard = common::shared().await;
     let os = openstack().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -117,6 +118,7 @@ async fn reads_by_id_property_map_and_find() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stores_as_upstreams_docs_write_them_wrong_passwords_and_the_tenant_boundary() {
+    let _guard = common::shared().await;
     let os = openstack().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -222,6 +224,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_login_serves_many_reads_and_a_refused_token_is_replaced_once() {
+    let _guard = common::shared().await;
     let os = openstack().await;
     with_temp_namespace(&[], |client, ns| async move {
         install_crd(&client).await;
@@ -255,6 +258,7 @@ async fn one_login_serves_many_reads_and_a_refused_token_is_replaced_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_is_replaced_shortly_before_it_expires() {
+    let _guard = common::shared().await;
     // Keystone's tokens live 75 s here; the provider stops using one a minute before it expires,
     // so a token serves reads for about 15 s.
     let os = tokio::task::spawn_blocking(|| keyward_e2e::stores::OpenStack::start_with_token_expiration(75))
