@@ -23,4 +23,6 @@ step "in-process integration tests"
 cargo test --all-features -p keyward-template --tests
 cargo test --all-features -p keyward-crds --test drift
 cargo test --all-features -p keyward-provider-runtime --test server
-cargo test --all-features -p keyward-webhook --test garbage
+# The webhook's one integration-test binary also holds its end-to-end and load tests: only the
+# garbage module's tests run here.
+cargo test --all-features -p keyward-webhook --test webhook garbage::

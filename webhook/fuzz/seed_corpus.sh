@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
-KEYWARD_WRITE_CORPUS="$PWD/fuzz/seeds/review" cargo test -q -p keyward-webhook --test garbage write_seed_corpus -- --ignored
+KEYWARD_WRITE_CORPUS="$PWD/fuzz/seeds/review" cargo test -q -p keyward-webhook --test webhook garbage::write_seed_corpus -- --ignored

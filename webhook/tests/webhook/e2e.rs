@@ -22,6 +22,8 @@ use keyward_e2e::{accepts_in, control_plane, free_port, kubectl, rejects_in, spa
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
+use crate::common;
+
 const RUN_LABEL: &str = "keyward.dev/webhook-e2e";
 
 /// Runs kubectl with `manifest` on stdin; returns whether it succeeded and what it printed.
@@ -226,6 +228,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_through_the_api_server() {
+    let _guard = common::shared().await;
     let cp = control_plane().await;
     let client = cp.client().await;
     let run_id = format!("{:08x}", rand::random::<u32>());

@@ -16,6 +16,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+use crate::common;
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -120,6 +122,7 @@ fn mutate_bytes(rng: &mut StdRng, bytes: &mut Vec<u8>) {
 
 #[test]
 fn garbage_reviews_get_well_formed_answers() {
+    let _guard = common::shared_blocking();
     let seed = env_u64("KEYWARD_FUZZ_SEED", 0x6b65_7977_6172_6421);
     let rounds = env_u64("KEYWARD_FUZZ_ITERATIONS", 4000);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -182,6 +185,7 @@ fn garbage_reviews_get_well_formed_answers() {
 
 #[test]
 fn sample_reviews_are_answered_as_expected() {
+    let _guard = common::shared_blocking();
     let caches = sample_caches();
     for body in sample_reviews() {
         let out = handle_body(Mode::Validate, &body, &caches).expect("review");

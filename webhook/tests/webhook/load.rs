@@ -26,6 +26,8 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::common;
+
 /// Concurrent reviews in a burst.
 const BURST: usize = 64;
 /// Peak resident memory the bounded webhook must stay under: half the chart's 256Mi limit.
@@ -172,6 +174,7 @@ fn shed_total(w: &Webhook) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_burst_of_near_limit_reviews_stays_well_under_the_memory_limit_and_is_answered() {
+    let _guard = common::exclusive().await;
     let dir = tempfile::tempdir().expect("tmp");
     let tls = dir.path().join("tls");
     let day = Duration::from_secs(86_400);
