@@ -18,7 +18,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/e2e/support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod churn;
-#[path = "../../tests/support/mod.rs"]
+#[path = "../../tests/e2e/support/mod.rs"]
 mod support;
 
 use std::process::Command;

@@ -2,10 +2,6 @@
 //! it is created, re-created after a deletion, merged into, and kept when the ExternalSecret goes;
 //! and upstream's non-Secret target, accepted and reported.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -14,7 +10,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -46,6 +43,7 @@ async fn foreign_secret(api: &Api<Secret>, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn creation_policies_own_create_merge_and_keep_the_target_as_upstream_documents() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

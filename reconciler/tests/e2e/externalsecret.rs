@@ -1,10 +1,6 @@
 //! End to end: the reconciler and the Fake provider as real processes over mTLS, against the
 //! local control plane.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -14,7 +10,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -48,6 +45,7 @@ async fn wait_secret<F: Fn(&Secret) -> bool>(api: &Api<Secret>, name: &str, what
 
 #[tokio::test(flavor = "multi_thread")]
 async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metrics() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -200,6 +198,7 @@ async fn namespaced_provider_syncs_follows_changes_and_reports_status_and_metric
 
 #[tokio::test(flavor = "multi_thread")]
 async fn provider_outage_keeps_the_secret_and_recovery_needs_no_restart() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -244,6 +243,7 @@ async fn provider_outage_keeps_the_secret_and_recovery_needs_no_restart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn six_external_secrets_share_one_connection() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -298,6 +298,8 @@ fn cluster_provider(name: &str, class: &str, address: &str, spec_extra: serde_js
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_providers_scopes_conditions_and_label_changes() {
+    // Alone: ClusterProviders, which every reconciler watches.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |_client, creds| async move {
         with_temp_namespace(&[("team", "a")], |client, ns| async move {
             let pki = Pki::new();

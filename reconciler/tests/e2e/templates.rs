@@ -1,10 +1,6 @@
 //! End to end: ExternalSecrets render their target Secret with templates (inline, from a
 //! ConfigMap, with a Secret type), through the reconciler and the Fake provider over mTLS.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -12,7 +8,8 @@ use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -36,6 +33,7 @@ fn external_secret(name: &str, ns: &str, template: serde_json::Value) -> serde_j
 
 #[tokio::test(flavor = "multi_thread")]
 async fn templates_render_connection_strings_docker_configs_and_config_files() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

@@ -4,10 +4,6 @@
 //! changed value; a store with other credentials reading the same key makes its own read; and
 //! the provider reads the SecretStores it serves from a watch, not with a GET per call.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -17,7 +13,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const COUNT: usize = 20;
@@ -40,6 +37,8 @@ fn external_secret(name: &str, ns: &str, store: &str, key: &str) -> serde_json::
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_store_read_per_secret_per_refresh_window() {
+    // Alone: it counts the API server's GETs of SecretStores.
+    let _turn = exclusive().await;
     let vault = VaultDev::start();
     let audit = vault.audit(&[]);
     with_temp_namespace(&[], |client, ns| {
@@ -78,8 +77,8 @@ async fn one_store_read_per_secret_per_refresh_window() {
             }
             assert_eq!(reads(), 1, "{COUNT} ExternalSecrets × 3 entries reading one secret through one store");
 
-            // GETs of SecretStores the API server served (alone in this binary, its counters are
-            // this test's).
+            // GETs of SecretStores the API server served (the test runs alone, so its counters
+            // are this test's).
             let store_gets = || async {
                 let served = api_requests(&client).await;
                 served.get(&vec!["GET".to_string(), "secretstores".to_string()]).copied().unwrap_or(0.0)

@@ -5,10 +5,6 @@
 //! honoured for an operator-owned one that allows it, whose deletes then go where the push
 //! wrote and never to a same-named Secret of the default namespace.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use base64::Engine;
@@ -18,7 +14,8 @@ use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const WRITE: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
@@ -38,6 +35,8 @@ fn push_secret(name: &str, ns: &str, store: serde_json::Value, metadata: serde_j
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pushes_keep_type_labels_annotations_and_the_override_follows_the_store_kind() {
+    // Alone: ClusterProviders, which every reconciler watches.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |_client, remote| async move {
         with_temp_namespace(&[], |_client, elsewhere| async move {
             with_temp_namespace(&[], |client, ns| async move {

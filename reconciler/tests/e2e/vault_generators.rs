@@ -5,10 +5,6 @@
 //! store. A generator naming another namespace's
 //! Secret reports Ready=False; upstream's VaultDynamicSecret examples apply unchanged.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -17,12 +13,14 @@ use keyward_e2e::stores::VaultDev;
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
+    let _turn = shared().await;
     let v = VaultDev::start();
     v.enable_pki();
     v.policy(
@@ -146,6 +144,7 @@ async fn a_vault_dynamic_secret_puts_a_certificate_in_the_target_secret() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_that_does_not_generate_is_reported_not_a_panic() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

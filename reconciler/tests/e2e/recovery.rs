@@ -6,10 +6,6 @@
 //! during the outage are requeued the same way. A Provider deleted while its check waits on a
 //! provider that never answers leaves no metric series behind.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -17,12 +13,15 @@ use keyward_crds::{Fake, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const N: usize = 300;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn external_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again() {
+    // Alone: a provider outage under 300 ExternalSecrets, converging within set times.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -105,6 +104,8 @@ const PUSHES: usize = 5;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn push_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again() {
+    // Alone: a provider outage, its recovery counted and timed.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -179,6 +180,7 @@ async fn push_secrets_waiting_on_a_provider_are_requeued_when_it_answers_again()
 /// the deleted Provider for the life of the process.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_deleted_during_its_check_leaves_no_series() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

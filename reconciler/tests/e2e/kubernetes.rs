@@ -2,10 +2,6 @@
 //! namespace with ServiceAccount credentials; broken credentials keep everything Ready=False
 //! with no target until they are fixed.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -13,12 +9,14 @@ use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubernetes_provider_syncs_follows_changes_and_recovers_from_broken_auth() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |_client, remote| async move {
         with_temp_namespace(&[], |client, ns| async move {
             let pki = Pki::new();

@@ -4,10 +4,6 @@
 //! over mTLS. There is no kubelet, so assertions are on the stored objects. A provider outage
 //! does not stop Pods: a Secret that keeps its last good data is still injected.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use base64::Engine;
@@ -19,7 +15,8 @@ use keyward_e2e::{kubectl, with_temp_namespace};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 const RUN_LABEL: &str = "keyward.dev/injection-e2e";
@@ -102,6 +99,8 @@ fn external_secret(name: &str, ns: &str, key: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
+    // Alone: exactly one rollout for a burst of rotations rests on the reload debounce's timing.
+    let _turn = exclusive().await;
     let run_id = format!("{:x}", std::process::id());
     let run_label = run_id.clone();
     let labels = [("keyward.dev/injection", "enabled"), (RUN_LABEL, run_label.as_str())];

@@ -2,10 +2,6 @@
 //! down it releases the Lease, and the standby takes over at once (well before the Lease
 //! would expire) and keeps syncing.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,7 +10,8 @@ use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -29,6 +26,8 @@ fn external_secret(name: &str, ns: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_leader_reconciles_and_a_standby_takes_over_when_it_leaves() {
+    // Alone: leader election: the failover is timed (under 10 s).
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

@@ -7,10 +7,6 @@
 //! not serve; GeneratorStates past their deadline are deleted for the kinds Keyward serves and
 //! kept, with a condition and a Warning event, for the others.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -23,7 +19,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -56,6 +53,7 @@ async fn force_sync(ess: &Api<ExternalSecret>, name: &str, stamp: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generated_password_changes_only_when_a_refresh_is_due() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         kubectl_apply(
             &ns,
@@ -108,6 +106,7 @@ async fn a_generated_password_changes_only_when_a_refresh_is_due() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_generator_serves_only_the_namespaces_its_conditions_admit() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let generators: Api<ClusterGenerator> = Api::all(client.clone());
         let (open, closed) = (format!("{ns}-open"), format!("{ns}-closed"));
@@ -150,6 +149,7 @@ fn uuid_like(s: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_push_secret_pushes_one_generated_value_until_its_spec_changes() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -221,6 +221,7 @@ async fn a_push_secret_pushes_one_generated_value_until_its_spec_changes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_generator_examples_apply_unchanged_and_sync() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         // The example's ClusterGenerator is cluster-scoped, under its own name.
         let _cleanup = ClusterGenerators(vec!["cluster-gen".into()]);
@@ -279,6 +280,7 @@ async fn upstream_generator_examples_apply_unchanged_and_sync() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_generators_not_offered() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let closed = format!("{ns}-elsewhere");
         let _cleanup = ClusterGenerators(vec![closed.clone()]);
@@ -299,7 +301,8 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
                 "uid": "00000000-0000-4000-8000-000000000042",
                 "kind": {"group": "external-secrets.io", "version": version, "kind": kind},
                 "resource": {"group": "external-secrets.io", "version": version, "resource": resource},
-                "operation": "CREATE", "namespace": ns, "name": "x", "object": object}})
+                "operation": "CREATE", "namespace": ns, "name": "x", "userInfo": {"username": "e2e-test"},
+                "object": object}})
         };
         let es = |generator_kind: &str| password_es("x", &ns, "Periodic", generator_kind, "g");
         let answer = webhook.review(
@@ -366,6 +369,7 @@ async fn state_refusal(states: &Api<GeneratorState>, name: &str, want: &str) -> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn generator_states_past_their_deadline_are_collected_only_for_the_kinds_served() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let states: Api<GeneratorState> = Api::namespaced(client.clone(), &ns);
         // Upstream's snapshot applies unchanged but for a name (it has none). Server-side: a

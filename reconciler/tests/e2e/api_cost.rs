@@ -1,10 +1,6 @@
 //! What the reconciler costs the API server, read from the API server's own metrics: one watch
 //! per kind it caches, and refreshes that find nothing new write nothing and read nothing.
-//! Alone in its test binary: the API server's counters are global to the control plane.
-
-#![allow(clippy::unwrap_used)]
-
-mod support;
+//! It runs alone (`exclusive`): the API server's counters are global to the control plane.
 
 use std::time::Duration;
 
@@ -15,12 +11,15 @@ use kube::Api;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const N: usize = 10;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
+    // Alone: the API server's request and watch counters count every test's traffic.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

@@ -7,10 +7,6 @@
 //! configuration object is served too, and editing that object (a kind the reconciler watches
 //! only through the registry) re-checks the Provider.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -25,7 +21,8 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Api, Client};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -136,6 +133,7 @@ async fn wait_synced(client: &Client, ns: &str, name: &str, user: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_providers_stores_are_admitted_checked_and_synced() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let http = HttpStore::start();
         http.put("db", json!({"data": {"user": "app", "password": "s3cret"}}));

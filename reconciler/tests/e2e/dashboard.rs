@@ -6,10 +6,6 @@
 //! would, must return at least one series: a panel that queries a metric Keyward does not
 //! export, or a label it does not set, fails here by name.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -20,7 +16,8 @@ use keyward_e2e::prometheus::Prometheus;
 use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const RUN_LABEL: &str = "keyward.dev/dashboard-e2e";
@@ -80,6 +77,8 @@ fn panel_queries(dashboard: &Value, ns: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_dashboard_panel_has_data_from_a_running_keyward() {
+    // Alone: Prometheus rates over a minute of scrapes, and every panel must have data in time.
+    let _turn = exclusive().await;
     let path = repo_root().join("charts/keyward/dashboards/keyward.json");
     let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let run = format!("{:08x}", rand::random::<u32>());

@@ -6,10 +6,6 @@
 //! provider. The generators are admitted through keyward-webhook, which refuses a Webhook
 //! generator (or ClusterGenerator) whose spec breaks the webhook store's rules.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -17,8 +13,9 @@ use keyward_crds::ExternalSecret;
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -112,6 +109,7 @@ async fn echo_server() -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn webhook_generators_fill_the_target_secret() {
+    let _turn = shared().await;
     let server = echo_server().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();

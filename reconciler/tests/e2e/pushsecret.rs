@@ -1,10 +1,6 @@
 //! End to end: PushSecret through a namespaced Provider to the Fake provider, read back through
 //! an ExternalSecret, and removed by the Delete policy's finalizer.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -13,12 +9,14 @@ use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn push_secret_through_a_provider_pushes_and_delete_policy_removes_the_remote_copy() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -107,6 +105,7 @@ async fn push_secret_through_a_provider_pushes_and_delete_policy_removes_the_rem
 
 #[tokio::test(flavor = "multi_thread")]
 async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external_secret() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -198,6 +197,7 @@ async fn data_to_pushes_bundles_and_per_key_values_read_back_through_an_external
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_one_remote_key() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

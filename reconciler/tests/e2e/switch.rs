@@ -5,17 +5,14 @@
 //! Ready through its unchanged store, rotation in Vault and Parameter Store, the PushSecret
 //! keeping what it pushed, the ClusterExternalSecret keeping its ExternalSecret.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::switch::{UpstreamInstall, apply_crds, upstream_crds};
 use keyward_e2e::{control_plane, repo_root, with_temp_namespace};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -31,11 +28,28 @@ fn keyward_crds() -> Vec<u8> {
     all
 }
 
+/// Puts Keyward's CRDs back when the test ends, passed or failed: the tests after it in this
+/// binary use the same API server.
+struct RestoreKeywardCrds(&'static keyward_e2e::ControlPlane);
+
+impl Drop for RestoreKeywardCrds {
+    fn drop(&mut self) {
+        let cluster = self.0;
+        let restored = std::panic::catch_unwind(|| apply_crds(cluster, &keyward_crds()));
+        if restored.is_err() {
+            eprintln!("Keyward's CRDs could not be put back: the tests after this one may fail");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upstream_install_switches_in_place() {
+    // Alone: it replaces Keyward's CRDs with upstream's, then puts them back.
+    let _turn = exclusive().await;
     let vault = VaultDev::start();
     let moto = Moto::start();
     apply_crds(control_plane().await, &upstream_crds());
+    let _restore = RestoreKeywardCrds(control_plane().await);
     with_temp_namespace(&[], |client, ns| {
         let (vault, moto) = (&vault, &moto);
         async move {

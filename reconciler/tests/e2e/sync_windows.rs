@@ -1,10 +1,6 @@
 //! End to end: `spec.syncWindows` hold periodic refreshes (a deny window that is open now, an
 //! allow window that is not) and let the rest through (an allow window open now, `force-sync`).
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -14,7 +10,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -30,6 +27,7 @@ fn external_secret(name: &str, ns: &str, kind: &str, schedule: &str) -> serde_js
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sync_windows_hold_periodic_refreshes_but_not_force_sync() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

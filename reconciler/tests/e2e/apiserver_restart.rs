@@ -3,25 +3,22 @@
 //! same data. Nothing is lost or emptied, no Keyward process exits, the webhook answers reviews
 //! from its caches during the outage and says in `/readyz` that they are unconfirmed, the
 //! reconciler retakes its Lease and reconciles again, and the API server calls the webhook again.
-//! Alone in its binary: it stops the control plane every other test of the binary would use.
-
-#![allow(clippy::unwrap_used)]
-
-mod support;
+//! It runs alone (`exclusive`): it stops the control plane every other test of the binary uses.
 
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Provider};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const N: usize = 50;
 /// Longer than the Lease below, so the leader has to step down and lead again.
@@ -35,8 +32,31 @@ fn external_secret_on(name: &str, ns: &str, store: &str) -> serde_json::Value {
                     "data": [{"secretKey": "k", "remoteRef": {"key": "db"}}]}})
 }
 
+/// The stopped control plane processes, in the order they start again (etcd first). They are
+/// started by [`Outage::end`], or when the test fails before it: the tests after this one in the
+/// binary use the same control plane.
+struct Outage(Vec<keyward_e2e::Stopped>);
+
+impl Outage {
+    fn end(&mut self) {
+        for stopped in self.0.drain(..) {
+            stopped.start();
+        }
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.end())).is_err() {
+            eprintln!("the control plane could not be started again: the tests after this one will fail");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_api_server_and_etcd_restart_loses_nothing_and_every_process_carries_on() {
+    // Alone: it stops the API server and etcd every test uses.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;
@@ -88,13 +108,14 @@ async fn an_api_server_and_etcd_restart_loses_nothing_and_every_process_carries_
 
         // The outage: the API server, then etcd.
         let cp = control_plane().await;
-        let api_server = cp.stop_process("kube-apiserver");
-        let etcd = cp.stop_process("etcd");
+        let mut outage = Outage(vec![cp.stop_process("kube-apiserver")]);
+        outage.0.insert(0, cp.stop_process("etcd"));
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "00000000-0000-4000-8000-000000000017",
             "kind": {"group": "external-secrets.io", "version": "v1", "kind": "ExternalSecret"},
             "resource": {"group": "external-secrets.io", "version": "v1", "resource": "externalsecrets"},
             "operation": "CREATE", "namespace": ns, "name": "during-outage",
+            "userInfo": {"username": "e2e-test"},
             "object": external_secret_on("during-outage", &ns, &denied)}});
         let started = std::time::Instant::now();
         // The webhook answers from its caches and says they are unconfirmed.
@@ -114,8 +135,7 @@ async fn an_api_server_and_etcd_restart_loses_nothing_and_every_process_carries_
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         let restarted = Timestamp::now();
-        etcd.start();
-        api_server.start();
+        outage.end();
 
         // Nothing was lost or emptied, and everything still runs.
         assert_eq!(managed_values(&client, &ns, "v1").await, (N, 0), "every Secret kept its data");
@@ -162,6 +182,18 @@ async fn an_api_server_and_etcd_restart_loses_nothing_and_every_process_carries_
             .unwrap_err();
         assert!(err.to_string().contains(&denied), "denied by the webhook through the API server: {err}");
         assert!(reconciler.process.is_running() && webhook.process.is_running());
+        // kube-controller-manager's watches come back too: a namespace made now gets its default
+        // ServiceAccount (the tests after this one in the binary wait for theirs).
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let probe = format!("{ns}-after");
+        let labels = json!({"metadata": {"name": probe, "labels": {keyward_e2e::E2E_LABEL: "true"}}});
+        namespaces.create(&PostParams::default(), &serde_json::from_value(labels).unwrap()).await.unwrap();
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &probe);
+        eventually("kube-controller-manager makes ServiceAccounts again", Duration::from_secs(120), || async {
+            accounts.get_opt("default").await.ok()?.map(|_| ())
+        })
+        .await;
+        namespaces.delete(&probe, &DeleteParams::default()).await.unwrap();
         cps.delete(&denied, &DeleteParams::default()).await.unwrap();
     })
     .await;

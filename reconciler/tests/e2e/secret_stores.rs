@@ -7,10 +7,6 @@
 //! `refreshInterval` when they set one. A reference without a kind means a SecretStore, as
 //! upstream, even where a Provider of that name exists.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -21,9 +17,10 @@ use keyward_e2e::{control_plane, with_temp_namespace};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::*;
 
 use base64::Engine;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -64,6 +61,8 @@ where
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_secret_stores_sync_through_the_provider_processes() {
+    // Alone: ClusterSecretStores, which every reconciler watches.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |_client, remote| async move {
         with_temp_namespace(&[], |client, ns| async move {
             let pki = Pki::new();
@@ -276,6 +275,7 @@ async fn upstream_secret_stores_sync_through_the_provider_processes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_omitted_kind_means_the_secret_store_and_a_store_is_checked_at_its_refresh_interval() {
+    let _turn = shared().await;
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();
         pki.install(&client, &ns).await;

@@ -13,10 +13,6 @@
 //!
 //! See docs/security.md for the classes.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -31,7 +27,8 @@ use keyward_e2e::{control_plane, kubectl, with_temp_namespace};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 const RUN_LABEL: &str = "keyward.dev/escape-e2e";
@@ -511,10 +508,14 @@ async fn attack(client: Client, mut stage: Stage, with_webhook: bool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn escape_matrix_with_the_webhook() {
+    // Alone: ClusterProviders, and a 300 MB flood through the shared provider.
+    let _turn = exclusive().await;
     escape_matrix(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn escape_matrix_with_runtime_enforcement_alone() {
+    // Alone: ClusterProviders, and a 300 MB flood through the shared provider.
+    let _turn = exclusive().await;
     escape_matrix(false).await;
 }

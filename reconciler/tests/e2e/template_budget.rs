@@ -6,10 +6,6 @@
 //! was synced before keeps its data) while a new ExternalSecret of another namespace syncs in
 //! seconds.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -19,7 +15,8 @@ use keyward_e2e::with_temp_namespace;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 /// How long the other tenant's new ExternalSecret may take to sync during the attack (it takes
@@ -66,6 +63,8 @@ fn health(port: u16) -> (bool, Duration) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn expensive_templates_of_one_tenant_never_stall_another() {
+    // Alone: a reconciler of every namespace, and CPU and timing budgets.
+    let _turn = exclusive().await;
     with_temp_namespace(&[], |client, other| async move {
         with_temp_namespace(&[], |client2, tenant| async move {
             let class = format!("budget-{other}");

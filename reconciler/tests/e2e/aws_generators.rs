@@ -5,10 +5,6 @@
 //! generator naming another namespace's Secret reports Ready=False; upstream's examples apply
 //! unchanged and are sent to the AWS provider (which refuses their placeholder role).
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -17,7 +13,8 @@ use keyward_e2e::stores::Moto;
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -28,6 +25,7 @@ fn keys_of(secret: &Secret) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ecr_and_sts_generators_fill_the_target_secret() {
+    let _turn = shared().await;
     let moto = Moto::start_recording();
     with_temp_namespace(&[], |client, ns| async move {
         let pki = Pki::new();

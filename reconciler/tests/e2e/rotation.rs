@@ -3,10 +3,6 @@
 //! admission and no failed provider call. The API server keeps calling the webhook and the
 //! reconciler keeps syncing through the provider across the switch, with no restart.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -15,7 +11,8 @@ use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const RUN_LABEL: &str = "keyward.dev/rotation-e2e";
 
@@ -34,6 +31,8 @@ fn external_secret(ns: &str, generation: usize) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rotating_serving_certificates_fails_no_admission_and_no_provider_call() {
+    // Alone: an admission every 250 ms for 20 s, more than 40 of them required.
+    let _turn = exclusive().await;
     let run_id = format!("{:x}", std::process::id());
     let run_label = run_id.clone();
     with_temp_namespace(&[(RUN_LABEL, run_label.as_str())], |client, ns| async move {

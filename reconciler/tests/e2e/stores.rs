@@ -5,10 +5,6 @@
 //! (and reporting Ready=False), and a tenant config that names another namespace's credentials
 //! refused through a Provider and through a ManifestNamespace ClusterProvider.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -18,7 +14,8 @@ use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
 use serde_json::json;
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -349,10 +346,14 @@ async fn run(store: &dyn Store) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn vault_end_to_end() {
+    // Alone: ClusterProviders, which every reconciler watches.
+    let _turn = exclusive().await;
     run(&VaultStore(VaultDev::start())).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn aws_secrets_manager_end_to_end() {
+    // Alone: ClusterProviders, which every reconciler watches.
+    let _turn = exclusive().await;
     run(&AwsStore(Moto::start())).await;
 }

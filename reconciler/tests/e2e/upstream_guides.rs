@@ -6,10 +6,6 @@
 //! change. A value rotated in Vault and in Parameter Store reaches its Secret; the PushSecrets
 //! write what the guides say they write.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use base64::Engine;
@@ -20,7 +16,8 @@ use keyward_e2e::{repo_root, with_temp_namespace};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -78,6 +75,8 @@ async fn wait_pushed(pushes: &Api<PushSecret>, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
+    // Alone: a ClusterSecretStore, which every reconciler watches.
+    let _turn = exclusive().await;
     let vault = VaultDev::start();
     let moto = Moto::start();
     with_temp_namespace(&[], |client, ns| {

@@ -19,6 +19,56 @@ use serde_json::json;
 
 pub const CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
+/// Turns on the one control plane of this test binary. The harness runs its tests at the same
+/// time (one per test thread), and they all use the same API server: most keep to their own
+/// namespaces and controller class and can run side by side ([`shared`]); a test that measures or
+/// disturbs what every test sees (the API server's request and watch counters, the API server
+/// itself, the CRDs, cluster-scoped objects that reconcilers watch, a reconciler watching every
+/// namespace, a timing or CPU budget) runs alone ([`exclusive`]), once the namespaces of the
+/// tests before it are gone. The first line of every test takes one, and holds it to the end.
+/// tokio's lock is not tied to a runtime, so it works across the tests' own runtimes; a test that
+/// panics releases it as it unwinds.
+static TURNS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// A turn alongside the other [`shared`] tests (see [`TURNS`]).
+pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    TURNS.read().await
+}
+
+/// A turn alone: waits until no other test runs, and keeps every other test waiting until it
+/// drops the guard (see [`TURNS`]). It also waits until the namespaces of the tests before it
+/// are gone: the namespace controller deletes their contents after those tests ended, requests a
+/// test that counts the API server's requests would count as its own.
+pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    let turn = TURNS.write().await;
+    wait_for_deleted_namespaces().await;
+    turn
+}
+
+/// Waits (a minute at most) until no test namespace is being deleted. A namespace whose deletion
+/// waits only on finalizers (of objects whose controller has gone with its test) is not waited
+/// for: nothing would remove them.
+async fn wait_for_deleted_namespaces() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: Api<Namespace> = Api::all(control_plane().await.client().await);
+    let test_namespaces = kube::api::ListParams::default().labels(&format!("{}=true", keyward_e2e::E2E_LABEL));
+    let waits_on_finalizers = |ns: &Namespace| {
+        let conditions = ns.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "NamespaceFinalizersRemaining" && c.status == "True"))
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let Ok(list) = namespaces.list(&test_namespaces).await else { return };
+        let deleting =
+            list.items.iter().filter(|ns| ns.metadata.deletion_timestamp.is_some() && !waits_on_finalizers(ns));
+        if deleting.count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!("test namespaces are still being deleted after a minute; the exclusive test starts anyway");
+}
+
 /// Certificates for one test: a CA, a provider server certificate, a reconciler client one.
 pub struct Pki {
     pub authority: CertificateAuthority,

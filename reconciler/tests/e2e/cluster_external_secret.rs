@@ -9,10 +9,6 @@
 //! the ClusterProvider refuses is named in an admission warning and reported; deleting the
 //! ClusterExternalSecret deletes its ExternalSecrets and nothing else.
 
-#![allow(clippy::unwrap_used)]
-
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -25,7 +21,8 @@ use keyward_e2e::{E2E_LABEL, accepts, control_plane, kubectl};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 /// On every namespace of the run, so the webhook configurations select them.
@@ -159,6 +156,8 @@ async fn wait_gone(api: &Api<ExternalSecret>, what: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_alone() {
+    // Alone: a reconciler of every namespace, a ClusterProvider and a ClusterExternalSecret.
+    let _turn = exclusive().await;
     let cp_plane = control_plane().await;
     let client = cp_plane.client().await;
     let run = format!("{:08x}", rand::random::<u32>());
