@@ -15,6 +15,7 @@ mod process;
 pub mod prometheus;
 pub mod stores;
 pub mod switch;
+pub mod turns;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

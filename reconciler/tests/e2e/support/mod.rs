@@ -19,28 +19,19 @@ use serde_json::json;
 
 pub const CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
-/// Turns on the one control plane of this test binary. The harness runs its tests at the same
-/// time (one per test thread), and they all use the same API server: most keep to their own
-/// namespaces and controller class and can run side by side ([`shared`]); a test that measures or
-/// disturbs what every test sees (the API server's request and watch counters, the API server
-/// itself, the CRDs, cluster-scoped objects that reconcilers watch, a reconciler watching every
-/// namespace, a timing or CPU budget) runs alone ([`exclusive`]), once the namespaces of the
-/// tests before it are gone. The first line of every test takes one, and holds it to the end.
-/// tokio's lock is not tied to a runtime, so it works across the tests' own runtimes; a test that
-/// panics releases it as it unwinds.
-static TURNS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// Turns ([`keyward_e2e::turns`]) on the one control plane of this test binary: most tests keep
+/// to their own namespaces and controller class and run side by side ([`shared`]); a test that
+/// measures or disturbs what every test sees (the API server's request and watch counters, the
+/// API server itself, the CRDs, cluster-scoped objects that reconcilers watch, a reconciler
+/// watching every namespace, a timing or CPU budget) runs alone ([`exclusive`]).
+#[allow(unused_imports, reason = "the benchmarks include this module and take no turns")]
+pub use keyward_e2e::turns::shared;
 
-/// A turn alongside the other [`shared`] tests (see [`TURNS`]).
-pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
-    TURNS.read().await
-}
-
-/// A turn alone: waits until no other test runs, and keeps every other test waiting until it
-/// drops the guard (see [`TURNS`]). It also waits until the namespaces of the tests before it
-/// are gone: the namespace controller deletes their contents after those tests ended, requests a
-/// test that counts the API server's requests would count as its own.
+/// [`keyward_e2e::turns::exclusive`], once the namespaces of the tests before it are gone: the
+/// namespace controller deletes their contents after those tests ended, requests a test that
+/// counts the API server's requests would count as its own.
 pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-    let turn = TURNS.write().await;
+    let turn = keyward_e2e::turns::exclusive().await;
     wait_for_deleted_namespaces().await;
     turn
 }

@@ -15,27 +15,12 @@ use keyward_provider_runtime::testkit::{RunningProvider, TestkitError, launch, p
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// The tests of this binary run side by side (the harness's threads) against one control plane;
-/// each starts its own moto and provider process. Some measure, and run alone ([`exclusive`]):
-/// the batching and shared-call tests count how many store calls concurrent reads coalesce
-/// into, which depends on the reads arriving together (a loaded machine spreads them out), and
-/// the conformance suite's oversized-response case floods the provider with 300 MB answers from
-/// servers in this process and checks the provider's peak RSS. Every other test takes
-/// [`shared`] and runs beside the others. Tokio's lock works across the tests' runtimes; a test
-/// that panics drops its guard.
-static SERIAL: RwLock<()> = RwLock::const_new(());
-
-/// Runs alone: no other test of this binary runs while the guard lives.
-pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    SERIAL.write().await
-}
-
-/// Runs beside the other [`shared`] tests, never beside an [`exclusive`] one.
-pub async fn shared() -> RwLockReadGuard<'static, ()> {
-    SERIAL.read().await
-}
+/// Turns ([`keyward_e2e::turns`]): each test starts its own moto and provider. The batching and
+/// shared-call tests count how many store calls concurrent reads coalesce into (a loaded machine
+/// spreads the reads out), and the conformance suite's oversized-response case checks the
+/// provider's peak RSS: those run alone.
+pub use keyward_e2e::turns::{exclusive, shared};
 
 pub const REGION: &str = "us-east-1";
 

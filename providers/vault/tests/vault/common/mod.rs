@@ -6,26 +6,11 @@ use std::time::Duration;
 use keyward_e2e::{ChildProcess, spawn_provider};
 use keyward_proto::v1::secret_store_provider_client::SecretStoreProviderClient;
 use keyward_provider_runtime::testkit::{TestPki, connect, wait_ready};
-use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tonic::transport::Channel;
 
-/// The tests of this binary run side by side (the harness's threads) against one control plane;
-/// each starts its own Vault dev server and provider process. The conformance suite measures:
-/// its oversized-response case floods the provider with 300 MB answers from servers in this
-/// process and checks the provider's peak RSS, so it runs alone ([`exclusive`]); every other
-/// test takes [`shared`] and runs beside the others. Tokio's lock works across the tests'
-/// runtimes; a test that panics drops its guard.
-static SERIAL: RwLock<()> = RwLock::const_new(());
-
-/// Runs alone: no other test of this binary runs while the guard lives.
-pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    SERIAL.write().await
-}
-
-/// Runs beside the other [`shared`] tests, never beside an [`exclusive`] one.
-pub async fn shared() -> RwLockReadGuard<'static, ()> {
-    SERIAL.read().await
-}
+/// Turns ([`keyward_e2e::turns`]): each test starts its own Vault dev server and provider; the
+/// conformance suite's oversized-response case checks the provider's peak RSS, so it runs alone.
+pub use keyward_e2e::turns::{exclusive, shared};
 
 pub struct Running {
     pub child: ChildProcess,
