@@ -99,6 +99,22 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
         })
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
+        // kube-controller-manager's garbage collector GETs the owners of the managed Secrets
+        // (these ExternalSecrets) until its discovery, every 30 s, starts watching the kind; on a
+        // control plane started moments ago that can fall into the window below. The reconciler
+        // never GETs an ExternalSecret, so wait (a minute at most) for a quiet 3 s first: a
+        // reconciler that read on each 2 s refresh would never give one, and fails below.
+        let es_gets = |m: &std::collections::BTreeMap<Vec<String>, f64>| {
+            m.get(&vec!["GET".to_string(), "externalsecrets".to_string()]).copied().unwrap_or(0.0)
+        };
+        let settling = std::time::Instant::now();
+        loop {
+            let before = es_gets(&api_requests(&client).await);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            if es_gets(&api_requests(&client).await) == before || settling.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
         let calls_before = metric_value(&reconciler.metrics().await, GET_SECRET_OK);
         let before = api_requests(&client).await;
         tokio::time::sleep(Duration::from_secs(7)).await;
