@@ -9,8 +9,8 @@ pub mod defaults;
 use json_patch::{Patch, PatchOperation};
 
 use crate::cache::State;
-use crate::review::{Decision, Request, RequestExt, json_of};
-use crate::validate::{Kind, is_write, unknown_kind};
+use crate::review::{Decision, Request, json_of};
+use crate::validate::{Kind, is_write, kind_and_object};
 
 /// Answers a mutating review.
 pub fn mutate(req: &Request, state: &State) -> Decision {
@@ -20,14 +20,9 @@ pub fn mutate(req: &Request, state: &State) -> Decision {
     if crate::inject::handles(req) {
         return crate::inject::mutate(req, state);
     }
-    let Some(kind) = Kind::of(req) else {
-        return unknown_kind(req);
-    };
-    let Some(object) = req.object.as_ref() else {
-        return Decision::deny(
-            400,
-            format!("the {} {} request carries no object", req.operation_name(), kind.as_str()),
-        );
+    let (kind, object) = match kind_and_object(req) {
+        Ok(found) => found,
+        Err(denied) => return denied,
     };
     let object = &json_of(object);
     let ops: Vec<PatchOperation> = match kind {

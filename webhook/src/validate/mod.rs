@@ -118,6 +118,21 @@ pub fn is_write(req: &Request) -> bool {
         && req.sub_resource.as_deref().unwrap_or_default().is_empty()
 }
 
+/// The Keyward kind of a write and the object it writes; a denial when Keyward does not handle
+/// the kind or the request carries no object. Both webhooks start here.
+pub fn kind_and_object(req: &Request) -> Result<(Kind, &DynamicObject), Decision> {
+    let Some(kind) = Kind::of(req) else {
+        return Err(unknown_kind(req));
+    };
+    let Some(object) = req.object.as_ref() else {
+        return Err(Decision::deny(
+            400,
+            format!("the {} {} request carries no object", req.operation_name(), kind.as_str()),
+        ));
+    };
+    Ok((kind, object))
+}
+
 /// Answers a validating review from the cached state.
 pub fn validate(req: &Request, state: &State) -> Decision {
     if req.operation == Operation::Delete && Kind::of(req) == Some(Kind::ClusterProvider) {
@@ -127,14 +142,9 @@ pub fn validate(req: &Request, state: &State) -> Decision {
     if !is_write(req) {
         return Decision::allow();
     }
-    let Some(kind) = Kind::of(req) else {
-        return unknown_kind(req);
-    };
-    let Some(object) = req.object.as_ref() else {
-        return Decision::deny(
-            400,
-            format!("the {} {} request carries no object", req.operation_name(), kind.as_str()),
-        );
+    let (kind, object) = match kind_and_object(req) {
+        Ok(found) => found,
+        Err(denied) => return denied,
     };
     let name = req.object_name();
     let cx = Cx { req, state, ns: req.namespace(), name: &name };
