@@ -38,7 +38,17 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
             .await;
         }
 
-        let watches_before = api_watches(&client).await;
+        // kube-controller-manager opens its own watches (of Deployments, DaemonSets, …) while a
+        // control plane started moments ago settles; count from a moment when they stand still.
+        let mut watches_before = api_watches(&client).await;
+        for _ in 0..15 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let now = api_watches(&client).await;
+            if now == watches_before {
+                break;
+            }
+            watches_before = now;
+        }
         let reconciler = Reconciler::start(&ns, &[]).await;
         let managed: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);
         let synced = ListParams::default().labels("reconcile.external-secrets.io/managed=true");
