@@ -10,6 +10,9 @@ cargo fmt --all -- --check
 step "generated files are up to date"
 make -s generate-check
 
+step "the documentation names files and items that exist"
+python3 scripts/check-doc-refs.py
+
 step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 

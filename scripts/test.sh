@@ -9,6 +9,9 @@ cargo fmt --all -- --check
 step "generated files are up to date"
 make -s generate-check
 
+step "the documentation names files and items that exist"
+python3 scripts/check-doc-refs.py
+
 step "disk room for the one-node cluster (stale test executables pruned when short)"
 bash scripts/prune-target.sh
 
