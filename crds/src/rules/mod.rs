@@ -11,6 +11,7 @@ mod duration;
 mod generators;
 mod keys;
 mod namespace;
+mod patterns;
 mod reach;
 mod secret_store;
 mod selector;

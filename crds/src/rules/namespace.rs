@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use regex::Regex;
-
 use super::selector::{describe_selector, label_selector_matches};
 use crate::common::StoreKind;
 use crate::provider::ClusterProviderCondition;
@@ -109,7 +107,8 @@ fn condition_admits(condition: &ClusterProviderCondition, ns: NamespaceView<'_>)
     }
     if !condition.namespace_regexes.is_empty() {
         for pattern in &condition.namespace_regexes {
-            match Regex::new(pattern) {
+            // Cluster-scoped conditions are the operator's: their compiled form is kept.
+            match super::patterns::compiled(pattern) {
                 Ok(re) if re.is_match(ns.name) => return Ok(()),
                 Ok(_) => {}
                 Err(_) => misses.push(format!("namespaceRegexes entry {pattern:?} is not a valid regular expression")),

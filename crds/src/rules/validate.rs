@@ -3,8 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use regex::Regex;
-
 use super::selector::validate_label_selector;
 use super::{ValidationErrors, parse_address, parse_go_duration};
 use crate::SecretKeySelector;
@@ -179,7 +177,7 @@ fn check_generator_ref(errs: &mut ValidationErrors, path: &str, r: &GeneratorRef
 }
 
 fn check_regex(errs: &mut ValidationErrors, field: &str, pattern: &str) {
-    if let Err(e) = Regex::new(pattern) {
+    if let Some(e) = super::patterns::compile_error(pattern) {
         let detail = e.to_string();
         let last = detail.lines().last().unwrap_or_default().trim().to_string();
         errs.push(field, format!("{pattern:?} is not a valid regular expression: {last}"));

@@ -3,7 +3,9 @@
 //!
 //! 1. Fills the caches directly with N namespaces and M ClusterProviders (each with a selector,
 //!    names and regex conditions) and reports resident memory before and after.
-//! 2. Serves the admission endpoints over TLS in-process and drives ExternalSecret validation
+//! 2. Decodes, answers and encodes the same reviews in a loop on one thread, without TLS or
+//!    HTTP, and prints the CPU time each step takes per review: what admission itself costs.
+//! 3. Serves the admission endpoints over TLS in-process and drives ExternalSecret validation
 //!    reviews from concurrent keep-alive connections for a fixed time; half the namespaces are
 //!    admitted, half denied. Prints reviews/s and p50/p90/p99 latency as the client sees it.
 
@@ -18,7 +20,8 @@ use keyward_webhook::cache::Caches;
 use keyward_webhook::client::{Connection, client_config};
 use keyward_webhook::fixtures::{external_secret_review, shared_cluster_provider};
 use keyward_webhook::metrics::Metrics;
-use keyward_webhook::server::{AppState, admission_router, serve_tls};
+use keyward_webhook::review::{decode, encode};
+use keyward_webhook::server::{AppState, Mode, admission_router, answer, serve_tls};
 use keyward_webhook::tls::{ReloadingCert, server_config};
 use serde_json::json;
 
@@ -102,6 +105,13 @@ async fn main() -> anyhow::Result<()> {
         after.saturating_sub(before) as f64 / 1024.0
     );
 
+    // Bodies for a spread of namespaces: even ones admitted by the selector, odd ones denied
+    // after every condition was evaluated.
+    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..64).map(|i| external_secret_review(&format!("ns-{:05}", (i * 157) % args.namespaces.max(1)))).collect(),
+    );
+    in_process(&caches, &bodies)?;
+
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let day = Duration::from_secs(86_400);
     let ca = CertificateAuthority::generate("keyward-bench-ca", day)?;
@@ -125,11 +135,6 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(5),
     ));
 
-    // Bodies for a spread of namespaces: even ones admitted by the selector, odd ones denied
-    // after every condition was evaluated.
-    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
-        (0..64).map(|i| external_secret_review(&format!("ns-{:05}", (i * 157) % args.namespaces.max(1)))).collect(),
-    );
     let config = client_config(ca.cert_pem())?;
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
@@ -189,6 +194,37 @@ async fn main() -> anyhow::Result<()> {
     let _ = stop.send(());
     let _ = server.await;
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Admission's own cost: decode, answer from the caches and encode, on this thread, for about
+/// two seconds.
+fn in_process(caches: &Caches, bodies: &[Vec<u8>]) -> anyhow::Result<()> {
+    let (mut decoding, mut answering, mut encoding) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut reviews = 0u32;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        for body in bodies {
+            let t = Instant::now();
+            let decoded = decode(body).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let t1 = Instant::now();
+            let (uid, decision) = answer(Mode::Validate, &decoded, caches);
+            let t2 = Instant::now();
+            std::hint::black_box(encode(&uid, &decision));
+            encoding += t2.elapsed();
+            answering += t2 - t1;
+            decoding += t1 - t;
+            reviews += 1;
+        }
+    }
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(reviews);
+    println!(
+        "ExternalSecret validation in-process, one thread: {:.0} reviews/s; per review: decode {:.1} µs, answer {:.1} µs, encode {:.1} µs",
+        f64::from(reviews) / (decoding + answering + encoding).as_secs_f64(),
+        per(decoding),
+        per(answering),
+        per(encoding)
+    );
     Ok(())
 }
 
