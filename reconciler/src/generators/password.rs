@@ -19,6 +19,9 @@ pub const MAX_LENGTH: i64 = 1024;
 pub const MAX_SECRET_KEYS: usize = 64;
 /// Most symbol characters a spec may list.
 pub const MAX_SYMBOL_CHARACTERS: usize = 256;
+/// Longest `symbolCharacters` read, in bytes: room for every allowed character four times over,
+/// checked before the characters are looked at so a megabyte of them costs nothing.
+pub const MAX_SYMBOL_CHARACTERS_BYTES: usize = 4 * 4 * MAX_SYMBOL_CHARACTERS;
 
 const LOWER: &str = "abcdefghijklmnopqrstuvwxyz";
 const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
@@ -60,16 +63,7 @@ pub fn plan(spec: &PasswordSpec) -> Result<Plan, GenerateError> {
     if digits + symbols > length {
         return Err(invalid(format!("digits ({digits}) plus symbols ({symbols}) exceed the length ({length})")));
     }
-    let symbol_chars = spec.symbol_characters.as_deref().unwrap_or(DEFAULT_SYMBOLS);
-    let mut symbol_set: Vec<char> = Vec::new();
-    for c in symbol_chars.chars() {
-        if !symbol_set.contains(&c) {
-            symbol_set.push(c);
-        }
-    }
-    if symbol_set.len() > MAX_SYMBOL_CHARACTERS {
-        return Err(invalid(format!("symbolCharacters lists more than {MAX_SYMBOL_CHARACTERS} characters")));
-    }
+    let symbol_set = symbol_set(spec.symbol_characters.as_deref().unwrap_or(DEFAULT_SYMBOLS)).map_err(invalid)?;
     if symbols > 0 && symbol_set.is_empty() {
         return Err(invalid(format!("{symbols} symbols asked for and symbolCharacters is empty")));
     }
@@ -104,6 +98,28 @@ pub fn plan(spec: &PasswordSpec) -> Result<Plan, GenerateError> {
         }
     }
     Ok(Plan { letters, digits, symbols, letter_set, symbol_set, allow_repeat: spec.allow_repeat })
+}
+
+/// The distinct characters of `symbolCharacters`, in the order written; refused past the limits
+/// in time linear in its length.
+fn symbol_set(symbol_chars: &str) -> Result<Vec<char>, String> {
+    if symbol_chars.len() > MAX_SYMBOL_CHARACTERS_BYTES {
+        return Err(format!(
+            "symbolCharacters is {} bytes long, above the limit of {MAX_SYMBOL_CHARACTERS_BYTES}",
+            symbol_chars.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut set = Vec::new();
+    for c in symbol_chars.chars() {
+        if seen.insert(c) {
+            set.push(c);
+        }
+        if set.len() > MAX_SYMBOL_CHARACTERS {
+            return Err(format!("symbolCharacters lists more than {MAX_SYMBOL_CHARACTERS} characters"));
+        }
+    }
+    Ok(set)
 }
 
 /// Generates one password per secret key (`password` when none are listed), encoded as asked.
@@ -277,6 +293,25 @@ mod tests {
         }
         let ok = PasswordSpec { length: 80, digits: Some(0), symbols: Some(0), allow_repeat: true, ..spec(0) };
         assert!(generate(&ok).is_ok(), "the same with allowRepeat");
+    }
+
+    #[test]
+    fn long_symbol_characters_are_refused_without_reading_them() {
+        // Distinct characters outside ASCII: deduplicating a megabyte of them one by one took
+        // tens of seconds of a generation slot.
+        let many: String = (0..350_000u32).filter_map(|i| char::from_u32(0x4e00 + i % 20_000)).collect();
+        let started = std::time::Instant::now();
+        let e = generate(&PasswordSpec { symbol_characters: Some(many), ..spec(12) }).unwrap_err().to_string();
+        assert!(e.contains("bytes long, above the limit of 4096"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(100), "{:?}", started.elapsed());
+
+        let distinct: String = (0..300u32).filter_map(|i| char::from_u32(0x4e00 + i)).collect();
+        let e = generate(&PasswordSpec { symbol_characters: Some(distinct), ..spec(12) }).unwrap_err().to_string();
+        assert!(e.contains("more than 256 characters"), "{e}");
+
+        let repeated = "-_".repeat(MAX_SYMBOL_CHARACTERS_BYTES / 2);
+        let plan = plan(&PasswordSpec { symbol_characters: Some(repeated), symbols: Some(2), ..spec(12) }).unwrap();
+        assert_eq!(plan.symbol_set, vec!['-', '_'], "duplicates within the byte limit are dropped, in order");
     }
 
     #[test]
