@@ -7,7 +7,8 @@
 //! for the same source key wins over a per-key push; two pushes to one remote location are an
 //! error naming both.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use keyward_crds::StoreKind;
 use keyward_crds::external_secret::ExternalSecretRewrite;
@@ -28,8 +29,9 @@ pub struct Push {
     pub origin: String,
     /// The entry as recorded in `status.syncedPushSecrets` (its metadata says where it wrote).
     pub entry: PushSecretData,
-    /// The map sent with the push (the provider takes `entry`'s key from it, or all of it).
-    pub data: HashMap<String, Vec<u8>>,
+    /// The map sent with the push: `entry`'s one key when it names one, else the whole Secret
+    /// (shared by every push of it).
+    pub data: Arc<HashMap<String, Vec<u8>>>,
 }
 
 /// The store a plan is for.
@@ -44,11 +46,18 @@ pub struct Store<'a> {
 }
 
 /// Every push of `spec` to `store`, from the source Secret's `data`.
+///
+/// A push that names one source key carries that key alone, and pushes of the whole Secret
+/// share one copy: what a PushSecret holds and sends grows with the Secret, not with the Secret
+/// times its entries (a megabyte Secret pushed key by key would otherwise be copied once per key,
+/// into the memory every tenant's reconciles share).
 pub fn plan(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
+    let mut views = Views::new(source);
     let mut pushes = Vec::new();
     for (i, d) in spec.data_to.iter().enumerate() {
         if targets(d, store).map_err(|e| format!("dataTo[{i}].storeRef: {e}"))? {
-            pushes.extend(expand(d, source).map_err(|e| format!("dataTo[{i}]: {e}"))?.into_iter().map(|mut p| {
+            let view = views.get(d.conversion_strategy).map_err(|e| format!("dataTo[{i}].conversionStrategy: {e}"))?;
+            pushes.extend(expand(d, view).map_err(|e| format!("dataTo[{i}]: {e}"))?.into_iter().map(|mut p| {
                 p.origin = format!("dataTo[{i}]{}", p.origin);
                 p
             }));
@@ -56,17 +65,20 @@ pub fn plan(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Ve
     }
     // Explicit entries win over per-key dataTo pushes of the same source key.
     let mut explicit = Vec::with_capacity(spec.data.len());
+    let mut overridden = HashSet::new();
     for (i, d) in spec.data.iter().enumerate() {
-        let data = reversed(d.conversion_strategy, source).map_err(|e| format!("data[{i}].conversionStrategy: {e}"))?;
-        if let Some(k) = &d.match_.secret_key {
-            if !data.contains_key(k) {
-                return Err(format!("data[{i}]: source Secret has no key {k:?}"));
+        let view = views.get(d.conversion_strategy).map_err(|e| format!("data[{i}].conversionStrategy: {e}"))?;
+        let data = match &d.match_.secret_key {
+            Some(k) => {
+                let value = view.data.get(k).ok_or_else(|| format!("data[{i}]: source Secret has no key {k:?}"))?;
+                overridden.insert(view.source_key(k).to_string());
+                Arc::new(HashMap::from([(k.clone(), value.clone())]))
             }
-            let original = source.keys().find(|o| reverse_key(d.conversion_strategy, o) == *k).unwrap_or(k);
-            pushes.retain(|p: &Push| p.entry.match_.secret_key.as_deref() != Some(original.as_str()));
-        }
+            None => view.data.clone(),
+        };
         explicit.push(Push { origin: format!("data[{i}]"), entry: d.clone(), data });
     }
+    pushes.retain(|p: &Push| p.entry.match_.secret_key.as_ref().is_none_or(|k| !overridden.contains(k)));
     pushes.extend(explicit);
     let mut seen: BTreeMap<(&str, Option<&str>), &str> = BTreeMap::new();
     for p in &pushes {
@@ -94,27 +106,68 @@ fn targets(d: &PushSecretDataTo, store: Store<'_>) -> Result<bool, String> {
     }
 }
 
-/// The source map with its keys reversed (`ReverseUnicode`), or as it is.
-fn reversed(
-    strategy: Option<PushSecretConversionStrategy>,
-    source: &HashMap<String, Vec<u8>>,
-) -> Result<HashMap<String, Vec<u8>>, String> {
-    if strategy != Some(PushSecretConversionStrategy::ReverseUnicode) {
-        return Ok(source.clone());
+/// The source Secret as one conversion strategy reads it.
+struct View {
+    /// Values by key as read (after `ReverseUnicode`, when asked), shared by the pushes of the
+    /// whole Secret.
+    data: Arc<HashMap<String, Vec<u8>>>,
+    /// The source Secret's key of each key as read, where the two differ.
+    source_keys: HashMap<String, String>,
+}
+
+impl View {
+    fn new(strategy: Option<PushSecretConversionStrategy>, source: &HashMap<String, Vec<u8>>) -> Result<View, String> {
+        if strategy != Some(PushSecretConversionStrategy::ReverseUnicode) {
+            return Ok(View { data: Arc::new(source.clone()), source_keys: HashMap::new() });
+        }
+        let data = map_keys(source.iter().map(|(k, v)| (k.clone(), v.clone())), |k| reverse_key(strategy, k))?;
+        let source_keys = source
+            .keys()
+            .map(|k| (reverse_key(strategy, k), k))
+            .filter(|(read, k)| read != *k)
+            .map(|(read, k)| (read, k.clone()))
+            .collect();
+        Ok(View { data: Arc::new(data.into_iter().collect()), source_keys })
     }
-    let map = map_keys(source.iter().map(|(k, v)| (k.clone(), v.clone())), |k| reverse_key(strategy, k))?;
-    Ok(map.into_iter().collect())
+
+    /// The source Secret's key that reads as `key`.
+    fn source_key<'k>(&'k self, key: &'k str) -> &'k str {
+        self.source_keys.get(key).map_or(key, String::as_str)
+    }
+}
+
+/// The views of one plan, each worked out once, when first asked for.
+struct Views<'a> {
+    source: &'a HashMap<String, Vec<u8>>,
+    plain: Option<View>,
+    reversed: Option<View>,
+}
+
+impl<'a> Views<'a> {
+    fn new(source: &'a HashMap<String, Vec<u8>>) -> Self {
+        Views { source, plain: None, reversed: None }
+    }
+
+    fn get(&mut self, strategy: Option<PushSecretConversionStrategy>) -> Result<&View, String> {
+        let slot = match strategy {
+            Some(PushSecretConversionStrategy::ReverseUnicode) => &mut self.reversed,
+            _ => &mut self.plain,
+        };
+        if slot.is_none() {
+            *slot = Some(View::new(strategy, self.source)?);
+        }
+        slot.as_ref().ok_or_else(|| "a view of the source Secret was not made".to_string())
+    }
 }
 
 /// The pushes of one rule; their origin is the key suffix (` (KEY)`) or empty for a bundle.
-fn expand(d: &PushSecretDataTo, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
-    let converted = reversed(d.conversion_strategy, source).map_err(|e| format!("conversionStrategy: {e}"))?;
+fn expand(d: &PushSecretDataTo, view: &View) -> Result<Vec<Push>, String> {
     let pattern = match d.match_.as_ref().and_then(|m| m.regexp.as_deref()).filter(|r| !r.is_empty()) {
         Some(re) => Some(Regex::new(re).map_err(|e| format!("match.regexp {re:?} is invalid: {e}"))?),
         None => None,
     };
     let matched: BTreeMap<&String, &Vec<u8>> =
-        converted.iter().filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.is_match(k))).collect();
+        view.data.iter().filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.is_match(k))).collect();
     if matched.is_empty() {
         return Ok(Vec::new());
     }
@@ -127,23 +180,23 @@ fn expand(d: &PushSecretDataTo, source: &HashMap<String, Vec<u8>>) -> Result<Vec
         if !d.rewrite.is_empty() {
             return Err("remoteKey and rewrite are mutually exclusive".into());
         }
-        let data = matched.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let data = Arc::new(matched.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
         return Ok(vec![Push { origin: String::new(), entry: entry(None, remote_key.to_string()), data }]);
     }
     let rewrites: Vec<ExternalSecretRewrite> = d.rewrite.iter().map(Into::into).collect();
     let mut pushes = Vec::with_capacity(matched.len());
-    for key in matched.keys() {
-        let remote = rewrite(&rewrites, [((*key).clone(), Vec::new())].into())?
+    for (key, value) in matched {
+        let remote = rewrite(&rewrites, [(key.clone(), Vec::new())].into())?
             .into_keys()
             .next()
             .filter(|k| !k.is_empty())
             .ok_or_else(|| format!("rewrite turns key {key:?} into an empty remote key"))?;
-        // The entry names the source key as the Secret holds it; the push sends that Secret.
-        let original = source.keys().find(|o| reverse_key(d.conversion_strategy, o) == **key).unwrap_or(key);
+        // The entry names the source key as the Secret holds it; the push sends that key.
+        let original = view.source_key(key).to_string();
         pushes.push(Push {
             origin: format!(" ({key})"),
-            entry: entry(Some(original.clone()), remote),
-            data: source.clone(),
+            data: Arc::new(HashMap::from([(original.clone(), value.clone())])),
+            entry: entry(Some(original), remote),
         });
     }
     Ok(pushes)
@@ -182,7 +235,7 @@ mod tests {
         let src = source(&[("DB_HOST", "h"), ("DB_USER", "u"), ("API_KEY", "k")]);
         let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(remotes(&pushes), vec![(None, "my-app/config")]);
-        assert_eq!(pushes[0].data, source(&[("DB_HOST", "h"), ("DB_USER", "u")]), "only the matched keys");
+        assert_eq!(*pushes[0].data, source(&[("DB_HOST", "h"), ("DB_USER", "u")]), "only the matched keys");
         assert_eq!(pushes[0].entry.metadata, Some(serde_json::json!({"labels": {"a": "b"}})));
         assert_eq!(pushes[0].origin, "dataTo[0]");
     }
@@ -227,12 +280,50 @@ mod tests {
         let src = source(&[("app_U002f_token", "t"), ("plain", "p")]);
         let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(remotes(&pushes), vec![(Some("app_U002f_token"), "app/token")]);
-        assert_eq!(pushes[0].data, src, "the push sends the Secret as it is; the entry names its key");
+        assert_eq!(
+            *pushes[0].data,
+            source(&[("app_U002f_token", "t")]),
+            "the push sends the key as the Secret holds it, and the entry names it"
+        );
         let explicit = spec(&format!(
             "{BASE}data: [{{conversionStrategy: ReverseUnicode, match: {{secretKey: app/token, remoteRef: {{remoteKey: r}}}}}}]"
         ));
         let pushes = plan(&explicit, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(pushes[0].data.get("app/token").map(Vec::as_slice), Some(b"t".as_slice()));
+    }
+
+    #[test]
+    fn pushes_hold_one_key_each_or_share_the_whole_secret() {
+        // A megabyte Secret of 10,000 keys pushed key by key, and twice as a whole: what the
+        // pushes hold stays the size of the Secret (it was the Secret once per key).
+        let src: HashMap<String, Vec<u8>> = (0..10_000).map(|i| (format!("k{i:05}"), vec![b'v'; 100])).collect();
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}}}]\n\
+             data: [{{match: {{remoteRef: {{remoteKey: all}}}}}}, {{match: {{remoteRef: {{remoteKey: all-again}}}}}}, \
+             {{match: {{secretKey: k00007, remoteRef: {{remoteKey: seven}}}}}}]"
+        ));
+        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        assert_eq!(pushes.len(), 10_000 - 1 + 3, "k00007 goes where the explicit entry says");
+        let per_key: Vec<&Push> = pushes.iter().filter(|p| p.origin.starts_with("dataTo[0] (")).collect();
+        assert!(
+            per_key
+                .iter()
+                .all(|p| p.data.len() == 1 && p.data.contains_key(p.entry.match_.secret_key.as_deref().unwrap()))
+        );
+        let whole: Vec<&Push> = pushes.iter().filter(|p| p.entry.match_.secret_key.is_none()).collect();
+        assert_eq!(whole.len(), 2);
+        assert!(Arc::ptr_eq(&whole[0].data, &whole[1].data), "one copy of the whole Secret");
+        assert_eq!(*whole[0].data, src);
+        let seven = pushes.iter().find(|p| p.origin == "data[2]").unwrap();
+        assert_eq!(*seven.data, source(&[("k00007", &"v".repeat(100))]));
+        // Each distinct map once: the whole Secret's copy is shared, so it counts once.
+        let mut distinct = HashSet::new();
+        let bytes: usize = pushes
+            .iter()
+            .filter(|p| distinct.insert(Arc::as_ptr(&p.data)))
+            .flat_map(|p| p.data.iter().map(|(k, v)| k.len() + v.len()))
+            .sum();
+        assert!(bytes <= 2 * 10_000 * 106, "{bytes} bytes held for a Secret of about 1 MB");
     }
 
     #[test]

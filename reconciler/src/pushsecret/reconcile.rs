@@ -362,7 +362,7 @@ async fn push_to(
                 property: remote.property.clone().unwrap_or_default(),
             };
             client
-                .push_secret(secret_data, data)
+                .push_secret(Arc::unwrap_or_clone(secret_data), data)
                 .await
                 .map_err(|e| Failure::call(&client, format!("{}: {origin} PushSecret", t.key), &e))?;
         }
