@@ -17,24 +17,32 @@
 //!   key read once for every property and form asked of it.
 //! - Answers are kept within a byte budget ([`MAX_CACHED_BYTES`]) and for at most
 //!   [`MAX_AGE`]; past the budget an answer is still shared with its waiters but not kept.
+//!
+//! Memory stays bounded whatever servers a configuration names answer: a kept answer is counted
+//! by what it holds in memory ([`Weighed`]) plus its key and slot, so the budget bounds the
+//! kept slots too; an answer that is not kept (an error, or past the budget) is held only until
+//! the requests that waited for it have taken it, then its slot goes.
 
 use std::collections::HashMap;
+use std::mem::size_of;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keyward_proto::ProviderError;
 use keyward_proto::v1::ExternalSecretDataRemoteRef;
+use serde_json::Value;
 
 use crate::context::RequestContext;
 
 /// The longest a kept answer is served, whatever a caller accepts.
 pub const MAX_AGE: Duration = Duration::from_secs(600);
 
-/// Bytes of kept answers, all keys together.
+/// Bytes of kept answers with their keys and slots, all keys together.
 pub const MAX_CACHED_BYTES: usize = 32 * 1024 * 1024;
 
-/// Kept entries beyond which each new read first sweeps out expired ones.
+/// Slots beyond which a new read first sweeps out expired ones (at least; the next sweep waits
+/// until the slots left have doubled, so a cache full of fresh answers is not swept every read).
 const SWEEP_AT: usize = 1024;
 
 /// A read, as far as it decides the answer and the credentials it is read with.
@@ -74,31 +82,88 @@ impl ReadKey {
             metadata_policy: remote.metadata_policy.clone(),
         }
     }
+
+    /// Bytes its strings hold on the heap (tenants choose the remote ref's).
+    fn heap_bytes(&self) -> usize {
+        [
+            &self.api_version,
+            &self.kind,
+            &self.name,
+            &self.namespace,
+            &self.source_namespace,
+            &self.key,
+            &self.version,
+            &self.property,
+            &self.decoding_strategy,
+            &self.metadata_policy,
+        ]
+        .iter()
+        .map(|s| s.capacity())
+        .sum()
+    }
 }
 
 /// How many bytes an answer holds.
 pub trait Weighed {
-    /// The answer's size in bytes (values and keys).
+    /// An upper bound of the bytes the answer holds in memory (its allocations as well as its
+    /// text): the budget is only a bound if no answer holds more than it is counted for.
     fn weight(&self) -> usize;
 }
 
 impl Weighed for Vec<u8> {
     fn weight(&self) -> usize {
-        self.len()
+        self.capacity()
     }
 }
 
 impl Weighed for HashMap<String, Vec<u8>> {
     fn weight(&self) -> usize {
-        self.iter().map(|(k, v)| k.len() + v.len()).sum()
+        // The table has a bucket (the two headers and a control byte) for every 7/8 of an
+        // entry it has room for: many small entries hold far more than their text.
+        let table = self.capacity().saturating_mul(8) / 7 * (size_of::<(String, Vec<u8>)>() + 1);
+        self.iter().map(|(k, v)| k.capacity() + v.capacity()).fold(table, usize::saturating_add)
     }
 }
 
-impl Weighed for serde_json::Map<String, serde_json::Value> {
+/// What a map entry of a parsed JSON object holds besides its key's text and its value's heap:
+/// the key and value headers and the entry's share of the map's nodes (a B-tree node at its
+/// least filled holds 5 of 11 entries; an index map's bucket and index with growth room hold
+/// less).
+const JSON_ENTRY_BYTES: usize = 3 * (size_of::<String>() + size_of::<Value>());
+
+/// What an array element of parsed JSON holds besides its own heap: its header, twice over for
+/// the room a vector grown by doubling may have left.
+const JSON_ELEMENT_BYTES: usize = 2 * size_of::<Value>();
+
+impl Weighed for serde_json::Map<String, Value> {
     fn weight(&self) -> usize {
-        // Its JSON text: close to what it holds, and only counted once per kept answer.
-        serde_json::to_vec(self).map_or(usize::MAX, |v| v.len())
+        // The parsed form, not its JSON text: `[0,0,…]` is 2 bytes of text per element and a
+        // 32-byte value each, more with growth room. Walked without recursion: the depth is the
+        // server's choice.
+        let mut total = entries_weight(self);
+        let mut pending: Vec<&Value> = self.values().collect();
+        while let Some(value) = pending.pop() {
+            let own = match value {
+                Value::String(s) => s.capacity(),
+                Value::Array(a) => {
+                    pending.extend(a);
+                    a.len().saturating_mul(JSON_ELEMENT_BYTES)
+                }
+                Value::Object(o) => {
+                    pending.extend(o.values());
+                    entries_weight(o)
+                }
+                Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+            };
+            total = total.saturating_add(own);
+        }
+        total
     }
+}
+
+/// The entries of a parsed JSON object, without their values' heap.
+fn entries_weight(object: &serde_json::Map<String, Value>) -> usize {
+    object.keys().map(|k| JSON_ENTRY_BYTES + k.capacity()).fold(0, usize::saturating_add)
 }
 
 /// The last answer of one key.
@@ -107,13 +172,48 @@ struct Answer<V> {
     at: Instant,
     /// Counted in the budget and served to later requests.
     kept: bool,
+    /// What it was counted for when kept, given back when it goes.
+    cost: usize,
 }
 
-type Slot<V> = Arc<tokio::sync::Mutex<Option<Answer<V>>>>;
+/// The answer of one key, and how many requests are using it.
+struct SlotState<V> {
+    /// Requests handed this slot (under the map's lock) and not done with it; each is done
+    /// before it lets go of the answer's lock, so whoever holds that lock sees who is yet to
+    /// come.
+    users: AtomicUsize,
+    answer: tokio::sync::Mutex<Option<Answer<V>>>,
+}
+
+type Slot<V> = Arc<SlotState<V>>;
+
+/// A request's use of a slot ([`SlotState::users`]).
+struct SlotUse<V>(Slot<V>);
+
+impl<V> Drop for SlotUse<V> {
+    fn drop(&mut self) {
+        let last = self.0.users.fetch_sub(1, Ordering::SeqCst) == 1;
+        // The last user cancelled while it waited: no one is left to take an answer that is
+        // not kept, so its bytes go now (the empty slot goes with the next sweep). A request
+        // done normally holds the lock here and has seen to this itself.
+        if last
+            && let Ok(mut held) = self.0.answer.try_lock()
+            && held.as_ref().is_some_and(|a| !a.kept)
+        {
+            *held = None;
+        }
+    }
+}
+
+/// The slots, and when they are next swept.
+struct Slots<V> {
+    by_key: HashMap<ReadKey, Slot<V>>,
+    sweep_at: usize,
+}
 
 /// Identical reads sharing store calls; one per operation.
 pub struct ReadCache<V> {
-    slots: std::sync::Mutex<HashMap<ReadKey, Slot<V>>>,
+    slots: std::sync::Mutex<Slots<V>>,
     kept_bytes: AtomicUsize,
     budget: usize,
 }
@@ -125,9 +225,10 @@ impl<V: Clone + Weighed> Default for ReadCache<V> {
 }
 
 impl<V: Clone + Weighed> ReadCache<V> {
-    /// A cache that keeps at most `budget` bytes of answers.
+    /// A cache that keeps at most `budget` bytes of answers, keys and slots.
     pub fn with_budget(budget: usize) -> Self {
-        ReadCache { slots: std::sync::Mutex::default(), kept_bytes: AtomicUsize::new(0), budget }
+        let slots = Slots { by_key: HashMap::new(), sweep_at: SWEEP_AT };
+        ReadCache { slots: std::sync::Mutex::new(slots), kept_bytes: AtomicUsize::new(0), budget }
     }
 
     /// The answer of `key`: one in flight or kept within `max_age`, else `read`'s.
@@ -136,22 +237,36 @@ impl<V: Clone + Weighed> ReadCache<V> {
         F: Future<Output = Result<V, ProviderError>>,
     {
         let asked = Instant::now();
-        let slot = self.slot(key);
-        let mut held = slot.lock().await;
+        let using = self.slot(&key);
+        let slot = using.0.clone();
+        let mut held = slot.answer.lock().await;
+        // Declared after the lock's guard, so dropped before it, on every return and when the
+        // request is cancelled.
+        let _using = using;
         if let Some(last) = held.as_ref() {
             let shared = last.at >= asked;
             let fresh = last.kept && last.result.is_ok() && last.at.elapsed() < max_age.min(MAX_AGE);
             if shared || fresh {
-                return last.result.clone();
+                let result = last.result.clone();
+                if !last.kept {
+                    self.drop_unless_awaited(&key, &slot, &mut held);
+                }
+                return result;
             }
         }
         let result = read.await;
         if let Some(old) = held.take().filter(|a| a.kept) {
-            self.release(&old);
+            self.kept_bytes.fetch_sub(old.cost, Ordering::Relaxed);
         }
-        let weight = result.as_ref().map_or(0, Weighed::weight);
-        let kept = result.is_ok() && self.reserve(weight);
-        *held = Some(Answer { result: result.clone(), at: Instant::now(), kept });
+        let cost = match &result {
+            Ok(value) => Self::slot_bytes(&key).saturating_add(value.weight()),
+            Err(_) => 0,
+        };
+        let kept = result.is_ok() && self.reserve(cost);
+        *held = Some(Answer { result: result.clone(), at: Instant::now(), kept, cost });
+        if !kept {
+            self.drop_unless_awaited(&key, &slot, &mut held);
+        }
         result
     }
 
@@ -174,14 +289,14 @@ impl<V: Clone + Weighed> ReadCache<V> {
         self.get(ReadKey::new(operation, ctx, &remote), ctx.max_age, read).await
     }
 
-    /// Bytes of kept answers.
+    /// Bytes counted for kept answers, their keys and slots.
     pub fn kept_bytes(&self) -> usize {
         self.kept_bytes.load(Ordering::Relaxed)
     }
 
     /// Keys with a slot.
     pub fn len(&self) -> usize {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock_slots().by_key.len()
     }
 
     /// Whether no key has a slot.
@@ -189,26 +304,78 @@ impl<V: Clone + Weighed> ReadCache<V> {
         self.len() == 0
     }
 
-    fn slot(&self, key: ReadKey) -> Slot<V> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if slots.len() >= SWEEP_AT {
-            // A slot in use is locked and stays; an idle one whose answer no request can take
-            // any more goes, with its bytes.
-            slots.retain(|_, slot| match slot.try_lock() {
-                Ok(held) => match held.as_ref() {
-                    Some(a) if a.kept && a.result.is_ok() && a.at.elapsed() < MAX_AGE => true,
-                    Some(a) => {
-                        if a.kept {
-                            self.release(a);
-                        }
-                        false
-                    }
-                    None => false,
-                },
-                Err(_) => true,
-            });
+    /// What a kept answer's key and slot hold besides the answer: the map's entry with its
+    /// growth room, the slot's allocation and the key's strings.
+    fn slot_bytes(key: &ReadKey) -> usize {
+        let entry = 2 * (size_of::<ReadKey>() + size_of::<Slot<V>>() + 1);
+        let slot = size_of::<SlotState<V>>() + 2 * size_of::<usize>();
+        (entry + slot).saturating_add(key.heap_bytes())
+    }
+
+    fn lock_slots(&self) -> std::sync::MutexGuard<'_, Slots<V>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn slot(&self, key: &ReadKey) -> SlotUse<V> {
+        let mut slots = self.lock_slots();
+        if slots.by_key.len() >= slots.sweep_at {
+            self.sweep(&mut slots.by_key);
+            slots.sweep_at = SWEEP_AT.max(slots.by_key.len().saturating_mul(2));
         }
-        slots.entry(key).or_default().clone()
+        let slot = match slots.by_key.get(key) {
+            Some(slot) => slot.clone(),
+            None => {
+                let slot = Arc::new(SlotState { users: AtomicUsize::new(0), answer: Default::default() });
+                slots.by_key.insert(key.clone(), slot.clone());
+                slot
+            }
+        };
+        slot.users.fetch_add(1, Ordering::SeqCst);
+        SlotUse(slot)
+    }
+
+    /// Drops the slots whose answer no request can take any more, with their bytes. A slot a
+    /// request uses (waiting for its answer, or reading) stays.
+    fn sweep(&self, by_key: &mut HashMap<ReadKey, Slot<V>>) {
+        by_key.retain(|_, slot| {
+            if slot.users.load(Ordering::SeqCst) > 0 {
+                return true;
+            }
+            let Ok(held) = slot.answer.try_lock() else {
+                return true;
+            };
+            match held.as_ref() {
+                Some(a) if a.kept && a.result.is_ok() && a.at.elapsed() < MAX_AGE => true,
+                Some(a) => {
+                    if a.kept {
+                        self.kept_bytes.fetch_sub(a.cost, Ordering::Relaxed);
+                    }
+                    false
+                }
+                None => false,
+            }
+        });
+    }
+
+    /// Called with the slot's answer not kept: once no other request uses the slot (all that
+    /// waited for this answer have taken it), the answer and the slot go, so an answer past the
+    /// budget, or an error, holds nothing after its waiters. Slots are only handed out under the
+    /// map's lock, so no request can pick this one up while it is looked at.
+    fn drop_unless_awaited(
+        &self,
+        key: &ReadKey,
+        slot: &Slot<V>,
+        held: &mut tokio::sync::MutexGuard<'_, Option<Answer<V>>>,
+    ) {
+        let mut slots = self.lock_slots();
+        if slot.users.load(Ordering::SeqCst) > 1 {
+            return;
+        }
+        // A sweep may have taken it out, and another request put a new slot in its place.
+        if slots.by_key.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            slots.by_key.remove(key);
+        }
+        **held = None;
     }
 
     fn reserve(&self, weight: usize) -> bool {
@@ -219,9 +386,19 @@ impl<V: Clone + Weighed> ReadCache<V> {
             .is_ok()
     }
 
-    fn release(&self, answer: &Answer<V>) {
-        let weight = answer.result.as_ref().map_or(0, Weighed::weight);
-        self.kept_bytes.fetch_sub(weight, Ordering::Relaxed);
+    /// Answers the slots hold, kept or not, and what they weigh.
+    #[cfg(test)]
+    fn held_answers(&self) -> (usize, usize) {
+        let slots = self.lock_slots();
+        let mut held = (0, 0);
+        for slot in slots.by_key.values() {
+            if let Ok(answer) = slot.answer.try_lock()
+                && let Some(Ok(value)) = answer.as_ref().map(|a| a.result.as_ref())
+            {
+                held = (held.0 + 1, held.1 + value.weight());
+            }
+        }
+        held
     }
 }
 
@@ -293,21 +470,97 @@ mod tests {
 
     #[tokio::test]
     async fn errors_are_not_kept_and_the_budget_holds() {
-        let cache = ReadCache::<Vec<u8>>::with_budget(4);
+        // Room for "up" and "abc" under their key, not for "large".
+        let counted = |value: &[u8]| ReadCache::<Vec<u8>>::slot_bytes(&key("s", "a")) + value.len();
+        let cache = ReadCache::<Vec<u8>>::with_budget(counted(b"abc"));
         let hour = Duration::from_secs(3600);
         let failed = cache.get(key("s", "a"), hour, async { Err(ProviderError::Unavailable("down".into())) }).await;
         assert!(failed.is_err());
+        assert!(cache.is_empty(), "an error leaves no slot behind");
         assert_eq!(cache.get(key("s", "a"), hour, async { Ok(b"up".to_vec()) }).await.expect("read"), b"up");
-        assert_eq!(cache.kept_bytes(), 2);
+        assert_eq!(cache.kept_bytes(), counted(b"up"));
         // Over the budget: answered, not kept, so the next request reads again.
         assert_eq!(cache.get(key("s", "b"), hour, async { Ok(b"large".to_vec()) }).await.expect("read"), b"large");
-        assert_eq!(cache.kept_bytes(), 2);
+        assert_eq!(cache.kept_bytes(), counted(b"up"));
         assert_eq!(cache.get(key("s", "b"), hour, async { Ok(b"again".to_vec()) }).await.expect("read"), b"again");
         // A replaced answer gives its bytes back.
         assert_eq!(
             cache.get(key("s", "a"), Duration::ZERO, async { Ok(b"abc".to_vec()) }).await.expect("read"),
             b"abc"
         );
-        assert_eq!(cache.kept_bytes(), 3);
+        assert_eq!(cache.kept_bytes(), counted(b"abc"));
+    }
+
+    fn remote_key(remote: &str) -> ReadKey {
+        let mut k = key("s", "a");
+        k.key = remote.into();
+        k
+    }
+
+    /// A tenant's server answering the largest body for key after key: once the budget is
+    /// full, the answers are given and not held, so what the cache holds stays within it.
+    #[tokio::test]
+    async fn answers_past_the_budget_hold_nothing_once_given() {
+        const BODY: usize = 64 * 1024;
+        let cache = ReadCache::<Vec<u8>>::with_budget(4 * BODY);
+        let hour = Duration::from_secs(3600);
+        for n in 0..200 {
+            let answer = cache.get(remote_key(&format!("k{n}")), hour, async { Ok(vec![7; BODY]) }).await;
+            assert_eq!(answer.expect("read").len(), BODY);
+        }
+        let (answers, bytes) = cache.held_answers();
+        assert_eq!(answers, 3, "the three answers the budget keeps, with their keys");
+        assert_eq!(cache.len(), answers, "no slot is left for an answer not kept");
+        assert!(bytes <= cache.kept_bytes() && cache.kept_bytes() <= 4 * BODY, "{bytes} bytes held");
+    }
+
+    /// Waiters still share an answer past the budget; the last of them leaves nothing behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_past_the_budget_reaches_its_waiters_then_goes() {
+        let cache = Arc::new(ReadCache::<Vec<u8>>::with_budget(0));
+        let calls = Arc::new(AtomicU32::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            tasks.spawn(async move { cache.get(key("s", "a"), Duration::ZERO, counted(calls, "v")).await });
+        }
+        while let Some(answer) = tasks.join_next().await {
+            assert_eq!(answer.expect("task").expect("read"), b"v");
+        }
+        let shared = calls.load(Ordering::SeqCst);
+        assert!(shared <= 3, "{shared} calls for 20 identical requests in flight");
+        assert!(cache.is_empty(), "{} slots left", cache.len());
+        assert_eq!(cache.kept_bytes(), 0);
+    }
+
+    /// Empty answers weigh nothing, but their keys and slots do: the budget bounds their number.
+    #[tokio::test]
+    async fn kept_slots_are_counted_even_for_empty_answers() {
+        let budget = 64 * 1024;
+        let cache = ReadCache::<Vec<u8>>::with_budget(budget);
+        let hour = Duration::from_secs(3600);
+        for n in 0..2000 {
+            cache.get(remote_key(&format!("{n:0>100}")), hour, async { Ok(Vec::new()) }).await.expect("read");
+        }
+        let slot = ReadCache::<Vec<u8>>::slot_bytes(&remote_key(&format!("{:0>100}", 0)));
+        assert!(cache.len() <= budget / slot, "{} slots kept", cache.len());
+        assert!(cache.kept_bytes() <= budget);
+    }
+
+    /// Parsed answers are counted by what they hold, not by their text.
+    #[test]
+    fn parsed_answers_weigh_what_they_hold() {
+        let elements = 10_000;
+        let text = format!(r#"{{"a":[{}0],"b":{{"c":"d"}}}}"#, "0,".repeat(elements - 1));
+        let parsed: serde_json::Map<String, Value> = serde_json::from_str(&text).expect("json");
+        assert!(
+            parsed.weight() >= elements * size_of::<Value>(),
+            "{} for {} bytes of text",
+            parsed.weight(),
+            text.len()
+        );
+        let entries = 10_000;
+        let map: HashMap<String, Vec<u8>> = (0..entries).map(|n| (n.to_string(), Vec::new())).collect();
+        assert!(map.weight() >= entries * size_of::<(String, Vec<u8>)>(), "{} for {entries} entries", map.weight());
     }
 }
