@@ -17,7 +17,10 @@
 //!   the ones configurations name;
 //! - two thirds of the time left on a noted credential have passed, so it is renewed before it
 //!   expires;
-//! - the store refuses its credentials (`UNAUTHENTICATED`, [`ClientCache::evict_if_refused`]).
+//! - the store refuses its credentials (`UNAUTHENTICATED`, [`ClientCache::evict_if_refused`]);
+//! - no call has used it for [`IDLE`], or [`MAX_CLIENTS`] others were used since (the least
+//!   recently used goes first): nothing tells the cache that a configuration was deleted or is
+//!   no longer read, and tenants create configurations at will.
 //!
 //! Reads in tasks a build spawns are not noted: builds read what they name in their own task.
 
@@ -36,6 +39,19 @@ use crate::refs::{ClusterRefs, operator_owned};
 /// How often an object a client was built from, which no watch vouches for, is read again
 /// (metadata only) to see whether it changed.
 pub const RECHECK: Duration = Duration::from_secs(120);
+
+/// How long a client no call uses is kept. A configuration read at least this often (a store
+/// refreshed every few minutes) keeps its client; one read less often has it built again, which
+/// costs the reads of what it is built from and, for some stores, a login. Without a limit a
+/// deleted or forgotten configuration would pin its client, and what the client holds (a
+/// webhook's template Secrets), for the life of the process.
+pub const IDLE: Duration = Duration::from_secs(600);
+
+/// Most clients kept: past it the least recently used goes, so configurations created faster
+/// than [`IDLE`] drops them cannot grow the cache either. Well above the configurations one
+/// provider process usually serves within [`IDLE`]; past it clients are built again more often,
+/// nothing fails.
+pub const MAX_CLIENTS: usize = 1024;
 
 /// Whether Secrets and ConfigMaps are watched ([`watch_referenced_objects`]).
 static WATCH_REFERENCED: AtomicBool = AtomicBool::new(false);
@@ -144,6 +160,8 @@ struct Cached<C> {
     client: C,
     inputs: Inputs,
     checked: Instant,
+    /// When a call last used it.
+    used: Instant,
     /// Tells this entry from one built later under the same key.
     id: u64,
 }
@@ -176,29 +194,76 @@ impl<C> Cached<C> {
     }
 }
 
+/// The cached clients, and when idle ones were last looked for.
+struct Entries<C> {
+    by_key: HashMap<CacheKey, Cached<C>>,
+    swept: Instant,
+}
+
+impl<C> Entries<C> {
+    /// Drops the clients no call used for `idle`. Looks at most every tenth of it, so a busy
+    /// cache is not walked on every call; an idle client goes at most that much later.
+    fn drop_idle(&mut self, now: Instant, idle: Duration) {
+        if now.saturating_duration_since(self.swept) < idle / 10 {
+            return;
+        }
+        self.swept = now;
+        self.by_key.retain(|_, e| now.saturating_duration_since(e.used) < idle);
+    }
+
+    /// Drops the least recently used clients until there is room for one more within `max`.
+    fn make_room(&mut self, max: usize) {
+        while self.by_key.len() >= max.max(1) {
+            let Some(lru) = self.by_key.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else {
+                return;
+            };
+            self.by_key.remove(&lru);
+        }
+    }
+}
+
 /// Store clients built from configuration objects, reused until what they were built from
-/// changes (the module documentation says how that is seen).
+/// changes (the module documentation says how that is seen) or they are idle.
 pub struct ClientCache<C> {
-    entries: Mutex<HashMap<CacheKey, Cached<C>>>,
+    entries: Mutex<Entries<C>>,
     next_id: AtomicU64,
+    idle: Duration,
+    max_entries: usize,
 }
 
 impl<C> Default for ClientCache<C> {
     fn default() -> Self {
-        ClientCache { entries: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0) }
+        ClientCache::with_limits(IDLE, MAX_CLIENTS)
+    }
+}
+
+impl<C> ClientCache<C> {
+    fn with_limits(idle: Duration, max_entries: usize) -> Self {
+        let entries = Entries { by_key: HashMap::new(), swept: Instant::now() };
+        ClientCache { entries: Mutex::new(entries), next_id: AtomicU64::new(0), idle, max_entries }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries<C>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl<C: Clone> ClientCache<C> {
     /// The cached client for `key`, unless what it was built from changed.
     pub async fn get(&self, key: &CacheKey) -> Option<C> {
+        self.get_at(key, Instant::now()).await
+    }
+
+    async fn get_at(&self, key: &CacheKey, now: Instant) -> Option<C> {
         let (client, id, unsure, refs) = {
-            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-            let entry = entries.get_mut(key)?;
-            match entry.verdict(Instant::now()) {
+            let mut entries = self.lock();
+            entries.drop_idle(now, self.idle);
+            let entry = entries.by_key.get_mut(key)?;
+            entry.used = now;
+            match entry.verdict(now) {
                 Verdict::Fresh => return Some(entry.client.clone()),
                 Verdict::Stale => {
-                    entries.remove(key);
+                    entries.by_key.remove(key);
                     return None;
                 }
                 Verdict::Recheck(unsure, refs) => (entry.client.clone(), entry.id, unsure, refs),
@@ -210,9 +275,9 @@ impl<C: Clone> ClientCache<C> {
                 Ok(_) => {
                     tracing::info!(kind = ?input.kind, namespace = %input.namespace, name = %input.name,
                         "an object a store client was built from changed; building it again");
-                    let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-                    if entries.get(key).is_some_and(|e| e.id == id) {
-                        entries.remove(key);
+                    let mut entries = self.lock();
+                    if entries.by_key.get(key).is_some_and(|e| e.id == id) {
+                        entries.by_key.remove(key);
                     }
                     return None;
                 }
@@ -226,10 +291,10 @@ impl<C: Clone> ClientCache<C> {
     /// Stores a client built from nothing the cache follows; older generations of the same
     /// config object are dropped.
     pub fn put(&self, key: CacheKey, client: C) {
-        self.insert(key, client, Inputs::default());
+        self.insert(key, client, Inputs::default(), Instant::now());
     }
 
-    fn insert(&self, key: CacheKey, client: C, inputs: Inputs) {
+    fn insert(&self, key: CacheKey, client: C, inputs: Inputs, now: Instant) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Starts the watches that will see these objects change, so they have listed by the
         // next call.
@@ -238,14 +303,17 @@ impl<C: Clone> ClientCache<C> {
                 refs.watched_version(input);
             }
         }
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries.retain(|k, _| {
+        let mut entries = self.lock();
+        entries.by_key.retain(|k, _| {
             !(k.kind == key.kind
                 && k.namespace == key.namespace
                 && k.name == key.name
                 && k.generation != key.generation)
         });
-        entries.insert(key, Cached { client, inputs, checked: Instant::now(), id });
+        entries.drop_idle(now, self.idle);
+        entries.by_key.remove(&key);
+        entries.make_room(self.max_entries);
+        entries.by_key.insert(key, Cached { client, inputs, checked: now, used: now, id });
     }
 
     /// The cached client for `key`, else the one `build` makes, then cached with what it read.
@@ -259,13 +327,13 @@ impl<C: Clone> ClientCache<C> {
         let noted = Arc::new(Mutex::new(Inputs::default()));
         let client = BUILDING.scope(noted.clone(), build).await?;
         let inputs = std::mem::take(&mut *noted.lock().unwrap_or_else(PoisonError::into_inner));
-        self.insert(key.clone(), client.clone(), inputs);
+        self.insert(key.clone(), client.clone(), inputs, Instant::now());
         Ok(client)
     }
 
     /// Forgets a client (its credentials were refused).
     pub fn evict(&self, key: &CacheKey) {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+        self.lock().by_key.remove(key);
     }
 
     /// Passes `e` on; when the store refused the client's credentials (`UNAUTHENTICATED`) the
@@ -279,7 +347,7 @@ impl<C: Clone> ClientCache<C> {
 
     /// Number of cached clients.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.lock().by_key.len()
     }
 
     /// Whether nothing is cached.
@@ -395,5 +463,56 @@ mod tests {
         // Outside a build, noting does nothing.
         note_expiry(SystemTime::now());
         assert_eq!(cache.get(&key).await, Some(2));
+    }
+
+    fn named(name: &str) -> CacheKey {
+        CacheKey { kind: "Vault".into(), namespace: "team-a".into(), name: name.into(), generation: 1, operator: false }
+    }
+
+    /// A configuration no call reads any more (deleted, or left behind) loses its client once
+    /// it is idle, when the cache is next used; one in use keeps its client.
+    #[tokio::test]
+    async fn idle_clients_are_dropped() {
+        let cache = ClientCache::<u32>::default();
+        let start = Instant::now();
+        cache.insert(named("gone"), 1, Inputs::default(), start);
+        cache.insert(named("used"), 2, Inputs::default(), start);
+        let almost_idle = start + IDLE - Duration::from_secs(1);
+        assert_eq!(cache.get_at(&named("used"), almost_idle).await, Some(2));
+        assert_eq!(cache.len(), 2, "not idle yet");
+        // However often the cache looks (every tenth of the period), the idle client is gone
+        // by then, and the one used meanwhile is not.
+        let later = almost_idle + IDLE / 10 + Duration::from_secs(1);
+        assert_eq!(cache.get_at(&named("used"), later).await, Some(2));
+        assert_eq!(cache.len(), 1, "the idle client went");
+        assert_eq!(cache.get_at(&named("gone"), later).await, None);
+    }
+
+    /// Past the cap, a new client takes the place of the least recently used one.
+    #[tokio::test]
+    async fn the_least_recently_used_client_makes_room() {
+        let cache = ClientCache::<u32>::with_limits(IDLE, 3);
+        let base = Instant::now();
+        let at = |s| base + Duration::from_secs(s);
+        cache.insert(named("a"), 1, Inputs::default(), at(1));
+        cache.insert(named("b"), 2, Inputs::default(), at(2));
+        cache.insert(named("c"), 3, Inputs::default(), at(3));
+        assert_eq!(cache.get_at(&named("a"), at(4)).await, Some(1));
+        cache.insert(named("d"), 4, Inputs::default(), at(5));
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get_at(&named("b"), at(6)).await, None, "b was used least recently");
+        for (name, client) in [("a", 1), ("c", 3), ("d", 4)] {
+            assert_eq!(cache.get_at(&named(name), at(6)).await, Some(client));
+        }
+        // Replacing a cached client evicts nothing else.
+        cache.insert(named("d"), 5, Inputs::default(), at(7));
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get_at(&named("a"), at(8)).await, Some(1));
+        // The default cap.
+        let full = ClientCache::<u32>::default();
+        for n in 0..MAX_CLIENTS + 10 {
+            full.put(named(&n.to_string()), 0);
+        }
+        assert_eq!(full.len(), MAX_CLIENTS);
     }
 }
