@@ -2,6 +2,7 @@
 //! as upstream's. A remote key is a Barbican secret's ID (the last segment of its secret
 //! reference); its payload is the value.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use keyward_proto::v1::{
@@ -21,6 +22,10 @@ use keyward_provider_runtime::netguard::DeniedNetworks;
 const PAGE: usize = 100;
 /// Most secrets a find looks through (pages of [`PAGE`]).
 const MAX_LISTED: usize = 10_000;
+/// Most secrets a find reads, each by its own request. A listing is Barbican's to write, and one
+/// page can name far more secrets than [`PAGE`] (or one secret many times); beyond this a find
+/// is refused rather than cut short.
+const MAX_FOUND: usize = MAX_LISTED;
 
 /// The Barbican provider.
 pub struct BarbicanProvider {
@@ -182,7 +187,49 @@ impl BarbicanProvider {
         if r.property.is_empty() {
             return Ok(value);
         }
-        payload::property(&value, &r.property, &format!("secret {id}"))
+        let (property, what) = (r.property.clone(), format!("secret {id}"));
+        crate::off_thread(move || payload::property(&value, &property, &what)).await
+    }
+}
+
+/// The secret IDs a find reads: each once, in the order listed, at most [`MAX_FOUND`].
+#[derive(Default)]
+struct FoundIds {
+    ids: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl FoundIds {
+    /// Adds the IDs of the listed `secrets` whose names match `name`.
+    fn add_matching(&mut self, secrets: &[Value], name: &regex::Regex) -> Result<(), ProviderError> {
+        for s in secrets {
+            if !name.is_match(s["name"].as_str().unwrap_or_default()) {
+                continue;
+            }
+            let reference = s["secret_ref"].as_str().unwrap_or_default();
+            let id = reference.rsplit('/').next().unwrap_or_default();
+            // The listing is the server's to write: an ID that is not one segment is skipped.
+            if !id.is_empty() && secret_id(id).is_ok() {
+                self.add(id, name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, id: &str, name: &regex::Regex) -> Result<(), ProviderError> {
+        if self.seen.contains(id) {
+            return Ok(());
+        }
+        if self.ids.len() >= MAX_FOUND {
+            return Err(ProviderError::InvalidArgument(format!(
+                "the secrets whose names match {:?} are more than {MAX_FOUND}, more than one find reads; narrow \
+                 find.name.regexp",
+                name.as_str()
+            )));
+        }
+        self.seen.insert(id.to_string());
+        self.ids.push(id.to_string());
+        Ok(())
     }
 }
 
@@ -215,7 +262,8 @@ impl Provider for BarbicanProvider {
     ) -> Result<SecretMap, ProviderError> {
         // As upstream: the value (or its property) read as GetSecret does, then its members.
         let value = self.read(ctx, remote_ref).await?;
-        payload::map(&value, &format!("secret {}", remote_ref.key))
+        let what = format!("secret {}", remote_ref.key);
+        crate::off_thread(move || payload::map(&value, &what)).await
     }
 
     async fn get_all_secrets(
@@ -238,7 +286,7 @@ impl Provider for BarbicanProvider {
         };
         let t = self.target(ctx).await?;
         // Barbican filters by exact name only: list every secret of the project, match here.
-        let mut ids = Vec::new();
+        let mut found = FoundIds::default();
         let mut offset = 0;
         while offset < MAX_LISTED {
             let (status, body, server) =
@@ -250,18 +298,7 @@ impl Provider for BarbicanProvider {
                 ProviderError::Unavailable(format!("{server} answered the secret list with no JSON: {e}"))
             })?;
             let secrets = page["secrets"].as_array().map(Vec::as_slice).unwrap_or_default();
-            for s in secrets {
-                let listed = s["name"].as_str().unwrap_or_default();
-                if !name.is_match(listed) {
-                    continue;
-                }
-                let reference = s["secret_ref"].as_str().unwrap_or_default();
-                let id = reference.rsplit('/').next().unwrap_or_default();
-                // The listing is the server's to write: an ID that is not one segment is skipped.
-                if !id.is_empty() && secret_id(id).is_ok() {
-                    ids.push(id.to_string());
-                }
-            }
+            found.add_matching(secrets, &name)?;
             offset += secrets.len();
             let total = page["total"].as_u64().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
             if secrets.is_empty() || offset >= total {
@@ -270,7 +307,7 @@ impl Provider for BarbicanProvider {
         }
         let mut out = SecretMap::new();
         let mut size = 0u64;
-        for id in ids {
+        for id in found.ids {
             let value = self.payload(&t, &id).await?;
             size += value.len() as u64;
             if size > body::MAX_RESPONSE_BYTES {
@@ -340,5 +377,25 @@ mod tests {
         assert_eq!(map_status(403, b"", "B", "x").code(), tonic::Code::PermissionDenied);
         assert_eq!(map_status(503, b"", "B", "x").code(), tonic::Code::Unavailable);
         assert!(map_status(404, b"{\"description\":\"gone\"}", "B", "x").to_string().contains("gone"));
+    }
+
+    #[test]
+    fn a_find_reads_each_listed_id_once_and_at_most_max_found() {
+        let name = regex::Regex::new("^db-").expect("regex");
+        let listed =
+            |id: &str, n: &str| serde_json::json!({"name": n, "secret_ref": format!("http://b/v1/secrets/{id}")});
+        // One page naming one secret 100k times, as a hostile listing can.
+        let page = vec![listed("a", "db-a"); 100_000];
+        let mut found = FoundIds::default();
+        found.add_matching(&page, &name).expect("one ID");
+        found.add_matching(&[listed("b", "db-b"), listed("c", "web"), listed("%2e%2e", "db-x")], &name).expect("two");
+        assert_eq!(found.ids, ["a", "b"]);
+        let many: Vec<Value> = (0..MAX_FOUND).map(|n| listed(&format!("id{n}"), "db-n")).collect();
+        let e = found.add_matching(&many, &name).expect_err("more than MAX_FOUND");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.to_string().contains("more than 10000") && e.to_string().contains("narrow find.name.regexp"), "{e}");
+        let mut found = FoundIds::default();
+        found.add_matching(&many, &name).expect("MAX_FOUND exactly");
+        assert_eq!(found.ids.len(), MAX_FOUND);
     }
 }
