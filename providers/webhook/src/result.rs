@@ -5,6 +5,7 @@
 use keyward_provider_runtime::{ProviderError, SecretMap};
 use serde_json::Value;
 
+use crate::cost::{self, EVALUATION_BUDGET};
 use crate::rules::{is_singular, parse_json_path};
 
 fn parse_answer(body: &[u8]) -> Result<Value, ProviderError> {
@@ -12,18 +13,38 @@ fn parse_answer(body: &[u8]) -> Result<Value, ProviderError> {
         .map_err(|e| ProviderError::Unavailable(format!("the webhook's answer is not JSON: {e}")))
 }
 
-/// The value at `path` in `doc`: the one match of a singular path, else the list of matches.
-fn select(doc: &Value, path: &str) -> Result<Value, ProviderError> {
+/// What a JSONPath selects, borrowed from the answer: only the value used is ever copied.
+enum Selected<'a> {
+    /// The one match of a singular path.
+    One(&'a Value),
+    /// The matches of any other path, in order.
+    Matches(Vec<&'a Value>),
+}
+
+fn over_budget(path: &str) -> ProviderError {
+    ProviderError::Unavailable(format!(
+        "the webhook's answer is too large or too deep to evaluate the JSONPath {path} over: evaluating it would \
+         take more than the {} MiB a JSONPath evaluation may use; make the webhook answer less, or select a smaller \
+         part of it (no wildcards or .. over long lists and long keys)",
+        EVALUATION_BUDGET >> 20
+    ))
+}
+
+/// The value(s) at `path` in `doc`, once the evaluation's cost is known to be within
+/// [`EVALUATION_BUDGET`].
+fn select<'a>(doc: &'a Value, path: &str) -> Result<Selected<'a>, ProviderError> {
     let query = parse_json_path(path).map_err(|e| ProviderError::BadConfig(format!("spec.result.jsonPath: {e}")))?;
-    let matches = jsonpath_rust::query::js_path_vals(path, doc)
+    cost::estimate(&query, doc).map_err(|_| over_budget(path))?;
+    let matches = jsonpath_rust::query::js_path_process(&query, doc)
         .map_err(|e| ProviderError::BadConfig(format!("spec.result.jsonPath: {path:?}: {e}")))?;
+    let mut matches = matches.into_iter().map(|m| m.val);
     if is_singular(&query) {
         return matches
-            .first()
-            .map(|v| (*v).clone())
+            .next()
+            .map(Selected::One)
             .ok_or_else(|| ProviderError::Unavailable(format!("the webhook's answer has nothing at {path}")));
     }
-    Ok(Value::Array(matches.into_iter().cloned().collect()))
+    Ok(Selected::Matches(matches.collect()))
 }
 
 /// A JSON number as text: integers exactly, others as JSON writes them.
@@ -55,7 +76,15 @@ pub fn secret_value(body: &[u8], json_path: Option<&str>) -> Result<Vec<u8>, Pro
     let Some(path) = json_path else {
         return Ok(body.to_vec());
     };
-    single(&select(&parse_answer(body)?, path)?)
+    let doc = parse_answer(body)?;
+    match select(&doc, path)? {
+        Selected::One(v) => single(v),
+        // As a list of the matches would: its first element.
+        Selected::Matches(matches) => match matches.first() {
+            Some(first) => single(first),
+            None => Err(ProviderError::Unavailable("the JSONPath matched nothing in the webhook's answer".into())),
+        },
+    }
 }
 
 /// A value of GetSecretMap.
@@ -71,20 +100,33 @@ fn map_value(v: &Value) -> Vec<u8> {
 /// GetSecretMap: the properties of the JSON object the answer is (or the JSONPath selects; a
 /// string holding a JSON object is read as that object).
 pub fn secret_map(body: &[u8], json_path: Option<&str>) -> Result<SecretMap, ProviderError> {
-    let mut doc = parse_answer(body)?;
-    if let Some(path) = json_path {
-        doc = select(&doc, path)?;
-    }
-    if let Value::String(s) = &doc {
-        doc = serde_json::from_str(s).map_err(|e| {
-            ProviderError::Unavailable(format!("the selected value is a string that is not a JSON object: {e}"))
-        })?;
-    }
-    let Value::Object(map) = doc else {
-        return Err(ProviderError::Unavailable(format!(
+    let answer = parse_answer(body)?;
+    let not_an_object = || {
+        ProviderError::Unavailable(format!(
             "the webhook's answer{} is not a JSON object",
             json_path.map(|p| format!(" at {p}")).unwrap_or_default()
-        )));
+        ))
+    };
+    let selected = match json_path {
+        None => &answer,
+        Some(path) => match select(&answer, path)? {
+            Selected::One(v) => v,
+            // A list of matches is never an object.
+            Selected::Matches(_) => return Err(not_an_object()),
+        },
+    };
+    let parsed;
+    let doc = match selected {
+        Value::String(s) => {
+            parsed = serde_json::from_str::<Value>(s).map_err(|e| {
+                ProviderError::Unavailable(format!("the selected value is a string that is not a JSON object: {e}"))
+            })?;
+            &parsed
+        }
+        v => v,
+    };
+    let Value::Object(map) = doc else {
+        return Err(not_an_object());
     };
     Ok(map.iter().map(|(k, v)| (k.clone(), map_value(v))).collect())
 }
@@ -138,5 +180,63 @@ mod tests {
     fn hostile_paths_are_refused() {
         assert!(get("$..a..b..c").is_err());
         assert!(get("$[").is_err());
+    }
+
+    /// `{"<64 KiB key>": [0, 0, …600]}`: the attack's shape, small enough to evaluate, with
+    /// paths of ~38 MiB (600 copies of the key), over the budget.
+    fn hostile() -> Vec<u8> {
+        let zeros = vec!["0"; 600].join(",");
+        format!(r#"{{"{}": [{zeros}]}}"#, "k".repeat(64 << 10)).into_bytes()
+    }
+
+    #[test]
+    fn answers_too_costly_to_evaluate_are_refused_before_evaluating() {
+        let body = hostile();
+        for path in ["$.*[*]", "$..x", "$..*", "$[*,*][*]", "$.*[?@ == 0]"] {
+            let started = std::time::Instant::now();
+            let e = secret_value(&body, Some(path)).expect_err(path);
+            assert_eq!(e.code(), tonic::Code::Unavailable, "{path}: {e}");
+            assert!(e.to_string().contains("too large or too deep to evaluate the JSONPath"), "{path}: {e}");
+            assert!(e.to_string().contains("32 MiB"), "{path}: {e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(2), "{path}: {:?}", started.elapsed());
+            assert!(secret_map(&body, Some(path)).is_err(), "{path}");
+        }
+        // A path that reaches the key once is cheap, and the list as well.
+        let key = format!("$['{}'][1]", "k".repeat(64 << 10));
+        assert_eq!(secret_value(&body, Some(&key)).expect("one element"), b"0");
+        assert_eq!(secret_value(&body, Some("$.*")).expect("the list, by its first element"), b"0");
+    }
+
+    #[test]
+    fn wildcards_and_descendants_over_normal_answers_evaluate_as_before() {
+        assert_eq!(get("$.*[*]").expect("wildcards"), "secret", "the first child of the first member (args)");
+        assert_eq!(get("$.items[*].value").expect("wildcard"), "vx");
+        assert_eq!(get("$..value").expect("descendants"), "vx");
+        assert_eq!(get("$..user").expect("descendants"), "app");
+        assert_eq!(get("$..[?@.name == 'y'].value").expect("descendants and a filter"), "vy");
+        let e = get("$..x").expect_err("nothing named x");
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert!(e.to_string().contains("matched nothing"), "{e}");
+        assert!(secret_map(ANSWER, Some("$..obj")).is_err(), "a list of matches is not an object");
+    }
+
+    #[test]
+    fn the_estimate_covers_the_paths_the_library_builds() {
+        let doc = parse_answer(ANSWER).expect("JSON");
+        for path in ["$", "$.*[*]", "$..*", "$..value", "$.items[?@.name == 'y'].value", "$[*,*][*]", "$.list[::-1]"] {
+            let query = parse_json_path(path).expect(path);
+            let found = jsonpath_rust::query::js_path_process(&query, &doc).expect(path);
+            let built: u64 = found.iter().map(|m| m.path.len() as u64 + 32).sum();
+            let estimate = cost::estimate(&query, &doc).expect(path);
+            assert!(estimate >= built, "{path}: estimated {estimate} < {built} for the matches alone");
+            assert!(estimate < 64 << 10, "{path}: a small answer costs little ({estimate})");
+        }
+        // One step from the root: the root pointer and the matches, nothing else; names escaped
+        // as the library escapes them.
+        let doc: Value = serde_json::json!({"a'b\\\u{1}\n": 1, "list": [1, 2], "é": null});
+        let query = parse_json_path("$.*").expect("wildcard");
+        let found = jsonpath_rust::query::js_path_process(&query, &doc).expect("wildcard");
+        let built: u64 = found.iter().map(|m| m.path.len() as u64 + 32).sum();
+        assert_eq!(cost::estimate(&query, &doc), Ok(built + 1 + 32));
     }
 }

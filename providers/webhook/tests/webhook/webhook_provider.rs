@@ -319,6 +319,39 @@ async fn oversized_and_slow_answers_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_jsonpath_too_costly_over_the_answer_is_refused_and_the_provider_lives_on() {
+    let _guard = common::shared().await;
+    let store = StoreServer::start().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        install_crd(&client).await;
+        let mut provider = start_provider(Some("")).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut c = provider.client.clone();
+        store.seed("db", &[("user", "app")]);
+        let hostile = |path: &str| json!({"url": format!("{}/hostile", store.http_url), "result": {"jsonPath": path}});
+        apply_config(&client, &ns, "wildcards", hostile("$.*[*]")).await;
+        apply_config(&client, &ns, "descendants", hostile("$..x")).await;
+        apply_config(
+            &client,
+            &ns,
+            "normal",
+            json!({"url": store_url(&store.http_url), "result": {"jsonPath": "$.user"}}),
+        )
+        .await;
+        for name in ["wildcards", "descendants"] {
+            let started = Instant::now();
+            let e = get(&mut c, &webhook_ref(name), &ns, "k", "").await.expect_err("over the budget");
+            assert_eq!(e.code(), Code::Unavailable, "{name}: {e:?}");
+            assert!(e.message().contains("too large or too deep to evaluate the JSONPath"), "{name}: {e:?}");
+            assert!(e.message().contains("32 MiB"), "{name}: {e:?}");
+            assert!(started.elapsed() < Duration::from_secs(15), "{name}: {:?}", started.elapsed());
+            assert!(provider.child.is_running(), "{name}: the provider process is still up");
+            assert_eq!(get(&mut c, &webhook_ref("normal"), &ns, "db", "").await.expect("the next call"), "app");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn redirects_are_checked_like_the_first_address() {
     let _guard = common::shared().await;
     let store = StoreServer::start().await;

@@ -193,6 +193,15 @@ async fn big() -> Response {
     axum::Json(json!({ "value": s })).into_response()
 }
 
+/// `GET /hostile`: just under the provider's 4 MiB cap, one 1 MiB key holding 1.5 million
+/// zeros: a JSONPath that reaches every zero through the key (`$.*[*]`, `$..x`) would copy the
+/// key into the path of each.
+async fn hostile() -> Response {
+    let zeros = vec!["0"; 1_500_000].join(",");
+    let body = format!(r#"{{"{}": [{zeros}]}}"#, "k".repeat(1 << 20));
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
 /// `GET /slow`: answers after a minute.
 async fn slow() -> Response {
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -205,6 +214,7 @@ fn router(state: AppState) -> Router {
         .route("/get", get(echo))
         .route("/post", axum::routing::post(echo_post))
         .route("/big", get(big))
+        .route("/hostile", get(hostile))
         .route("/redirect", get(redirect))
         .route("/slow", get(slow))
         .with_state(state)
