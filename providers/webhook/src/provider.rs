@@ -1,8 +1,11 @@
 //! The operations of the webhook provider (`keyward_provider_runtime::Provider`).
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::sync::Arc;
 use std::time::Duration;
 
+use keyward_crds::SecretKeySelector;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
@@ -14,16 +17,17 @@ use crate::api::{
     GENERATOR_KIND, KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec, validate_webhook, webhook_reach,
 };
 use crate::client::{HttpClient, check_status, parse_url, server_of};
-use crate::render::{RemoteRef, Rendered, SecretData, render};
+use crate::render::{RemoteRef, Rendered, SecretData, SecretKeys, add_secret, render};
 use crate::result::{secret_map, secret_value};
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error};
 
 /// A configuration's client and the Secrets its templates see, cached per configuration,
 /// generation and owner until one of those Secrets changes ([`keyward_provider_runtime::client_cache`]).
+/// Each call takes a copy of the cached target: the Secrets' data is shared, not copied.
 #[derive(Clone)]
 struct Target {
     http: HttpClient,
-    secrets: SecretData,
+    secrets: Arc<SecretData>,
 }
 
 /// The webhook provider.
@@ -57,7 +61,7 @@ impl WebhookProvider {
         let denied = self.tenant_denied.for_request(ctx);
         let http = HttpClient::build(&self.refs, ctx, spec, denied).await?;
         let secrets = self.template_secrets(ctx, spec).await?;
-        Ok(Target { http, secrets })
+        Ok(Target { http, secrets: Arc::new(secrets) })
     }
 
     /// A `Webhook` generator's spec (upstream's generator of the same block), reached as a
@@ -78,26 +82,42 @@ impl WebhookProvider {
     }
 
     /// Every key of each Secret of `secrets[]`, read in the namespace the tenant boundary
-    /// allows; the Secret must carry `external-secrets.io/type: webhook`, as upstream.
+    /// allows; the Secret must carry `external-secrets.io/type: webhook`, as upstream. A Secret
+    /// named by several entries is read once; all entries together hold at most
+    /// [`crate::render::MAX_SECRET_DATA_BYTES`].
     async fn template_secrets(&self, ctx: &RequestContext, spec: &WebhookSpec) -> Result<SecretData, ProviderError> {
         let mut out = SecretData::new();
+        let mut read: BTreeMap<(Option<&str>, &str), SecretKeys> = BTreeMap::new();
         for (i, s) in spec.secrets.iter().enumerate() {
             let field = format!("spec.secrets[{i}].secretRef");
-            let secret = self.refs.selected_secret(ctx, &field, &s.secret_ref).await?;
-            let label = secret.metadata.labels.as_ref().and_then(|l| l.get(SECRET_TYPE_LABEL));
-            if label.map(String::as_str) != Some(SECRET_TYPE_VALUE) {
-                return Err(ProviderError::BadConfig(format!(
-                    "{field}: Secret {}/{} does not carry the label {SECRET_TYPE_LABEL}: {SECRET_TYPE_VALUE}, which \
-                     a Secret must carry to be used by a webhook configuration",
-                    secret.metadata.namespace.as_deref().unwrap_or_default(),
-                    secret.metadata.name.as_deref().unwrap_or_default()
-                )));
-            }
-            let data: BTreeMap<String, Vec<u8>> =
-                secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-            out.entry(s.name.clone()).or_default().extend(data);
+            let named = (s.secret_ref.namespace.as_deref(), s.secret_ref.name.as_str());
+            let data = match read.entry(named) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(self.template_secret(ctx, &field, &s.secret_ref).await?),
+            };
+            add_secret(&mut out, &field, &s.name, data)?;
         }
         Ok(out)
+    }
+
+    /// One Secret of `secrets[]` (every key), which must carry the webhook type label.
+    async fn template_secret(
+        &self,
+        ctx: &RequestContext,
+        field: &str,
+        selector: &SecretKeySelector,
+    ) -> Result<SecretKeys, ProviderError> {
+        let secret = self.refs.selected_secret(ctx, field, selector).await?;
+        let label = secret.metadata.labels.as_ref().and_then(|l| l.get(SECRET_TYPE_LABEL));
+        if label.map(String::as_str) != Some(SECRET_TYPE_VALUE) {
+            return Err(ProviderError::BadConfig(format!(
+                "{field}: Secret {}/{} does not carry the label {SECRET_TYPE_LABEL}: {SECRET_TYPE_VALUE}, which a \
+                 Secret must carry to be used by a webhook configuration",
+                secret.metadata.namespace.as_deref().unwrap_or_default(),
+                secret.metadata.name.as_deref().unwrap_or_default()
+            )));
+        }
+        Ok(secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect())
     }
 
     /// Renders and sends one request with `method` (the read method when `None`).

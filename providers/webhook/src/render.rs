@@ -11,6 +11,7 @@
 //! output cap and a deadline, so a hostile template never holds an async worker.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use keyward_provider_runtime::ProviderError;
@@ -43,8 +44,37 @@ pub struct RemoteRef {
     pub pushed: Option<Vec<u8>>,
 }
 
-/// The Secrets of `secrets[]` by template name, each key to its value.
-pub type SecretData = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+/// One Secret's data: each key to its value.
+pub type SecretKeys = BTreeMap<String, Vec<u8>>;
+
+/// The Secrets of `secrets[]` by template name.
+pub type SecretData = BTreeMap<String, SecretKeys>;
+
+/// Most bytes (keys and values) of Secret data all of `secrets[]` together give the templates.
+/// Templates for a URL, headers and a body need far less, and every render copies this data,
+/// so one configuration naming a large Secret many times would otherwise hold and copy many
+/// times its size.
+pub const MAX_SECRET_DATA_BYTES: usize = 1 << 20;
+
+fn data_bytes(data: &SecretKeys) -> usize {
+    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// Adds `data`, read for the `secrets[]` entry at `field`, as the templates' `.<name>`; refused
+/// when all entries together would hold more than [`MAX_SECRET_DATA_BYTES`].
+pub fn add_secret(out: &mut SecretData, field: &str, name: &str, data: &SecretKeys) -> Result<(), ProviderError> {
+    let total = out.values().map(data_bytes).sum::<usize>() + data_bytes(data);
+    if total > MAX_SECRET_DATA_BYTES {
+        return Err(ProviderError::BadConfig(format!(
+            "spec.secrets: the Secrets it names hold more than {} KiB of data together ({total} bytes with {field}; \
+             a Secret named twice counts twice); templates need far less: name Secrets holding only what the \
+             templates use",
+            MAX_SECRET_DATA_BYTES >> 10
+        )));
+    }
+    out.entry(name.to_string()).or_default().extend(data.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Ok(())
+}
 
 /// A rendered request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,10 +183,10 @@ pub async fn render(
     spec: &WebhookSpec,
     r: &RemoteRef,
     namespace: &str,
-    secrets: &SecretData,
+    secrets: &Arc<SecretData>,
     default_body: Option<Vec<u8>>,
 ) -> Result<Rendered, ProviderError> {
-    let (spec, r, namespace, secrets) = (spec.clone(), r.clone(), namespace.to_string(), secrets.clone());
+    let (spec, r, namespace, secrets) = (spec.clone(), r.clone(), namespace.to_string(), Arc::clone(secrets));
     tokio::task::spawn_blocking(move || render_now(&spec, &r, &namespace, &secrets, default_body.as_deref(), &limits()))
         .await
         .map_err(|e| ProviderError::Internal(format!("rendering the request: {e}")))?
@@ -240,5 +270,19 @@ mod tests {
     fn query_escape_is_gos() {
         assert_eq!(query_escape("a-b_c.d~e f/g?h#i%j"), "a-b_c.d~e+f%2Fg%3Fh%23i%25j");
         assert_eq!(query_escape("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn secrets_data_is_capped_in_total_however_often_a_secret_is_named() {
+        let big = BTreeMap::from([("blob".to_string(), vec![b'x'; 600 << 10])]);
+        let mut out = SecretData::new();
+        add_secret(&mut out, "spec.secrets[0].secretRef", "a", &big).expect("600 KiB is within the cap");
+        let e = add_secret(&mut out, "spec.secrets[1].secretRef", "b", &big).expect_err("twice is 1200 KiB");
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+        assert!(e.to_string().contains("spec.secrets: the Secrets it names hold more than 1024 KiB"), "{e}");
+        assert!(e.to_string().contains("spec.secrets[1].secretRef"), "{e}");
+        assert!(!out.contains_key("b"), "nothing of a refused Secret is kept");
+        add_secret(&mut out, "spec.secrets[1].secretRef", "b", &creds()["auth"]).expect("small ones still fit");
+        assert_eq!(out["b"]["username"], b"test");
     }
 }
