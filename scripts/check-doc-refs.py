@@ -5,7 +5,7 @@ The docs point readers at the code and the tests that hold a claim (docs/securit
 "Writing a provider", the test lists). A rename or a folded test file silently turns such a
 pointer into a dead end. This check reads the README and docs/*.md and, for each code span that
 names one of this repository's files (`providers/vault/src/kv.rs`, `kv.rs`,
-`reconciler/tests/e2e/api_cost.rs::name`), checks that the file is tracked and that the named
+`reconciler/tests/e2e/api_cost.rs::name`, `kv.rs::{a, b}`), checks that the file is tracked and that the named
 item (a `fn`, type, module or constant) appears in it or in its module directory.
 
 Spans that name another project's files (upstream's `tests/__snapshot__/…`) are not ours to
@@ -21,8 +21,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SPAN = re.compile(r"`([^`\s]+)`")
-REF = re.compile(r"^([\w./-]+\.(?:rs|sh|py|yaml|yml|toml|proto|md|json|tpl))(?:::([\w*:]+))?")
+SPAN = re.compile(r"`([^`\n]+)`")
+REF = re.compile(r"^([\w./-]+\.(?:rs|sh|py|yaml|yml|toml|proto|md|json|tpl))(?:::(\{[\w*:, ]+\}|[\w*:]+))?$")
 
 
 def tracked_files():
@@ -39,6 +39,13 @@ def candidates(path, files, top_dirs):
     if not path.endswith(".rs"):
         return None
     return [f for f in files if f.rsplit("/", 1)[-1] == path]
+
+
+def items(item):
+    """The items a span names: none, one, or a `{a, b}` list."""
+    if not item:
+        return []
+    return [i.strip() for i in item.strip("{}").split(",") if i.strip()]
 
 
 def item_found(item, paths):
@@ -76,8 +83,10 @@ def dead_pointers():
                     continue
                 if not found:
                     dead.append(f"{doc}:{lineno}: `{span.group(1)}`: no tracked file {path}")
-                elif item and not item_found(item, found):
-                    dead.append(f"{doc}:{lineno}: `{span.group(1)}`: {item} is not in {', '.join(found)}")
+                    continue
+                for one in items(item):
+                    if not item_found(one, found):
+                        dead.append(f"{doc}:{lineno}: `{span.group(1)}`: {one} is not in {', '.join(found)}")
     return dead
 
 
