@@ -291,7 +291,7 @@ impl Context {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.to_string(),
             // Event notes are limited to 1 kB.
-            note: Some(truncate(note, 1000)),
+            note: Some(crate::conditions::truncate(note, 1000)),
             action: action.to_string(),
             secondary: None,
         };
@@ -299,17 +299,6 @@ impl Context {
             tracing::warn!(error = %e, reason, "publishing event failed");
         }
     }
-}
-
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
-    s
 }
 
 #[cfg(test)]

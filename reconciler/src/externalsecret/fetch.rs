@@ -186,6 +186,16 @@ enum Answer {
     Map(HashMap<String, Vec<u8>>),
 }
 
+impl Answer {
+    /// Bytes of keys and values.
+    fn bytes(&self) -> usize {
+        match self {
+            Answer::Value(v) => v.len(),
+            Answer::Map(m) => m.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        }
+    }
+}
+
 impl Planned {
     /// The remote secret a store call reads (store, key, version): entries that share it share
     /// one store read.
@@ -288,10 +298,11 @@ pub async fn fetch(
     let mut reading = HashSet::new();
     let (first, then): (Vec<usize>, Vec<usize>) =
         (0..planned.len()).partition(|&i| planned[i].shared_read().is_none_or(|read| reading.insert(read)));
-    let mut answers = call_all(&planned, &first, &generators, max_age, concurrency).await;
+    let mut fetched = 0;
+    let mut answers = call_all(&planned, &first, &generators, max_age, concurrency, &mut fetched).await?;
     if !then.is_empty() {
         let since = started.elapsed();
-        answers.extend(call_all(&planned, &then, &generators, max_age.max(since), concurrency).await);
+        answers.extend(call_all(&planned, &then, &generators, max_age.max(since), concurrency, &mut fetched).await?);
     }
     answers.sort_by_key(|(i, _)| *i);
     let mut out = Fetched { entries: planned.len(), ..Default::default() };
@@ -342,19 +353,42 @@ pub async fn fetch(
     Ok(out)
 }
 
+/// Most bytes of answers one sync holds, all entries together: twice the largest answer a
+/// provider sends (4 MiB, the gRPC message limit) and eight times what a Secret can hold, so a
+/// large `extract` a template picks from still fits. Without it, 600 `data` entries reading one
+/// 1 MiB value (a 30 KB manifest) held 600 MiB in the reconciler every tenant shares.
+pub const MAX_FETCHED_BYTES: usize = 8 * 1024 * 1024;
+
 /// Runs the planned calls at `indices`, at most `concurrency` at once; answers by index.
+/// `fetched` counts the bytes of answers so far; past [`MAX_FETCHED_BYTES`] the calls still
+/// running are dropped and the sync fails.
 async fn call_all(
     planned: &[Planned],
     indices: &[usize],
     generators: &GeneratorContext<'_>,
     max_age: Duration,
     concurrency: usize,
-) -> Vec<(usize, Result<Answer, CallError>)> {
+    fetched: &mut usize,
+) -> Result<Vec<(usize, Result<Answer, CallError>)>, FetchError> {
     // Boxed and collected first: a stream of futures borrowing `generators` through a closure
     // is not `Send` for every lifetime, which the controller needs.
     let calls: Vec<BoxFuture<'_, (usize, Result<Answer, CallError>)>> =
         indices.iter().map(|&i| planned[i].call(generators, max_age).map(move |answer| (i, answer)).boxed()).collect();
-    stream::iter(calls).buffered(concurrency.max(1)).collect().await
+    let mut answers = stream::iter(calls).buffered(concurrency.max(1));
+    let mut out = Vec::with_capacity(indices.len());
+    while let Some((i, answer)) = answers.next().await {
+        *fetched = fetched.saturating_add(answer.as_ref().map_or(0, Answer::bytes));
+        if *fetched > MAX_FETCHED_BYTES {
+            return Err(FetchError::Config(format!(
+                "{}: the answers of this ExternalSecret's entries passed {} MiB together (a Secret holds at most 1 MiB); \
+                 read fewer or smaller values, or the same value once",
+                planned[i].entry,
+                MAX_FETCHED_BYTES / (1024 * 1024)
+            )));
+        }
+        out.push((i, answer));
+    }
+    Ok(out)
 }
 
 /// `nullBytePolicy: Fail`: a value with NUL bytes fails the sync (a text value was expected).

@@ -276,6 +276,59 @@ async fn six_external_secrets_share_one_connection() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_whose_answers_pass_the_fetch_budget_fail_the_sync_and_the_secret_stays() {
+    let _turn = shared().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        let fakes: Api<Fake> = Api::namespaced(client.clone(), &ns);
+        // 800 KB, read by 12 entries of a manifest of a few hundred bytes: 9.6 MB of answers.
+        let big = "b".repeat(800 * 1000);
+        apply(&fakes, fake_config("cfg", &[("big", big.as_str()), ("small", "s")])).await;
+        let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
+        apply(&providers, provider("fake", &ns, &fake.address(), "cfg")).await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        let store = json!({"name": "fake", "kind": "Provider"});
+        let one = json!({"refreshInterval": "1s", "data": [{"secretKey": "big", "remoteRef": {"key": "big"}}]});
+        apply(&ess, external_secret("one", &ns, store.clone(), one)).await;
+        wait_ready(&ess, "one", "True").await;
+
+        let many: Vec<serde_json::Value> =
+            (0..12).map(|i| json!({"secretKey": format!("k{i}"), "remoteRef": {"key": "big"}})).collect();
+        let mut spec = json!({"refreshInterval": "1s", "data": many});
+        spec["data"].as_array_mut().unwrap().insert(0, json!({"secretKey": "small", "remoteRef": {"key": "small"}}));
+        apply(
+            &ess,
+            external_secret(
+                "many",
+                &ns,
+                store.clone(),
+                json!({"refreshInterval": "1s", "data": [
+            {"secretKey": "small", "remoteRef": {"key": "small"}}]}),
+            ),
+        )
+        .await;
+        wait_ready(&ess, "many", "True").await;
+        apply(&ess, external_secret("many", &ns, store, spec)).await;
+        let es = eventually("ExternalSecret many refused for its answers' size", WAIT, || async {
+            let es = ess.get("many").await.ok()?;
+            let (status, _, message) = ready_of(&es.status.as_ref()?.conditions)?;
+            (status == "False" && message.contains("passed 8 MiB together")).then_some(es)
+        })
+        .await;
+        let (_, _, message) = ready_of(&es.status.unwrap().conditions).unwrap();
+        assert!(message.contains("data["), "the message names the entry: {message}");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let kept = secrets.get("many").await.unwrap();
+        assert_eq!(kept.data.unwrap().keys().cloned().collect::<Vec<_>>(), vec!["small"], "the Secret keeps its data");
+        assert_eq!(ready_of(&ess.get("one").await.unwrap().status.unwrap().conditions).unwrap().0, "True");
+    })
+    .await;
+}
+
 fn cluster_provider(name: &str, class: &str, address: &str, spec_extra: serde_json::Value) -> serde_json::Value {
     let mut body = json!({
         "apiVersion": "external-secrets.io/v1",
