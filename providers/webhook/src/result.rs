@@ -5,7 +5,7 @@
 use keyward_provider_runtime::{ProviderError, SecretMap};
 use serde_json::Value;
 
-use crate::cost::{self, EVALUATION_BUDGET};
+use crate::cost::{self, EVALUATION_BUDGET, OverBudget, WORK_BUDGET};
 use crate::rules::{is_singular, parse_json_path};
 
 fn parse_answer(body: &[u8]) -> Result<Value, ProviderError> {
@@ -21,20 +21,28 @@ enum Selected<'a> {
     Matches(Vec<&'a Value>),
 }
 
-fn over_budget(path: &str) -> ProviderError {
+fn over_budget(path: &str, over: OverBudget) -> ProviderError {
+    let (budget, advice) = match over {
+        OverBudget::Memory => {
+            (format!("{} MiB", EVALUATION_BUDGET >> 20), "no wildcards or .. over long lists and long keys")
+        }
+        OverBudget::Work => (
+            format!("{WORK_BUDGET} steps of work (about {} s of CPU)", WORK_BUDGET / 1_000_000_000),
+            "no match() or search() with long patterns, and no comparisons of large values, over long lists",
+        ),
+    };
     ProviderError::Unavailable(format!(
         "the webhook's answer is too large or too deep to evaluate the JSONPath {path} over: evaluating it would \
-         take more than the {} MiB a JSONPath evaluation may use; make the webhook answer less, or select a smaller \
-         part of it (no wildcards or .. over long lists and long keys)",
-        EVALUATION_BUDGET >> 20
+         take more than the {budget} a JSONPath evaluation may use; make the webhook answer less, or select a \
+         smaller part of it ({advice})"
     ))
 }
 
 /// The value(s) at `path` in `doc`, once the evaluation's cost is known to be within
-/// [`EVALUATION_BUDGET`].
+/// [`EVALUATION_BUDGET`] and [`WORK_BUDGET`].
 fn select<'a>(doc: &'a Value, path: &str) -> Result<Selected<'a>, ProviderError> {
     let query = parse_json_path(path).map_err(|e| ProviderError::BadConfig(format!("spec.result.jsonPath: {e}")))?;
-    cost::estimate(&query, doc).map_err(|_| over_budget(path))?;
+    cost::estimate(&query, doc).map_err(|over| over_budget(path, over))?;
     let matches = jsonpath_rust::query::js_path_process(&query, doc)
         .map_err(|e| ProviderError::BadConfig(format!("spec.result.jsonPath: {path:?}: {e}")))?;
     let mut matches = matches.into_iter().map(|m| m.val);
@@ -220,6 +228,39 @@ mod tests {
         assert!(secret_map(ANSWER, Some("$..obj")).is_err(), "a list of matches is not an object");
     }
 
+    /// Refused for its work, promptly, with the budget named.
+    fn refused_for_work(body: &[u8], path: &str) {
+        let started = std::time::Instant::now();
+        let e = secret_value(body, Some(path)).expect_err(path);
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{path}: {e}");
+        assert!(e.to_string().contains("too large or too deep to evaluate the JSONPath"), "{path}: {e}");
+        assert!(e.to_string().contains("2000000000 steps of work (about 2 s of CPU)"), "{path}: {e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{path}: {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn filters_too_costly_to_run_are_refused_before_evaluating() {
+        // A 4 KiB pattern from the answer, compiled on every run.
+        let items: Vec<Value> = (0..1_000).map(|_| serde_json::json!({"a": "x", "b": ".".repeat(4096)})).collect();
+        refused_for_work(&serde_json::to_vec(&items).expect("JSON"), "$[?match(@.a, @.b)]");
+        // Two 1 MiB strings compared once per element of a list.
+        let big = "z".repeat(1 << 20);
+        let doc = serde_json::json!({"x": big, "y": big, "list": vec![0; 100_000]});
+        refused_for_work(&serde_json::to_vec(&doc).expect("JSON"), "$.list[?$.x == $.y]");
+    }
+
+    #[test]
+    fn a_literal_regex_over_ten_thousand_small_items_evaluates_as_before() {
+        let items: Vec<Value> =
+            (0..10_000).map(|i| serde_json::json!({"name": format!("db-{i}"), "value": format!("v{i}")})).collect();
+        let body = serde_json::to_vec(&items).expect("JSON");
+        assert_eq!(secret_value(&body, Some("$[?match(@.name, '^db-.*')].value")).expect("all match"), b"v0");
+        // Normal filters over a small answer: unchanged.
+        assert_eq!(get("$.items[?match(@.name, 'y')].value").expect("match"), "vy");
+        assert_eq!(get("$.items[?@.name >= 'y'].value").expect("comparison"), "vy");
+        assert_eq!(get("$.items[?length(@.value) == 2 && @.name != 'x'].value").expect("length"), "vy");
+    }
+
     #[test]
     fn the_estimate_covers_the_paths_the_library_builds() {
         let doc = parse_answer(ANSWER).expect("JSON");
@@ -227,7 +268,7 @@ mod tests {
             let query = parse_json_path(path).expect(path);
             let found = jsonpath_rust::query::js_path_process(&query, &doc).expect(path);
             let built: u64 = found.iter().map(|m| m.path.len() as u64 + 32).sum();
-            let estimate = cost::estimate(&query, &doc).expect(path);
+            let estimate = cost::estimate(&query, &doc).expect(path).bytes;
             assert!(estimate >= built, "{path}: estimated {estimate} < {built} for the matches alone");
             assert!(estimate < 64 << 10, "{path}: a small answer costs little ({estimate})");
         }
@@ -237,6 +278,6 @@ mod tests {
         let query = parse_json_path("$.*").expect("wildcard");
         let found = jsonpath_rust::query::js_path_process(&query, &doc).expect("wildcard");
         let built: u64 = found.iter().map(|m| m.path.len() as u64 + 32).sum();
-        assert_eq!(cost::estimate(&query, &doc), Ok(built + 1 + 32));
+        assert_eq!(cost::estimate(&query, &doc).map(|c| c.bytes), Ok(built + 1 + 32));
     }
 }
