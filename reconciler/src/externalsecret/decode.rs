@@ -13,8 +13,19 @@ use regex::Regex;
 
 use crate::renders::RenderError;
 
-/// Steps a key transform may take off the render pool (PushSecret `dataTo` rewrites, one key
-/// at a time on an async worker): far more than renaming a key needs, far less than a `bcrypt`.
+/// Longest key a rewrite may make of an ExternalSecret's key: a Secret's data keys are at most
+/// 253 characters (Kubernetes validates them as config keys), so a longer one could never be
+/// written, and a rewrite that grows keys further (`$0$0…` doubles a key per rewrite) is stopped
+/// before the key is built.
+pub const SECRET_KEY_MAX: usize = 253;
+
+/// Regexp matches and target pieces one set of rewrites may work through, over all its keys:
+/// a target of thousands of references to a group that matches nothing builds no key but still
+/// costs a loop per match. Far more than renaming even 50,000 keys needs (a few tens of ms).
+const REGEXP_WORK: usize = 32 * 1024 * 1024;
+
+/// Steps a key transform may take off the render pool: far more than renaming a key needs, far
+/// less than a `bcrypt`.
 const KEY_TRANSFORM_STEPS: usize = 100_000;
 /// Wall-clock limit of the rewrites of one map off the render pool.
 const KEY_TRANSFORM_TIME: std::time::Duration = std::time::Duration::from_millis(100);
@@ -65,35 +76,247 @@ pub fn has_transform(rewrites: &[ExternalSecretRewrite]) -> bool {
 }
 
 /// [`rewrite`] with `limits` for the transform templates (their deadline covers every key).
+///
+/// A regexp or transform may not make a key longer than [`SECRET_KEY_MAX`] (or than the key
+/// it was given, when the provider's key was already longer).
 pub fn rewrite_limited(
     rewrites: &[ExternalSecretRewrite],
     map: BTreeMap<String, Vec<u8>>,
     limits: &Limits,
 ) -> Result<BTreeMap<String, Vec<u8>>, RenderError> {
-    let limit = limits.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())).unwrap_or_default();
     let mut map = map;
+    let work = std::cell::Cell::new(0);
     for (i, r) in rewrites.iter().enumerate() {
         if let Some(m) = &r.merge {
             map = merge(m, map).map_err(|e| RenderError::Failed(format!("rewrite[{i}].merge: {e}")))?;
             continue;
         }
-        if let Some(t) = &r.transform {
-            map = map
-                .into_iter()
-                .map(|(k, v)| {
-                    keyward_template::transform_key(&t.template, &k, limits).map(|k| (k, v)).map_err(|e| {
-                        RenderError::from_template(&e, limit).context(&format!("rewrite[{i}].transform: "))
-                    })
-                })
-                .collect::<Result<_, _>>()?;
+        // A template is parsed once per map, and not at all for an empty one (as upstream).
+        if r.transform.is_some() && map.is_empty() {
             continue;
         }
-        let Some(re) = &r.regexp else { continue };
-        let pattern = Regex::new(&re.source)
-            .map_err(|e| RenderError::Failed(format!("rewrite[{i}].regexp.source {:?} is invalid: {e}", re.source)))?;
-        map = map.into_iter().map(|(k, v)| (pattern.replace_all(&k, re.target.as_str()).into_owned(), v)).collect();
+        let step = Step::compile(i, r)?;
+        map = map
+            .into_iter()
+            .map(|(k, v)| step.apply(i, &k, SECRET_KEY_MAX, "Secret key", limits, &work).map(|k| (k, v)))
+            .collect::<Result<_, _>>()?;
     }
     Ok(map)
+}
+
+/// Rewrites compiled once (regexps and templates) to rename many single keys, each on its own
+/// (PushSecret `dataTo` remote keys): merges do not apply.
+pub struct KeyRewrites {
+    steps: Vec<(usize, Step)>,
+    max_key: usize,
+    what: &'static str,
+    work: std::cell::Cell<usize>,
+}
+
+impl KeyRewrites {
+    /// Compiles `rewrites`; a rewritten key may be at most `max_key` bytes (or as long as the key
+    /// it was given), `what` names such a key in errors.
+    pub fn compile(
+        rewrites: &[ExternalSecretRewrite],
+        max_key: usize,
+        what: &'static str,
+    ) -> Result<Self, RenderError> {
+        let steps = rewrites
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.merge.is_none())
+            .map(|(i, r)| Step::compile(i, r).map(|s| (i, s)))
+            .collect::<Result<_, _>>()?;
+        Ok(KeyRewrites { steps, max_key, what, work: std::cell::Cell::new(0) })
+    }
+
+    /// How many transform templates one key goes through.
+    pub fn transforms(&self) -> usize {
+        self.steps.iter().filter(|(_, s)| matches!(s, Step::Transform(_))).count()
+    }
+
+    /// `key` after every rewrite, with `limits` for each transform template.
+    pub fn key(&self, key: &str, limits: &Limits) -> Result<String, RenderError> {
+        let mut key = key.to_string();
+        for (i, step) in &self.steps {
+            key = step.apply(*i, &key, self.max_key, self.what, limits, &self.work)?;
+        }
+        Ok(key)
+    }
+}
+
+/// One compiled rewrite.
+enum Step {
+    Regexp { pattern: Regex, target: Vec<Piece> },
+    Transform(keyward_template::Template),
+    Nothing,
+}
+
+/// A part of a regexp rewrite's target.
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Literal(String),
+    Group(usize),
+}
+
+impl Step {
+    fn compile(i: usize, r: &ExternalSecretRewrite) -> Result<Step, RenderError> {
+        if let Some(t) = &r.transform {
+            let parsed = keyward_template::Template::parse("transform", &t.template, &Limits::default());
+            return parsed.map(Step::Transform).map_err(|e| {
+                RenderError::from_template(&e, std::time::Duration::ZERO).context(&format!("rewrite[{i}].transform: "))
+            });
+        }
+        let Some(re) = &r.regexp else { return Ok(Step::Nothing) };
+        let pattern = Regex::new(&re.source)
+            .map_err(|e| RenderError::Failed(format!("rewrite[{i}].regexp.source {:?} is invalid: {e}", re.source)))?;
+        let target = pieces(&pattern, &re.target);
+        Ok(Step::Regexp { pattern, target })
+    }
+
+    /// `key` rewritten, refused (before it is built) when longer than `max_key` bytes and than
+    /// `key`.
+    fn apply(
+        &self,
+        i: usize,
+        key: &str,
+        max_key: usize,
+        what: &str,
+        limits: &Limits,
+        work: &std::cell::Cell<usize>,
+    ) -> Result<String, RenderError> {
+        let max = max_key.max(key.len());
+        let too_long = || {
+            RenderError::Failed(format!(
+                "rewrite[{i}] makes key {:?} longer than {max} bytes, more than a {what} may hold",
+                shortened(key)
+            ))
+        };
+        match self {
+            Step::Nothing => Ok(key.to_string()),
+            Step::Transform(t) => {
+                let limit = limits.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                let data = keyward_template::Value::map(BTreeMap::from([(
+                    "value".to_string(),
+                    keyward_template::Value::str(key),
+                )]));
+                let out = t.execute(&data, limits).map_err(|e| {
+                    RenderError::from_template(&e, limit.unwrap_or_default())
+                        .context(&format!("rewrite[{i}].transform: "))
+                })?;
+                if out.len() > max {
+                    return Err(too_long());
+                }
+                String::from_utf8(out)
+                    .map_err(|_| RenderError::Failed(format!("rewrite[{i}].transform: rendered key is not UTF-8")))
+            }
+            Step::Regexp { pattern, target } => replace_bounded(pattern, target, key, max, work).map_err(|e| match e {
+                Bound::Length => too_long(),
+                Bound::Work => RenderError::Failed(format!(
+                    "rewrite[{i}].regexp takes more than {REGEXP_WORK} matches and target parts over its keys"
+                )),
+            }),
+        }
+    }
+}
+
+/// The first 64 characters of a key, for messages.
+fn shortened(key: &str) -> String {
+    match key.char_indices().nth(64) {
+        Some((end, _)) => format!("{}…", &key[..end]),
+        None => key.to_string(),
+    }
+}
+
+/// Why a bounded replacement stopped.
+enum Bound {
+    Length,
+    Work,
+}
+
+/// `pattern.replace_all(key, target)`, built piece by piece and stopped as soon as it would be
+/// longer than `max` bytes or `work` passes [`REGEXP_WORK`].
+fn replace_bounded(
+    pattern: &Regex,
+    target: &[Piece],
+    key: &str,
+    max: usize,
+    work: &std::cell::Cell<usize>,
+) -> Result<String, Bound> {
+    let mut out = String::new();
+    let push = |out: &mut String, s: &str| {
+        if out.len() + s.len() > max {
+            return Err(Bound::Length);
+        }
+        out.push_str(s);
+        Ok(())
+    };
+    let mut last = 0;
+    for caps in pattern.captures_iter(key) {
+        work.set(work.get() + 1 + target.len());
+        if work.get() > REGEXP_WORK {
+            return Err(Bound::Work);
+        }
+        let Some(whole) = caps.get(0) else { continue };
+        push(&mut out, &key[last..whole.start()])?;
+        for piece in target {
+            match piece {
+                Piece::Literal(s) => push(&mut out, s)?,
+                Piece::Group(g) => push(&mut out, caps.get(*g).map_or("", |m| m.as_str()))?,
+            }
+        }
+        last = whole.end();
+    }
+    push(&mut out, &key[last..])?;
+    Ok(out)
+}
+
+/// A replacement string as `regex` reads it (`$1`, `$name`, `${name}`, `$$`; a reference to a
+/// group the pattern lacks is empty; a `$` that starts no reference is literal), resolved
+/// against `pattern`'s groups, adjacent literals joined.
+fn pieces(pattern: &Regex, target: &str) -> Vec<Piece> {
+    let group = |name: &str| match name.parse::<usize>() {
+        Ok(n) => (n < pattern.captures_len()).then_some(n),
+        Err(_) => pattern.capture_names().position(|n| n == Some(name)),
+    };
+    let mut out: Vec<Piece> = Vec::new();
+    let literal = |out: &mut Vec<Piece>, s: &str| match out.last_mut() {
+        Some(Piece::Literal(l)) => l.push_str(s),
+        _ if s.is_empty() => {}
+        _ => out.push(Piece::Literal(s.to_string())),
+    };
+    let is_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut rest = target;
+    while let Some(at) = rest.find('$') {
+        literal(&mut out, &rest[..at]);
+        rest = &rest[at..];
+        let bytes = rest.as_bytes();
+        if bytes.get(1) == Some(&b'$') {
+            literal(&mut out, "$");
+            rest = &rest[2..];
+            continue;
+        }
+        let (name, end) = if bytes.get(1) == Some(&b'{') {
+            match rest[2..].find('}') {
+                Some(close) => (&rest[2..2 + close], 2 + close + 1),
+                None => ("", 0),
+            }
+        } else {
+            let len = bytes[1..].iter().take_while(|b| is_name(**b)).count();
+            (&rest[1..1 + len], if len == 0 { 0 } else { 1 + len })
+        };
+        if end == 0 {
+            literal(&mut out, "$");
+            rest = &rest[1..];
+            continue;
+        }
+        if let Some(g) = group(name) {
+            out.push(Piece::Group(g));
+        }
+        rest = &rest[end..];
+    }
+    literal(&mut out, rest);
+    out
 }
 
 /// The merge rewrite: every value read as a JSON object, merged in key order with the
@@ -205,6 +428,53 @@ mod tests {
         }];
         let out = rewrite(&upper, map.clone()).unwrap();
         assert!(out.keys().all(|k| k.chars().all(|c| !c.is_lowercase())), "{out:?}");
+    }
+
+    fn regexp(source: &str, target: &str) -> ExternalSecretRewrite {
+        ExternalSecretRewrite {
+            regexp: Some(RewriteRegexp { source: source.into(), target: target.into() }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_rewrite_that_grows_keys_is_refused_before_the_key_is_built() {
+        // Each rewrite multiplies the key's length by 16: 2 GB after the 8th without a bound.
+        let rw = vec![regexp(".", "$0$0$0$0$0$0$0$0$0$0$0$0$0$0$0$0"); 8];
+        let map: BTreeMap<String, Vec<u8>> = [("password".to_string(), b"x".to_vec())].into();
+        let started = std::time::Instant::now();
+        let err = rewrite(&rw, map).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(err.contains("rewrite[1]") && err.contains("253 bytes"), "{err}");
+        // A provider key already longer than a Secret key may still be rewritten, never grown.
+        let long = "p".repeat(300);
+        let out = rewrite(&[regexp("^p", "q")], [(long.clone(), vec![])].into()).unwrap();
+        assert_eq!(out.keys().next().unwrap().len(), 300);
+        assert!(rewrite(&[regexp("^", "x")], [(long, vec![])].into()).unwrap_err().contains("rewrite[0]"));
+        let grow = vec![ExternalSecretRewrite {
+            transform: Some(RewriteTransform { template: "{{ .value }}{{ .value }}".into() }),
+            ..Default::default()
+        }];
+        let err = rewrite(&grow, [("k".repeat(200), vec![])].into()).unwrap_err();
+        assert!(err.contains("rewrite[0]") && err.contains("253"), "{err}");
+    }
+
+    #[test]
+    fn bounded_replacement_reads_targets_as_regex_does() {
+        let key = "db-user_name-42";
+        let patterns = [r"^(?P<p>[a-z]+)-(\w+)-(\d+)$", r"(\w)", "", "-", r"(?P<n>\d)?"];
+        let targets = [
+            "$1", "${1}x", "$1x", "$p_$2", "${p}_$2", "$$1", "$", "a$", "${", "${}", "$9", "$0$0", "$nope", "${2}${3}",
+            "x$-y", "$01", "${01}", "lit",
+        ];
+        for source in patterns {
+            let pattern = Regex::new(source).unwrap();
+            for target in targets {
+                let want = pattern.replace_all(key, target).into_owned();
+                let got = replace_bounded(&pattern, &pieces(&pattern, target), key, 10_000, &Default::default());
+                assert_eq!(got.ok(), Some(want), "{source:?} {target:?}");
+            }
+        }
     }
 
     fn merged(m: RewriteMerge, input: &[(&str, &str)]) -> Result<BTreeMap<String, String>, String> {

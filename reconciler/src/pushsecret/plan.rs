@@ -19,8 +19,13 @@ use keyward_crds::push_secret::{
 use keyward_crds::rules::{label_selector_matches, store_ref_kind};
 use regex::Regex;
 
-use crate::externalsecret::decode::rewrite;
+use crate::externalsecret::decode::KeyRewrites;
 use crate::keys::{map_keys, reverse_key};
+use crate::renders::{RenderError, RenderPool};
+
+/// Longest remote key a rewrite may make: more than any store takes as a name (AWS allows 512
+/// bytes, GCP 255, Azure 127), so a rewrite that grows keys is stopped before they are built.
+const REMOTE_KEY_MAX: usize = 512;
 
 /// One push.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,17 +56,48 @@ pub struct Store<'a> {
 /// share one copy: what a PushSecret holds and sends grows with the Secret, not with the Secret
 /// times its entries (a megabyte Secret pushed key by key would otherwise be copied once per key,
 /// into the memory every tenant's reconciles share).
-pub fn plan(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
+///
+/// Remote keys made by `rewrite` transforms (templates: tenant input) are rendered on a render
+/// thread of `renders`, all the keys of the plan together within one render's budget, and each
+/// rewrite is compiled once per plan, not once per key.
+pub async fn plan(
+    spec: &PushSecretSpec,
+    store: Store<'_>,
+    source: &HashMap<String, Vec<u8>>,
+    renders: &RenderPool,
+    namespace: &str,
+) -> Result<Vec<Push>, String> {
     let mut views = Views::new(source);
-    let mut pushes = Vec::new();
+    let mut rules = Vec::new();
     for (i, d) in spec.data_to.iter().enumerate() {
         if targets(d, store).map_err(|e| format!("dataTo[{i}].storeRef: {e}"))? {
             let view = views.get(d.conversion_strategy).map_err(|e| format!("dataTo[{i}].conversionStrategy: {e}"))?;
-            pushes.extend(expand(d, view).map_err(|e| format!("dataTo[{i}]: {e}"))?.into_iter().map(|mut p| {
-                p.origin = format!("dataTo[{i}]{}", p.origin);
-                p
-            }));
+            rules.push(select(i, d, view).map_err(|e| format!("dataTo[{i}]: {e}"))?);
         }
+    }
+    let renames: Vec<Renames> = rules.iter_mut().filter_map(|r| r.renames.take()).collect();
+    let renamed = if renames.iter().any(|r| r.rewrites.transforms() > 0) {
+        renders.run(namespace, move |limits| Ok(rename(renames, limits))).await.map_err(|e| e.to_string())?
+    } else {
+        rename(renames, &keyward_template::Limits::default())
+    };
+    let mut renamed = renamed.into_iter();
+    let mut pushes = Vec::new();
+    for rule in rules {
+        let d = &spec.data_to[rule.index];
+        let view =
+            views.get(d.conversion_strategy).map_err(|e| format!("dataTo[{}].conversionStrategy: {e}", rule.index))?;
+        let rule_pushes = match rule.bundle {
+            Some(push) => vec![push],
+            None => {
+                let remotes = renamed.next().ok_or("a rule's remote keys were not worked out")?;
+                expand(d, view, remotes).map_err(|e| format!("dataTo[{}]{e}", rule.index))?
+            }
+        };
+        pushes.extend(rule_pushes.into_iter().map(|mut p| {
+            p.origin = format!("dataTo[{}]{}", rule.index, p.origin);
+            p
+        }));
     }
     // Explicit entries win over per-key dataTo pushes of the same source key.
     let mut explicit = Vec::with_capacity(spec.data.len());
@@ -160,43 +196,110 @@ impl<'a> Views<'a> {
     }
 }
 
-/// The pushes of one rule; their origin is the key suffix (` (KEY)`) or empty for a bundle.
-fn expand(d: &PushSecretDataTo, view: &View) -> Result<Vec<Push>, String> {
+/// One `dataTo` rule that names the store: its bundle push, or the keys it pushes one by one.
+struct Rule {
+    index: usize,
+    bundle: Option<Push>,
+    renames: Option<Renames>,
+}
+
+/// The matched keys of a per-key rule, as read, and the rewrites that make their remote keys.
+struct Renames {
+    rewrites: KeyRewrites,
+    keys: Vec<String>,
+}
+
+/// The bundle push of a rule, or the keys it pushes one by one (none when nothing matches).
+fn select(index: usize, d: &PushSecretDataTo, view: &View) -> Result<Rule, String> {
     let pattern = match d.match_.as_ref().and_then(|m| m.regexp.as_deref()).filter(|r| !r.is_empty()) {
         Some(re) => Some(Regex::new(re).map_err(|e| format!("match.regexp {re:?} is invalid: {e}"))?),
         None => None,
     };
     let matched: BTreeMap<&String, &Vec<u8>> =
         view.data.iter().filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.is_match(k))).collect();
-    if matched.is_empty() {
-        return Ok(Vec::new());
-    }
-    let entry = |secret_key: Option<String>, remote_key: String| PushSecretData {
-        match_: PushSecretMatch { secret_key, remote_ref: PushSecretRemoteRef { remote_key, property: None } },
-        metadata: d.metadata.clone(),
-        conversion_strategy: None,
-    };
+    let mut rule = Rule { index, bundle: None, renames: None };
     if let Some(remote_key) = d.remote_key.as_deref().filter(|k| !k.is_empty()) {
+        if matched.is_empty() {
+            return Ok(Rule { renames: Some(Renames::none()), ..rule });
+        }
         if !d.rewrite.is_empty() {
             return Err("remoteKey and rewrite are mutually exclusive".into());
         }
         let data = Arc::new(matched.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect());
-        return Ok(vec![Push { origin: String::new(), entry: entry(None, remote_key.to_string()), data }]);
+        rule.bundle = Some(Push { origin: String::new(), entry: entry(d, None, remote_key.to_string()), data });
+        return Ok(rule);
+    }
+    if matched.is_empty() {
+        return Ok(Rule { renames: Some(Renames::none()), ..rule });
     }
     let rewrites: Vec<ExternalSecretRewrite> = d.rewrite.iter().map(Into::into).collect();
-    let mut pushes = Vec::with_capacity(matched.len());
-    for (key, value) in matched {
-        let remote = rewrite(&rewrites, [(key.clone(), Vec::new())].into())?
-            .into_keys()
-            .next()
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| format!("rewrite turns key {key:?} into an empty remote key"))?;
+    let rewrites = KeyRewrites::compile(&rewrites, REMOTE_KEY_MAX, "remote key").map_err(|e| e.to_string())?;
+    rule.renames = Some(Renames { rewrites, keys: matched.into_keys().cloned().collect() });
+    Ok(rule)
+}
+
+impl Renames {
+    fn none() -> Self {
+        Renames {
+            rewrites: KeyRewrites::compile(&[], REMOTE_KEY_MAX, "remote key").expect("no rewrites"),
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// Each key of each rule with its remote key, or why it has none (`" (KEY): …"`); the transforms
+/// of every key together take at most `limits.max_steps` steps.
+fn rename(renames: Vec<Renames>, limits: &keyward_template::Limits) -> Vec<Vec<(String, Result<String, String>)>> {
+    let runs: usize = renames.iter().map(|r| r.keys.len() * r.rewrites.transforms()).sum();
+    let each = keyward_template::Limits { max_steps: (limits.max_steps / runs.max(1)).max(1), ..limits.clone() };
+    let mut failed = false;
+    renames
+        .into_iter()
+        .map(|r| {
+            r.keys
+                .into_iter()
+                .map(|key| {
+                    // After the first failure (the budget may be spent) the other keys are not rewritten.
+                    let remote = if failed {
+                        Err(String::new())
+                    } else {
+                        r.rewrites.key(&key, &each).map_err(|e: RenderError| format!(" ({key}): {e}"))
+                    };
+                    failed |= remote.is_err();
+                    (key, remote)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn entry(d: &PushSecretDataTo, secret_key: Option<String>, remote_key: String) -> PushSecretData {
+    PushSecretData {
+        match_: PushSecretMatch { secret_key, remote_ref: PushSecretRemoteRef { remote_key, property: None } },
+        metadata: d.metadata.clone(),
+        conversion_strategy: None,
+    }
+}
+
+/// The per-key pushes of one rule; their origin is the key suffix (` (KEY)`).
+fn expand(
+    d: &PushSecretDataTo,
+    view: &View,
+    remotes: Vec<(String, Result<String, String>)>,
+) -> Result<Vec<Push>, String> {
+    let mut pushes = Vec::with_capacity(remotes.len());
+    for (key, remote) in remotes {
+        let remote = remote?;
+        if remote.is_empty() {
+            return Err(format!(": rewrite turns key {key:?} into an empty remote key"));
+        }
+        let value = view.data.get(&key).ok_or_else(|| format!(" ({key}): the key is gone from the source Secret"))?;
         // The entry names the source key as the Secret holds it; the push sends that key.
-        let original = view.source_key(key).to_string();
+        let original = view.source_key(&key).to_string();
         pushes.push(Push {
             origin: format!(" ({key})"),
             data: Arc::new(HashMap::from([(original.clone(), value.clone())])),
-            entry: entry(Some(original), remote),
+            entry: entry(d, Some(original), remote),
         });
     }
     Ok(pushes)
@@ -225,6 +328,13 @@ mod tests {
             .collect()
     }
 
+    /// [`plan`] with a render pool of its own.
+    fn run(spec: &PushSecretSpec, store: Store<'_>, source: &HashMap<String, Vec<u8>>) -> Result<Vec<Push>, String> {
+        let pool = RenderPool::new(1, std::time::Duration::from_secs(10));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(plan(spec, store, source, &pool, "ns"))
+    }
+
     const BASE: &str = "selector: {secret: {name: src}}\nsecretStoreRefs: [{name: s}]\n";
 
     #[test]
@@ -233,7 +343,7 @@ mod tests {
             "{BASE}dataTo: [{{storeRef: {{name: s}}, remoteKey: my-app/config, match: {{regexp: '^DB_'}}, metadata: {{labels: {{a: b}}}}}}]"
         ));
         let src = source(&[("DB_HOST", "h"), ("DB_USER", "u"), ("API_KEY", "k")]);
-        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        let pushes = run(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(remotes(&pushes), vec![(None, "my-app/config")]);
         assert_eq!(*pushes[0].data, source(&[("DB_HOST", "h"), ("DB_USER", "u")]), "only the matched keys");
         assert_eq!(pushes[0].entry.metadata, Some(serde_json::json!({"labels": {"a": "b"}})));
@@ -247,7 +357,7 @@ mod tests {
              data: [{{match: {{secretKey: db-pass, remoteRef: {{remoteKey: vault/master}}}}}}]"
         ));
         let src = source(&[("db-host", "h"), ("db-pass", "p"), ("other", "o")]);
-        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        let pushes = run(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(
             remotes(&pushes),
             vec![(Some("db-host"), "DATABASE_HOST"), (Some("db-pass"), "vault/master")],
@@ -262,14 +372,14 @@ mod tests {
             "{BASE}dataTo: [{{storeRef: {{name: other}}, remoteKey: x}}, {{storeRef: {{name: s, kind: ClusterProvider}}, remoteKey: y}}, {{storeRef: {{labelSelector: {{matchLabels: {{tier: prod}}}}}}, remoteKey: z}}]"
         ));
         let src = source(&[("a", "1")]);
-        assert!(plan(&s, store(&BTreeMap::new()), &src).unwrap().is_empty());
+        assert!(run(&s, store(&BTreeMap::new()), &src).unwrap().is_empty());
         let prod = BTreeMap::from([("tier".to_string(), "prod".to_string())]);
-        assert_eq!(remotes(&plan(&s, store(&prod), &src).unwrap()), vec![(None, "z")]);
+        assert_eq!(remotes(&run(&s, store(&prod), &src).unwrap()), vec![(None, "z")]);
         // Without a kind a rule names a SecretStore, as upstream: a Provider "s" is another store.
         let provider = Store { name: "s", kind: StoreKind::Provider, labels: &prod };
-        assert!(plan(&s, provider, &src).unwrap().is_empty());
+        assert!(run(&s, provider, &src).unwrap().is_empty());
         let s = spec(&format!("{BASE}dataTo: [{{storeRef: {{name: s, kind: Provider}}, remoteKey: p}}]"));
-        assert_eq!(remotes(&plan(&s, provider, &src).unwrap()), vec![(None, "p")]);
+        assert_eq!(remotes(&run(&s, provider, &src).unwrap()), vec![(None, "p")]);
     }
 
     #[test]
@@ -278,7 +388,7 @@ mod tests {
             "{BASE}dataTo: [{{storeRef: {{name: s}}, conversionStrategy: ReverseUnicode, match: {{regexp: '/'}}}}]"
         ));
         let src = source(&[("app_U002f_token", "t"), ("plain", "p")]);
-        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        let pushes = run(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(remotes(&pushes), vec![(Some("app_U002f_token"), "app/token")]);
         assert_eq!(
             *pushes[0].data,
@@ -288,7 +398,7 @@ mod tests {
         let explicit = spec(&format!(
             "{BASE}data: [{{conversionStrategy: ReverseUnicode, match: {{secretKey: app/token, remoteRef: {{remoteKey: r}}}}}}]"
         ));
-        let pushes = plan(&explicit, store(&BTreeMap::new()), &src).unwrap();
+        let pushes = run(&explicit, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(pushes[0].data.get("app/token").map(Vec::as_slice), Some(b"t".as_slice()));
     }
 
@@ -302,7 +412,7 @@ mod tests {
              data: [{{match: {{remoteRef: {{remoteKey: all}}}}}}, {{match: {{remoteRef: {{remoteKey: all-again}}}}}}, \
              {{match: {{secretKey: k00007, remoteRef: {{remoteKey: seven}}}}}}]"
         ));
-        let pushes = plan(&s, store(&BTreeMap::new()), &src).unwrap();
+        let pushes = run(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(pushes.len(), 10_000 - 1 + 3, "k00007 goes where the explicit entry says");
         let per_key: Vec<&Push> = pushes.iter().filter(|p| p.origin.starts_with("dataTo[0] (")).collect();
         assert!(
@@ -327,21 +437,51 @@ mod tests {
     }
 
     #[test]
+    fn the_transforms_of_a_plan_share_one_budget() {
+        // About 10,000 steps a key: 2,000 keys take twice a render's 10,000,000 steps, though
+        // each key alone is far within them; 500 keys take half.
+        let costly = "{{ range until 5000 }}{{ end }}{{ .value | upper }}";
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{transform: {{template: '{costly}'}}}}]}}]"
+        ));
+        let keys =
+            |n: usize| -> HashMap<String, Vec<u8>> { (0..n).map(|i| (format!("k{i:04}"), vec![b'v'])).collect() };
+        let pushes = run(&s, store(&BTreeMap::new()), &keys(500)).unwrap();
+        assert_eq!(pushes.len(), 500);
+        assert_eq!(pushes[0].entry.match_.remote_ref.remote_key, "K0000");
+        let started = std::time::Instant::now();
+        let err = run(&s, store(&BTreeMap::new()), &keys(2_000)).unwrap_err();
+        assert!(
+            err.starts_with("dataTo[0] (k0000): ")
+                && err.contains("rewrite[0].transform")
+                && err.contains("CPU budget"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "stopped at once: {:?}", started.elapsed());
+        // A regexp that grows the remote key is stopped at the longest remote key.
+        let s = spec(&format!(
+            "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '.', target: '$0$0$0$0'}}}}, {{regexp: {{source: '.', target: '$0$0$0$0'}}}}, {{regexp: {{source: '.', target: '$0$0$0$0'}}}}, {{regexp: {{source: '.', target: '$0$0$0$0'}}}}]}}]"
+        ));
+        let err = run(&s, store(&BTreeMap::new()), &keys(1)).unwrap_err();
+        assert!(err.contains("dataTo[0] (k0000): rewrite[3]") && err.contains("512 bytes"), "{err}");
+    }
+
+    #[test]
     fn errors_name_the_entries() {
         let s = spec(&format!(
             "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '^.*$', target: same}}}}]}}]"
         ));
-        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1"), ("b", "2")])).unwrap_err();
+        let err = run(&s, store(&BTreeMap::new()), &source(&[("a", "1"), ("b", "2")])).unwrap_err();
         assert!(err.contains("dataTo[0] (a)") && err.contains("dataTo[0] (b)") && err.contains("\"same\""), "{err}");
         let s = spec(&format!(
             "{BASE}dataTo: [{{storeRef: {{name: s}}, rewrite: [{{regexp: {{source: '^.*$', target: ''}}}}]}}]"
         ));
-        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
+        let err = run(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
         assert!(err.contains("dataTo[0]") && err.contains("empty remote key"), "{err}");
         let s = spec(&format!("{BASE}data: [{{match: {{secretKey: missing, remoteRef: {{remoteKey: r}}}}}}]"));
-        let err = plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
+        let err = run(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap_err();
         assert!(err.contains("data[0]") && err.contains("\"missing\""), "{err}");
         let s = spec(&format!("{BASE}dataTo: [{{storeRef: {{name: s}}, match: {{regexp: '^z'}}}}]"));
-        assert!(plan(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap().is_empty(), "no match is no error");
+        assert!(run(&s, store(&BTreeMap::new()), &source(&[("a", "1")])).unwrap().is_empty(), "no match is no error");
     }
 }

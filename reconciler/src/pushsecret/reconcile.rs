@@ -290,7 +290,7 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failur
     if targets.is_empty() {
         return Err(String::from("no store matches secretStoreRefs").into());
     }
-    check_one_source_per_remote_key(ps, &targets, &sources)?;
+    check_one_source_per_remote_key(ps, ctx, ns, &targets, &sources).await?;
     let mut synced: Synced = targets.iter().map(|t| (t.key.clone(), BTreeMap::new())).collect();
     for (_, data) in &sources {
         for t in &targets {
@@ -303,12 +303,21 @@ async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failur
 
 /// Refuses, before anything is pushed, two source Secrets that would write one remote value of
 /// one store (the later would silently overwrite the earlier).
-fn check_one_source_per_remote_key(ps: &PushSecret, targets: &[Target], sources: &SourceData) -> Result<(), Failure> {
+async fn check_one_source_per_remote_key(
+    ps: &PushSecret,
+    ctx: &Context,
+    ns: &str,
+    targets: &[Target],
+    sources: &SourceData,
+) -> Result<(), Failure> {
     for t in targets {
         let store = Store { name: &t.store.name(), kind: t.store.kind(), labels: t.store.labels() };
         let mut pushed_from: HashMap<String, &str> = HashMap::new();
         for (name, data) in sources {
-            for p in plan(&ps.spec, store, data).map_err(|e| format!("{}: Secret {name:?}: {e}", t.key))? {
+            for p in plan(&ps.spec, store, data, &ctx.renders, ns)
+                .await
+                .map_err(|e| format!("{}: Secret {name:?}: {e}", t.key))?
+            {
                 let remote = &p.entry.match_.remote_ref;
                 let id = remote_id(&remote.remote_key, remote.property.as_deref());
                 if let Some(other) = pushed_from.insert(id.clone(), name).filter(|other| other != name) {
@@ -338,7 +347,7 @@ async fn push_to(
         tracing::debug!(store = %t.key, "secretStoreRefs kind omitted: a SecretStore, as upstream");
     }
     let store = Store { name: &t.store.name(), kind: t.store.kind(), labels: t.store.labels() };
-    let pushes = plan(&ps.spec, store, secret_data).map_err(|e| format!("{}: {e}", t.key))?;
+    let pushes = plan(&ps.spec, store, secret_data, &ctx.renders, ns).await.map_err(|e| format!("{}: {e}", t.key))?;
     let mut entries = BTreeMap::new();
     for Push { origin, entry: d, data: secret_data } in pushes {
         let remote = &d.match_.remote_ref;
