@@ -4,6 +4,7 @@
 //! itself is pure.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use keyward_crds::external_secret::{
@@ -30,8 +31,14 @@ pub struct Rendered {
     pub finalizers: Vec<String>,
 }
 
-/// Object name → key → template.
-type Loaded = BTreeMap<String, BTreeMap<String, String>>;
+/// Object name → key → template (shared: a render on the pool takes a copy of the maps, not of
+/// the templates).
+type Loaded = BTreeMap<String, BTreeMap<String, Arc<str>>>;
+
+/// Most bytes of templates one render reads with `templateFrom`, all objects together. Only the
+/// named items are kept, but a tenant may name a hundred megabyte ConfigMaps; the reconciler's
+/// memory is shared by every tenant, and real templates are a few kilobytes.
+pub const TEMPLATE_FROM_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Contents of the ConfigMaps and Secrets named in `templateFrom`, by name, then key.
 #[derive(Debug, Default, Clone)]
@@ -42,36 +49,64 @@ pub struct Sources {
     pub secrets: Loaded,
 }
 
-/// Reads the ConfigMaps and Secrets `templateFrom` names, from the ExternalSecret's namespace.
+/// Reads the items `templateFrom` names (only those) from the ConfigMaps and Secrets of the
+/// ExternalSecret's namespace, at most [`TEMPLATE_FROM_MAX_BYTES`] in all.
 pub async fn load_sources(
     client: &Client,
     namespace: &str,
     template: &ExternalSecretTemplate,
 ) -> Result<Sources, String> {
     let mut sources = Sources::default();
+    let mut total = 0;
     for from in &template.template_from {
         if let Some(r) = &from.config_map {
             let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
                 .get(&r.name)
                 .await
                 .map_err(|e| format!("templateFrom ConfigMap {:?}: {e}", r.name))?;
-            sources.config_maps.insert(r.name.clone(), cm.data.unwrap_or_default());
+            let data = cm.data.unwrap_or_default();
+            keep(&mut sources.config_maps, r, &mut total, |k| data.get(k).map(|v| Arc::from(v.as_str())))?;
         }
         if let Some(r) = &from.secret {
             let s = Api::<Secret>::namespaced(client.clone(), namespace)
                 .get(&r.name)
                 .await
                 .map_err(|e| format!("templateFrom Secret {:?}: {e}", r.name))?;
-            let data = s
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                .collect();
-            sources.secrets.insert(r.name.clone(), data);
+            let data = s.data.unwrap_or_default();
+            keep(&mut sources.secrets, r, &mut total, |k| {
+                data.get(k).map(|v| Arc::from(String::from_utf8_lossy(&v.0)))
+            })?;
         }
     }
     Ok(sources)
+}
+
+/// Keeps the items `r` names of an object (a missing one is reported when rendering), adding
+/// their size to `total`.
+fn keep(
+    loaded: &mut Loaded,
+    r: &TemplateRef,
+    total: &mut usize,
+    item: impl Fn(&str) -> Option<Arc<str>>,
+) -> Result<(), String> {
+    let kept = loaded.entry(r.name.clone()).or_default();
+    for i in &r.items {
+        if kept.contains_key(&i.key) {
+            continue;
+        }
+        let Some(value) = item(&i.key) else { continue };
+        *total += i.key.len() + value.len();
+        if *total > TEMPLATE_FROM_MAX_BYTES {
+            return Err(format!(
+                "templateFrom names more than {} MiB of templates (at item {:?} of {:?}); name fewer or smaller items",
+                TEMPLATE_FROM_MAX_BYTES / (1024 * 1024),
+                i.key,
+                r.name
+            ));
+        }
+        kept.insert(i.key.clone(), value);
+    }
+    Ok(())
 }
 
 fn scope(s: Option<TemplateScope>) -> Scope {
@@ -137,7 +172,7 @@ pub fn render_limited(
                 let source = contents.get(&item.key).ok_or_else(|| {
                     RenderError::Failed(format!("templateFrom[{i}]: {kind} {:?} has no key {:?}", r.name, item.key))
                 })?;
-                let one = [(item.key.as_str(), source.as_str())];
+                let one = [(item.key.as_str(), &**source)];
                 rendered
                     .extend(keyward_template::render_scoped(scope(item.template_as), &one, data, limits).map_err(e)?);
             }
@@ -247,18 +282,53 @@ mod tests {
         sources.config_maps.insert(
             "tpl".into(),
             [
-                ("config.yaml".to_string(), "password: {{ .a }}\n".to_string()),
-                ("multi".to_string(), "k1: '{{ .a }}1'\nk2: '{{ .a }}2'\n".to_string()),
+                ("config.yaml".to_string(), "password: {{ .a }}\n".into()),
+                ("multi".to_string(), "k1: '{{ .a }}1'\nk2: '{{ .a }}2'\n".into()),
             ]
             .into(),
         );
-        sources.secrets.insert("stpl".into(), [("note".to_string(), "from {{ .a }}".to_string())].into());
+        sources.secrets.insert("stpl".into(), [("note".to_string(), "from {{ .a }}".into())].into());
         let r = render(&t, &sources, &data(&[("a", "x")])).unwrap();
         assert_eq!(text_of(&r, "config.yaml"), "password: x\n");
         assert_eq!((text_of(&r, "k1"), text_of(&r, "k2")), ("x1".into(), "x2".into()));
         assert_eq!(text_of(&r, "extra"), "x");
         assert_eq!(r.annotations["note"], "from x");
         assert!(!r.data.contains_key("a"), "Replace drops fetched keys");
+    }
+
+    #[test]
+    fn template_from_keeps_only_the_named_items_up_to_a_total() {
+        let object: BTreeMap<String, String> =
+            [("used", "{{ .a }}"), ("unused", "x"), ("other", "y")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+        let item = |k: &str| object.get(k).map(|v| Arc::from(v.as_str()));
+        let t = template(
+            "templateFrom:\n- configMap: {name: tpl, items: [{key: used}]}\n- configMap: {name: tpl, items: [{key: other}, {key: used}, {key: missing}]}\n- configMap: {name: none}\n",
+        );
+        let mut loaded = Loaded::new();
+        let mut total = 0;
+        for from in &t.template_from {
+            keep(&mut loaded, from.config_map.as_ref().unwrap(), &mut total, item).unwrap();
+        }
+        assert_eq!(loaded["tpl"].keys().collect::<Vec<_>>(), ["other", "used"], "the named items, each once");
+        assert!(loaded["none"].is_empty(), "no items, nothing kept (as upstream, nothing is rendered of it)");
+        assert_eq!(total, "used{{ .a }}".len() + "othery".len());
+
+        // Three ConfigMaps of 1.5 MiB templates: the third passes the 4 MiB total.
+        let big = "x".repeat(1536 * 1024);
+        let t = template(
+            "templateFrom:\n- configMap: {name: a, items: [{key: t}]}\n- configMap: {name: b, items: [{key: t}]}\n- configMap: {name: c, items: [{key: t}]}\n",
+        );
+        let (mut loaded, mut total) = (Loaded::new(), 0);
+        let results: Vec<_> = t
+            .template_from
+            .iter()
+            .map(|from| {
+                keep(&mut loaded, from.config_map.as_ref().unwrap(), &mut total, |_| Some(Arc::from(big.as_str())))
+            })
+            .collect();
+        assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+        let err = results[2].clone().unwrap_err();
+        assert!(err.contains("templateFrom") && err.contains("4 MiB") && err.contains("\"c\""), "{err}");
     }
 
     #[test]
