@@ -4,7 +4,7 @@
 //! Injection never copies a secret value into a Pod: it wires the synced Secret in by
 //! reference (`envFrom.secretRef` or a Secret volume).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
     Container, EnvFromSource, PodSpec, SecretEnvSource, SecretVolumeSource, Volume, VolumeMount,
@@ -33,6 +33,14 @@ pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
 pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
 /// Where volume-mode injection mounts each ExternalSecret's Secret.
 pub const VOLUME_MOUNT_ROOT: &str = "/var/run/secrets/keyward";
+/// Most ExternalSecrets one Pod may name in `keyward.dev/inject`. A Pod injects a handful;
+/// the cap bounds the work of one admission, which every writer in the cluster waits on.
+pub const MAX_INJECT_NAMES: usize = 64;
+/// Longest `keyward.dev/inject` value, in bytes, checked before the value is split: room for
+/// `MAX_INJECT_NAMES` names of the longest kind (253 characters) and their commas. Mutating
+/// admission runs before the API server's own annotation-size check, so this is the first
+/// bound on what a Pod may send here.
+pub const MAX_INJECT_ANNOTATION_BYTES: usize = 16 * 1024;
 
 /// How injected Secrets reach the containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +73,22 @@ pub fn parse_injection_request(annotations: &BTreeMap<String, String>) -> Result
     let Some(names) = annotations.get(INJECT_ANNOTATION) else {
         return Ok(None);
     };
+    if names.len() > MAX_INJECT_ANNOTATION_BYTES {
+        return Err(format!(
+            "annotation {INJECT_ANNOTATION} is {} bytes long: at most {MAX_INJECT_ANNOTATION_BYTES} bytes are allowed",
+            names.len()
+        ));
+    }
+    let mut seen = HashSet::new();
     let mut external_secrets = Vec::new();
     for name in split_list(names) {
-        if !external_secrets.contains(&name) {
+        if seen.insert(name.clone()) {
+            if external_secrets.len() == MAX_INJECT_NAMES {
+                return Err(format!(
+                    "annotation {INJECT_ANNOTATION} names more than {MAX_INJECT_NAMES} ExternalSecrets: at most \
+                     {MAX_INJECT_NAMES} are allowed"
+                ));
+            }
             external_secrets.push(name);
         }
     }
@@ -169,16 +190,18 @@ pub fn inject(
     request: &InjectionRequest,
     lookup: impl Fn(&str) -> TargetState,
 ) -> Result<Injected, String> {
-    if let Some(wanted) = &request.containers {
-        for name in wanted {
-            if !spec.containers.iter().any(|c| &c.name == name) {
-                return Err(format!(
-                    "container {name:?} named in annotation {INJECT_CONTAINERS_ANNOTATION} does not exist in the Pod"
-                ));
-            }
+    let wanted: Option<HashSet<&str>> =
+        request.containers.as_ref().map(|names| names.iter().map(String::as_str).collect());
+    if let Some(names) = &request.containers {
+        let present: HashSet<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+        if let Some(name) = names.iter().find(|n| !present.contains(n.as_str())) {
+            return Err(format!(
+                "container {name:?} named in annotation {INJECT_CONTAINERS_ANNOTATION} does not exist in the Pod"
+            ));
         }
     }
     let mut spec = spec.clone();
+    let mut existing = Existing::of(&spec);
     let mut injected = Vec::new();
     let mut warnings = Vec::new();
     for es in &request.external_secrets {
@@ -207,13 +230,16 @@ pub fn inject(
             }
         };
         let volume_name = match request.mode {
-            InjectMode::Volume => Some(ensure_volume(&mut spec, es, &secret, optional)),
+            InjectMode::Volume => Some(existing.ensure_volume(&mut spec, es, &secret, optional)),
             InjectMode::Env => None,
         };
-        for container in spec.containers.iter_mut().filter(|c| selected(c, request)) {
+        for (i, container) in spec.containers.iter_mut().enumerate() {
+            if wanted.as_ref().is_some_and(|names| !names.contains(container.name.as_str())) {
+                continue;
+            }
             match &volume_name {
-                None => ensure_env_from(container, &secret, optional),
-                Some(volume) => ensure_mount(container, volume, es),
+                None => existing.ensure_env_from(i, container, &secret, optional),
+                Some(volume) => existing.ensure_mount(i, container, volume, es),
             }
         }
         injected.push(format!("{es}={secret}"));
@@ -221,59 +247,97 @@ pub fn inject(
     Ok(Injected { spec, annotation: injected.join(","), warnings })
 }
 
-fn selected(container: &Container, request: &InjectionRequest) -> bool {
-    request.containers.as_ref().is_none_or(|names| names.contains(&container.name))
+/// What the Pod spec already holds, kept in sets so that each injected reference is checked
+/// in constant time however long the user's lists are. Updated as injection adds entries.
+struct Existing {
+    /// Every volume name.
+    volume_names: HashSet<String>,
+    /// The first `keyward-` volume holding each Secret, by Secret name.
+    keyward_volumes: HashMap<String, String>,
+    /// Per container (by index): the Secret names of its `envFrom.secretRef`s.
+    env_from: Vec<HashSet<String>>,
+    /// Per container (by index): its mount paths.
+    mount_paths: Vec<HashSet<String>>,
 }
 
-fn ensure_env_from(container: &mut Container, secret: &str, optional: bool) {
-    let env_from = container.env_from.get_or_insert_with(Vec::new);
-    if env_from.iter().any(|e| e.secret_ref.as_ref().is_some_and(|s| s.name == secret)) {
-        return;
+impl Existing {
+    fn of(spec: &PodSpec) -> Self {
+        let volumes = spec.volumes.iter().flatten();
+        let mut keyward_volumes = HashMap::new();
+        for v in volumes.clone().filter(|v| v.name.starts_with("keyward-")) {
+            if let Some(secret) = v.secret.as_ref().and_then(|s| s.secret_name.as_ref()) {
+                keyward_volumes.entry(secret.clone()).or_insert_with(|| v.name.clone());
+            }
+        }
+        Existing {
+            volume_names: volumes.map(|v| v.name.clone()).collect(),
+            keyward_volumes,
+            env_from: spec
+                .containers
+                .iter()
+                .map(|c| {
+                    c.env_from.iter().flatten().filter_map(|e| e.secret_ref.as_ref()).map(|s| s.name.clone()).collect()
+                })
+                .collect(),
+            mount_paths: spec
+                .containers
+                .iter()
+                .map(|c| c.volume_mounts.iter().flatten().map(|m| m.mount_path.clone()).collect())
+                .collect(),
+        }
     }
-    env_from.push(EnvFromSource {
-        secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: optional.then_some(true) }),
-        ..Default::default()
-    });
-}
 
-/// Returns the name of the volume holding `secret`, adding one when none does.
-fn ensure_volume(spec: &mut PodSpec, es: &str, secret: &str, optional: bool) -> String {
-    let volumes = spec.volumes.get_or_insert_with(Vec::new);
-    let holds_secret = |v: &Volume| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(secret);
-    if let Some(existing) = volumes.iter().find(|v| v.name.starts_with("keyward-") && holds_secret(v)) {
-        return existing.name.clone();
-    }
-    let base = format!("keyward-{es}");
-    let mut name = base.clone();
-    let mut n = 1;
-    while volumes.iter().any(|v| v.name == name) {
-        name = format!("{base}-{n}");
-        n += 1;
-    }
-    volumes.push(Volume {
-        name: name.clone(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret.to_string()),
-            optional: optional.then_some(true),
+    fn ensure_env_from(&mut self, index: usize, container: &mut Container, secret: &str, optional: bool) {
+        let env_from = container.env_from.get_or_insert_with(Vec::new);
+        if !self.env_from[index].insert(secret.to_string()) {
+            return;
+        }
+        env_from.push(EnvFromSource {
+            secret_ref: Some(SecretEnvSource { name: secret.to_string(), optional: optional.then_some(true) }),
             ..Default::default()
-        }),
-        ..Default::default()
-    });
-    name
-}
-
-fn ensure_mount(container: &mut Container, volume: &str, es: &str) {
-    let path = format!("{VOLUME_MOUNT_ROOT}/{es}");
-    let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
-    if mounts.iter().any(|m| m.mount_path == path) {
-        return;
+        });
     }
-    mounts.push(VolumeMount {
-        name: volume.to_string(),
-        mount_path: path,
-        read_only: Some(true),
-        ..Default::default()
-    });
+
+    /// Returns the name of the volume holding `secret`, adding one when none does.
+    fn ensure_volume(&mut self, spec: &mut PodSpec, es: &str, secret: &str, optional: bool) -> String {
+        let volumes = spec.volumes.get_or_insert_with(Vec::new);
+        if let Some(existing) = self.keyward_volumes.get(secret) {
+            return existing.clone();
+        }
+        let base = format!("keyward-{es}");
+        let mut name = base.clone();
+        let mut n = 1;
+        while self.volume_names.contains(&name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        volumes.push(Volume {
+            name: name.clone(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_string()),
+                optional: optional.then_some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        self.volume_names.insert(name.clone());
+        self.keyward_volumes.insert(secret.to_string(), name.clone());
+        name
+    }
+
+    fn ensure_mount(&mut self, index: usize, container: &mut Container, volume: &str, es: &str) {
+        let path = format!("{VOLUME_MOUNT_ROOT}/{es}");
+        let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+        if !self.mount_paths[index].insert(path.clone()) {
+            return;
+        }
+        mounts.push(VolumeMount {
+            name: volume.to_string(),
+            mount_path: path,
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
 }
 
 /// Names of the Secrets a pod template uses: `envFrom`, `env.valueFrom.secretKeyRef`, Secret

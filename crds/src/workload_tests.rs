@@ -244,3 +244,91 @@ fn rollout_data_hash_only_for_secrets_the_external_secret_creates() {
         assert_eq!(es.rollout_data_hash(), None, "{policy:?}");
     }
 }
+
+#[test]
+fn inject_annotation_limits_refuse_huge_lists_quickly() {
+    let names = |n: usize| (0..n).map(|i| format!("es-{i}")).collect::<Vec<_>>();
+    let long_list = names(100_000).join(",");
+    let one_mib_name = "x".repeat(1 << 20);
+    for (value, want) in [
+        (long_list.as_str(), format!("at most {MAX_INJECT_ANNOTATION_BYTES} bytes are allowed")),
+        (one_mib_name.as_str(), format!("at most {MAX_INJECT_ANNOTATION_BYTES} bytes are allowed")),
+        (&*names(MAX_INJECT_NAMES + 1).join(","), format!("at most {MAX_INJECT_NAMES} are allowed")),
+    ] {
+        let ann = annotations(&[(INJECT_ANNOTATION, value), (INJECT_POLICY_ANNOTATION, "optional")]);
+        let started = std::time::Instant::now();
+        let err = parse_injection_request(&ann).unwrap_err();
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_millis(100), "{took:?}");
+        assert!(err.contains(INJECT_ANNOTATION) && err.contains(&want), "{err}");
+    }
+}
+
+#[test]
+fn inject_annotation_at_the_limits_parses_without_duplicates() {
+    let names: Vec<String> = (0..MAX_INJECT_NAMES).map(|i| format!("es-{i}")).collect();
+    // Every name twice, the second round reversed: duplicates do not count against the limit
+    // and the first occurrence fixes the order.
+    let value: Vec<&str> = names.iter().chain(names.iter().rev()).map(String::as_str).collect();
+    let r = request(&[(INJECT_ANNOTATION, &value.join(", "))]);
+    assert_eq!(r.external_secrets, names);
+    // The longest names Kubernetes allows, as many as allowed, fit in the byte limit.
+    let longest: Vec<String> = (0..MAX_INJECT_NAMES).map(|i| format!("{i:0>253}")).collect();
+    let r = request(&[(INJECT_ANNOTATION, &longest.join(","))]);
+    assert_eq!(r.external_secrets, longest);
+}
+
+#[test]
+fn injection_stays_linear_in_what_the_pod_already_holds() {
+    // A Pod that already holds volumes named like every candidate for the injected volume,
+    // and many envFrom entries and mounts: each check is a set lookup, not a scan.
+    let n = 50_000;
+    let mut spec = pod(&["app"]);
+    let mut volumes = vec![Volume { name: "keyward-db".into(), ..Default::default() }];
+    volumes.extend((1..n).map(|i| Volume { name: format!("keyward-db-{i}"), ..Default::default() }));
+    spec.volumes = Some(volumes);
+    spec.containers[0].volume_mounts = Some(
+        (0..n).map(|i| VolumeMount { name: "x".into(), mount_path: format!("/m/{i}"), ..Default::default() }).collect(),
+    );
+    spec.containers[0].env_from = Some(
+        (0..n)
+            .map(|i| EnvFromSource {
+                secret_ref: Some(SecretEnvSource { name: format!("s-{i}"), optional: None }),
+                ..Default::default()
+            })
+            .collect(),
+    );
+    let names: Vec<String> = (1..MAX_INJECT_NAMES).map(|i| format!("es-{i}")).collect();
+    let list = format!("db,{}", names.join(","));
+    let volume = request(&[
+        (INJECT_ANNOTATION, &list),
+        (INJECT_MODE_ANNOTATION, "volume"),
+        (INJECT_POLICY_ANNOTATION, "optional"),
+    ]);
+    let env = request(&[(INJECT_ANNOTATION, &list), (INJECT_POLICY_ANNOTATION, "optional")]);
+    let started = std::time::Instant::now();
+    let out = inject("ns", &spec, &volume, |_| TargetState::Missing).expect("admitted");
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    let volumes = out.spec.volumes.as_deref().unwrap_or_default();
+    assert_eq!(volumes.len(), n + MAX_INJECT_NAMES);
+    assert_eq!(volumes[n].name, format!("keyward-db-{n}"), "the first free name");
+    assert_eq!(volumes[n].secret.as_ref().and_then(|s| s.secret_name.as_deref()), Some("db"));
+    let mounts = out.spec.containers[0].volume_mounts.as_deref().unwrap_or_default();
+    assert_eq!(mounts.len(), n + MAX_INJECT_NAMES);
+    assert_eq!(
+        (mounts[n].name.as_str(), mounts[n].mount_path.as_str()),
+        (volumes[n].name.as_str(), "/var/run/secrets/keyward/db")
+    );
+    let started = std::time::Instant::now();
+    let again = inject("ns", &out.spec, &volume, |_| TargetState::Missing).expect("admitted");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(again.spec, out.spec, "idempotent");
+
+    let started = std::time::Instant::now();
+    let out = inject("ns", &spec, &env, |_| TargetState::Missing).expect("admitted");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    let env_from = out.spec.containers[0].env_from.as_deref().unwrap_or_default();
+    assert_eq!(env_from.len(), n + MAX_INJECT_NAMES);
+    assert_eq!(env_from[n].secret_ref, Some(SecretEnvSource { name: "db".into(), optional: Some(true) }));
+}

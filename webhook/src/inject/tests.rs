@@ -64,6 +64,32 @@ fn unsynced_or_missing_external_secrets_deny_the_pod() {
     assert_eq!((decision.allowed, decision.code), (false, 400));
 }
 
+#[test]
+fn pods_naming_too_many_external_secrets_are_denied_quickly() {
+    let names = |n: usize| (0..n).map(|i| format!("es-{i}")).collect::<Vec<_>>().join(",");
+    let too_long = format!("at most {} bytes are allowed", workload::MAX_INJECT_ANNOTATION_BYTES);
+    let too_many = format!("at most {} are allowed", workload::MAX_INJECT_NAMES);
+    for (value, want) in [(names(100_000), &too_long), (names(workload::MAX_INJECT_NAMES + 1), &too_many)] {
+        let object = pod(json!({"keyward.dev/inject": value, "keyward.dev/inject-policy": "optional"}));
+        let req = request(("", "Pod"), "CREATE", object);
+        let started = std::time::Instant::now();
+        let decision = mutate(&req, &state());
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+        assert_eq!((decision.allowed, decision.code, decision.patch.is_none()), (false, 400, true));
+        let message = decision.message.unwrap_or_default();
+        assert!(message.contains("annotation keyward.dev/inject ") && message.contains(want.as_str()), "{message}");
+    }
+    // At the limit, with the names optional and not there yet, the Pod is admitted.
+    let object = pod(json!({"keyward.dev/inject": format!("db,{}", names(workload::MAX_INJECT_NAMES - 1)),
+        "keyward.dev/inject-policy": "optional"}));
+    let out = patched(&object, &mutate(&request(("", "Pod"), "CREATE", object.clone()), &state()));
+    let env_from = out.pointer("/spec/containers/0/envFrom").and_then(Value::as_array).cloned().unwrap_or_default();
+    assert_eq!(env_from.len(), workload::MAX_INJECT_NAMES);
+    assert_eq!(env_from[0], json!({"secretRef": {"name": "db-secret"}}));
+    assert_eq!(env_from[1], json!({"secretRef": {"name": "es-0", "optional": true}}));
+}
+
 fn deployment(reload: bool, template_annotations: Value) -> Value {
     let mut d = json!({
         "metadata": {"name": "web", "annotations": {}},
