@@ -65,7 +65,10 @@ pub fn split(docs: &[Document]) -> Result<(ExternalSecret, Sources), Error> {
             }
             "ConfigMap" => {
                 let cm: ConfigMap = serde_json::from_value(d.value.clone()).map_err(read_err)?;
-                sources.config_maps.insert(d.name().to_string(), cm.data.unwrap_or_default());
+                sources.config_maps.insert(
+                    d.name().to_string(),
+                    cm.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into())).collect(),
+                );
             }
             "Secret" => {
                 let s: Secret = serde_json::from_value(d.value.clone()).map_err(read_err)?;
@@ -76,7 +79,7 @@ pub fn split(docs: &[Document]) -> Result<(ExternalSecret, Sources), Error> {
                     .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
                     .collect();
                 data.extend(s.string_data.unwrap_or_default());
-                sources.secrets.insert(d.name().to_string(), data);
+                sources.secrets.insert(d.name().to_string(), data.into_iter().map(|(k, v)| (k, v.into())).collect());
             }
             _ => {}
         }
