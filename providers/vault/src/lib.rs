@@ -24,10 +24,11 @@ use keyward_proto::v1::{
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use keyward_provider_runtime::json::{push_value, value_map, value_property};
+use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
+use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map};
 use keyward_provider_runtime::keys;
 use keyward_provider_runtime::netguard::DeniedNetworks;
-use keyward_provider_runtime::read_cache::ReadCache;
+use keyward_provider_runtime::read_cache::{ReadCache, Weighed};
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
@@ -41,6 +42,17 @@ use crate::kv::{
 
 /// Most secrets a find walks through (listing stops there).
 const FIND_LIMIT: usize = 10_000;
+
+/// Most folders a find holds waiting to be listed. Folders are listed depth first, so a real
+/// tree has few pending at once (the subfolders of each folder on the current path); without a
+/// bound, a server answering every LIST with folder names and never a secret grows the stack by
+/// everything it sends.
+const MAX_PENDING_FOLDERS: usize = FIND_LIMIT;
+
+/// Most LIST calls one find makes (one per folder walked). A real tree holds a secret under
+/// every folder, so this is twice as many folders as the secrets a find keeps; without a bound,
+/// a server answering each LIST with one more folder keeps the walk going forever.
+const MAX_LISTS: usize = 2 * FIND_LIMIT;
 
 #[derive(Clone)]
 struct Target {
@@ -64,11 +76,139 @@ pub struct VaultProvider {
     /// What a tenant's configuration may not reach.
     tenant_denied: DeniedNetworks,
     /// KV reads shared by the requests that read the same secret (every property of it).
-    reads: ReadCache<Map<String, Value>>,
+    reads: ReadCache<SharedData>,
+}
+
+/// A secret's data map as the read cache shares it: parsed once, handed to every request that
+/// reads it without a copy, and looked up property by property as it is.
+#[derive(Clone)]
+struct SharedData(Arc<Value>);
+
+impl SharedData {
+    fn new(data: Map<String, Value>) -> Self {
+        SharedData(Arc::new(Value::Object(data)))
+    }
+
+    /// The data as JSON text (the same as the map's).
+    fn bytes(&self) -> Result<Vec<u8>, ProviderError> {
+        serde_json::to_vec(&*self.0).map_err(|e| ProviderError::Internal(e.to_string()))
+    }
+}
+
+impl Weighed for SharedData {
+    fn weight(&self) -> usize {
+        // The map's own weight, its header and the reference counts around it.
+        let map = self.0.as_object().map_or(0, Weighed::weight);
+        map.saturating_add(std::mem::size_of::<Value>() + 2 * std::mem::size_of::<usize>())
+    }
 }
 
 fn data_bytes(data: &Map<String, Value>) -> Result<Vec<u8>, ProviderError> {
     serde_json::to_vec(data).map_err(|e| ProviderError::Internal(e.to_string()))
+}
+
+/// GetSecret with a property: that property of the secret's data (`data`, a JSON object),
+/// resolved as the runtime resolves properties of JSON values (the key as written, else a dotted
+/// path) without encoding the data as JSON and parsing it again for every property.
+fn data_property(data: &SharedData, name: &str, prop: &str) -> Result<Vec<u8>, ProviderError> {
+    property(&data.0, prop)
+        .map(json_bytes)
+        .ok_or_else(|| ProviderError::NoSecret(format!("secret {name:?} has no property {prop:?}")))
+}
+
+/// The LIST walk of a find: folders still to list and the secrets found, within
+/// [`MAX_PENDING_FOLDERS`], [`MAX_LISTS`] and [`FIND_LIMIT`].
+struct Walk {
+    /// `mount/path` of the walk's root, for messages.
+    name: String,
+    folders: Vec<String>,
+    found: Vec<String>,
+    lists: usize,
+}
+
+impl Walk {
+    fn new(name: String, root: String) -> Self {
+        Walk { name, folders: vec![root], found: Vec::new(), lists: 0 }
+    }
+
+    /// The next folder to list, counted as a LIST call; `None` when the walk is done.
+    fn next_folder(&mut self) -> Result<Option<String>, ProviderError> {
+        if self.folders.is_empty() {
+            return Ok(None);
+        }
+        if self.lists >= MAX_LISTS {
+            return Err(ProviderError::Unavailable(format!(
+                "the find under {} needs more than {MAX_LISTS} LIST calls, more than a find makes",
+                self.name
+            )));
+        }
+        self.lists += 1;
+        Ok(self.folders.pop())
+    }
+
+    /// A name listed in `folder`: a subfolder to walk or a secret found. `false` once the walk
+    /// has found [`FIND_LIMIT`] secrets and stops.
+    fn add(&mut self, folder: &str, listed: &str) -> Result<bool, ProviderError> {
+        let full = if folder.is_empty() { listed.to_string() } else { format!("{folder}/{listed}") };
+        // A name Vault lists is checked like a key before it becomes a request path.
+        if let Err(e) = keys::check_key(&full) {
+            tracing::warn!(error = %e, "skipping a listed name the key rule refuses");
+            return Ok(true);
+        }
+        match full.strip_suffix('/') {
+            Some(sub) => {
+                if self.folders.len() >= MAX_PENDING_FOLDERS {
+                    return Err(ProviderError::Unavailable(format!(
+                        "the find under {} has more than {MAX_PENDING_FOLDERS} folders waiting to be listed, \
+                         more than a find walks",
+                        self.name
+                    )));
+                }
+                self.folders.push(sub.to_string());
+            }
+            None => self.found.push(full),
+        }
+        if self.found.len() >= FIND_LIMIT {
+            tracing::warn!(limit = FIND_LIMIT, "find stopped at the limit");
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// The secrets found, sorted.
+    fn finish(mut self) -> Vec<String> {
+        self.found.sort();
+        self.found
+    }
+}
+
+/// What a find keeps, and the bytes it holds: at most [`MAX_RESPONSE_BYTES`], as the answer
+/// carries all of it at once.
+struct Found {
+    /// `mount/path` of the find, for messages.
+    name: String,
+    out: SecretMap,
+    bytes: u64,
+}
+
+impl Found {
+    fn new(name: String) -> Self {
+        Found { name, out: SecretMap::new(), bytes: 0 }
+    }
+
+    fn keep(&mut self, path: String, value: Vec<u8>) -> Result<(), ProviderError> {
+        self.bytes += (path.len() + value.len()) as u64;
+        if self.bytes > MAX_RESPONSE_BYTES {
+            return Err(ProviderError::Unavailable(format!(
+                "the secrets under {} that find selects hold more than {} MiB, more than one answer can carry; \
+                 select fewer",
+                self.name,
+                MAX_RESPONSE_BYTES / (1024 * 1024)
+            )));
+        }
+        self.out.insert(path, value);
+        Ok(())
+    }
 }
 
 impl VaultProvider {
@@ -197,9 +337,10 @@ impl VaultProvider {
         target: &Target,
         loc: &Location,
         version: &str,
-    ) -> Result<Map<String, Value>, ProviderError> {
+    ) -> Result<SharedData, ProviderError> {
         let key = format!("{}/{}", loc.mount, loc.path);
-        self.reads.read("ReadSecretData", ctx, &key, version, self.read(target, loc, version)).await
+        let read = async { self.read(target, loc, version).await.map(SharedData::new) };
+        self.reads.read("ReadSecretData", ctx, &key, version, read).await
     }
 
     async fn read_opt(&self, target: &Target, loc: &Location) -> Result<Option<Map<String, Value>>, ProviderError> {
@@ -258,9 +399,9 @@ impl VaultProvider {
     /// Paths of the secrets under `loc` (recursively), relative to the mount.
     async fn list(&self, target: &Target, loc: &Location) -> Result<Vec<String>, ProviderError> {
         let list = Method::from_bytes(b"LIST").map_err(|e| ProviderError::Internal(e.to_string()))?;
-        let mut folders = vec![loc.path.trim_end_matches('/').to_string()];
-        let mut out = Vec::new();
-        while let Some(folder) = folders.pop() {
+        let name = format!("{}/{}", loc.mount, loc.path).trim_end_matches('/').to_string();
+        let mut walk = Walk::new(name, loc.path.trim_end_matches('/').to_string());
+        while let Some(folder) = walk.next_folder()? {
             let at = loc.at(&folder)?;
             let what = format!("listing {}/{}", at.mount, at.path);
             let body = match target.client.ok(list.clone(), &at.list(), None, &[], &what).await {
@@ -271,24 +412,12 @@ impl VaultProvider {
             for k in
                 body.pointer("/data/keys").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
             {
-                let full = if folder.is_empty() { k.to_string() } else { format!("{folder}/{k}") };
-                // A name Vault lists is checked like a key before it becomes a request path.
-                if let Err(e) = keys::check_key(&full) {
-                    tracing::warn!(error = %e, "skipping a listed name the key rule refuses");
-                    continue;
-                }
-                match full.strip_suffix('/') {
-                    Some(sub) => folders.push(sub.to_string()),
-                    None => out.push(full),
-                }
-                if out.len() >= FIND_LIMIT {
-                    tracing::warn!(limit = FIND_LIMIT, "find stopped at the limit");
-                    return Ok(out);
+                if !walk.add(&folder, k)? {
+                    return Ok(walk.found);
                 }
             }
         }
-        out.sort();
-        Ok(out)
+        Ok(walk.finish())
     }
 
     /// Whether a push or delete may change the secret at `loc`: KV v1 has no metadata, so
@@ -330,11 +459,11 @@ impl Provider for VaultProvider {
                 }),
             };
         }
-        let data = data_bytes(&self.read_shared(ctx, &target, &loc, &remote_ref.version).await?)?;
+        let data = self.read_shared(ctx, &target, &loc, &remote_ref.version).await?;
         if remote_ref.property.is_empty() {
-            Ok(data)
+            data.bytes()
         } else {
-            value_property(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
+            data_property(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
         }
     }
 
@@ -345,7 +474,7 @@ impl Provider for VaultProvider {
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
         let loc = self.located(&target, &remote_ref.key).await?;
-        let data = data_bytes(&self.read_shared(ctx, &target, &loc, &remote_ref.version).await?)?;
+        let data = self.read_shared(ctx, &target, &loc, &remote_ref.version).await?.bytes()?;
         value_map(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
     }
 
@@ -369,7 +498,7 @@ impl Provider for VaultProvider {
         }
         let root = locate_folder(target.mount.as_deref(), target.version, &find.path)?;
         self.confirm_kv(&target, &root).await?;
-        let mut out = SecretMap::new();
+        let mut found = Found::new(format!("{}/{}", root.mount, root.path).trim_end_matches('/').to_string());
         for path in self.list(&target, &root.at("")?).await? {
             if !path.starts_with(root.path.as_str()) || regex.as_ref().is_some_and(|r| !r.is_match(&path)) {
                 continue;
@@ -383,10 +512,11 @@ impl Provider for VaultProvider {
             }
             // A secret deleted (or whose latest version was) since the listing is skipped.
             if let Some(data) = self.read_opt(&target, &loc).await? {
-                out.insert(path, data_bytes(&data)?);
+                let value = data_bytes(&data)?;
+                found.keep(path, value)?;
             }
         }
-        Ok(out)
+        Ok(found.out)
     }
 
     async fn push_secret(
@@ -507,5 +637,165 @@ impl Provider for VaultProvider {
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyward_provider_runtime::json::value_property;
+    use std::collections::HashMap;
+
+    #[test]
+    fn properties_of_the_cached_map_resolve_as_the_json_text_does() {
+        let data = json!({
+            "user": "app", "port": 5432, "ok": true, "none": null, "a.b": "literal",
+            "a": {"b": "nested", "b.c": "dotted key"},
+            "db": {"host": "h", "ports": [1, 2, {"x": "y"}]},
+            "friends": [{"first": "Dale"}, {"first": "Roger"}],
+        });
+        let Value::Object(map) = data else { unreachable!() };
+        let text = data_bytes(&map).unwrap();
+        let shared = SharedData::new(map);
+        assert_eq!(shared.bytes().unwrap(), text, "whole secret");
+        let props = [
+            "user",
+            "port",
+            "ok",
+            "none",
+            "a.b",
+            "a",
+            "a.b.c",
+            "db",
+            "db.host",
+            "db.ports",
+            "db.ports.1",
+            "db.ports.2.x",
+            "db.ports.3",
+            "db.ports.x",
+            "friends.1.first",
+            "friends.2.first",
+            "friends.x",
+            "missing",
+            "db.missing",
+            "user.x",
+            "",
+            ".",
+            "db.",
+            ".db",
+        ];
+        for prop in props {
+            let old = value_property(&text, "secret/s", prop);
+            let new = data_property(&shared, "secret/s", prop);
+            match (old, new) {
+                (Ok(old), Ok(new)) => assert_eq!(old, new, "{prop:?}"),
+                (Err(old), Err(new)) => {
+                    assert_eq!((old.code(), old.to_string()), (new.code(), new.to_string()), "{prop:?}")
+                }
+                (old, new) => panic!("{prop:?}: {old:?} then, {new:?} now"),
+            }
+        }
+        assert_eq!(data_property(&shared, "s", "a.b").unwrap(), b"literal", "a literal key wins");
+        assert_eq!(data_property(&shared, "s", "db.ports.2.x").unwrap(), b"y");
+        assert!(data_property(&shared, "s", "nope").unwrap_err().is_not_found());
+    }
+
+    #[test]
+    fn property_reads_share_the_cached_map() {
+        // A secret of many properties, each read as its own request: every read looks into the
+        // one parsed map the cache holds, neither copying nor encoding it.
+        let map: Map<String, Value> = (0..1000).map(|i| (format!("p{i}"), Value::String("x".repeat(4096)))).collect();
+        let shared = SharedData::new(map);
+        for i in 0..1000 {
+            let copy = shared.clone();
+            assert!(Arc::ptr_eq(&copy.0, &shared.0), "a cached answer handed out is the same map");
+            assert_eq!(data_property(&copy, "s", &format!("p{i}")).unwrap().len(), 4096);
+        }
+        assert_eq!(Arc::strong_count(&shared.0), 1);
+        assert!(shared.weight() >= 1000 * 4096, "the cache counts what the map holds");
+    }
+
+    #[test]
+    fn a_find_keeps_at_most_one_answer_of_bytes() {
+        let mut found = Found::new("secret/team".into());
+        let mib = 1024 * 1024;
+        found.keep("a".into(), vec![b'x'; 2 * mib]).unwrap();
+        found.keep("b".into(), vec![b'x'; mib]).unwrap();
+        let e = found.keep("c".into(), vec![b'x'; mib]).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert!(e.to_string().contains("secret/team") && e.to_string().contains("more than 4 MiB"), "{e}");
+        assert_eq!(found.out.len(), 2, "nothing past the cap is kept");
+        // Just at the cap is still kept.
+        let mut found = Found::new("secret".into());
+        found.keep("k".into(), vec![0; MAX_RESPONSE_BYTES as usize - 1]).unwrap();
+        assert!(found.keep("l".into(), vec![]).is_err(), "names count too");
+    }
+
+    #[test]
+    fn a_walk_bounds_its_pending_folders() {
+        let mut walk = Walk::new("secret/".into(), String::new());
+        assert_eq!(walk.next_folder().unwrap().as_deref(), Some(""));
+        // A server listing folder after folder and never a secret.
+        for i in 0..MAX_PENDING_FOLDERS {
+            assert!(walk.add("", &format!("a{i}/")).unwrap());
+        }
+        let e = walk.add("", "one-more/").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert!(e.to_string().contains(&MAX_PENDING_FOLDERS.to_string()), "{e}");
+        assert_eq!(walk.folders.len(), MAX_PENDING_FOLDERS);
+        // Secrets still come while folders wait.
+        assert!(walk.add("", "s").unwrap());
+        assert_eq!(walk.found, ["s"]);
+    }
+
+    #[test]
+    fn a_walk_bounds_its_list_calls() {
+        // A server answering each LIST with one more folder, for ever.
+        let mut walk = Walk::new("secret/".into(), String::new());
+        let mut lists = 0;
+        let mut refused = None;
+        while lists <= MAX_LISTS {
+            match walk.next_folder() {
+                Ok(Some(folder)) => {
+                    lists += 1;
+                    assert!(walk.add("", &format!("f{lists}/")).unwrap(), "{folder}");
+                }
+                Ok(None) => panic!("the walk ended"),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let e = refused.expect("the walk goes on past the LIST limit");
+        assert_eq!(lists, MAX_LISTS);
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert!(e.to_string().contains(&MAX_LISTS.to_string()), "{e}");
+    }
+
+    #[test]
+    fn a_walk_of_a_real_tree_finds_its_secrets() {
+        let mut walk = Walk::new("secret/".into(), "team".into());
+        let tree: HashMap<&str, &[&str]> = [
+            ("team", &["app/", "web/", "top"][..]),
+            ("team/app", &["db", "cache/"]),
+            ("team/app/cache", &["r"]),
+            ("team/web", &["t", "../x"]),
+        ]
+        .into();
+        while let Some(folder) = walk.next_folder().unwrap() {
+            for name in tree[folder.as_str()] {
+                assert!(walk.add(&folder, name).unwrap());
+            }
+        }
+        assert_eq!(walk.lists, 4);
+        assert_eq!(walk.finish(), ["team/app/cache/r", "team/app/db", "team/top", "team/web/t"]);
+        // The secret limit stops the walk, as before.
+        let mut walk = Walk::new("secret/".into(), String::new());
+        walk.next_folder().unwrap();
+        for i in 0..FIND_LIMIT - 1 {
+            assert!(walk.add("", &format!("s{i}")).unwrap());
+        }
+        assert!(!walk.add("", "last").unwrap());
     }
 }

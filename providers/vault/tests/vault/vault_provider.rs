@@ -153,6 +153,52 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_find_holding_more_than_one_answer_is_refused() {
+    let _guard = common::shared().await;
+    let v = vault();
+    let mut p = start_provider().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        // Three secrets of 1.5 MiB each (three 512 KiB values: Vault refuses longer JSON
+        // strings): every read is within the cap, all three are not.
+        let part = "x".repeat(512 * 1024);
+        let file = std::env::temp_dir().join(format!("{ns}-part"));
+        std::fs::write(&file, &part).unwrap();
+        let value = |k: &str| format!("{k}=@{}", file.display());
+        for name in ["one", "two", "three"] {
+            v.cli(&["kv", "put", &format!("secret/{ns}/big/{name}"), &value("a"), &value("b"), &value("c")]);
+        }
+        std::fs::remove_file(&file).unwrap();
+        v.cli(&["kv", "put", &format!("secret/{ns}/small/s"), "value=tiny"]);
+        secret(&client, &ns, "vault-token", &[("token", &token(&v, &[]))]).await;
+        let auth = json!({"tokenSecretRef": {"name": "vault-token", "key": "token"}});
+        config(&client, &ns, "kv2", json!({"server": v.address(), "path": "secret", "auth": auth})).await;
+        let r = provider_ref("Vault", "kv2", "", "Provider");
+        let c = &mut p.client;
+        let find = |path: String, regexp: &str| GetAllSecretsRequest {
+            provider_ref: Some(r.clone()),
+            source_namespace: ns.clone(),
+            find: Some(ExternalSecretFind {
+                path,
+                name: (!regexp.is_empty()).then(|| FindName { regexp: regexp.into() }),
+                ..Default::default()
+            }),
+        };
+
+        let e = c.get_all_secrets(find(format!("{ns}/big"), "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+        assert!(e.message().contains("more than 4 MiB, more than one answer can carry"), "{e:?}");
+        // Two of them fit.
+        let found = c.get_all_secrets(find(format!("{ns}/big"), "/(one|two)$")).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found.clone()), [format!("{ns}/big/one"), format!("{ns}/big/two")]);
+        assert_eq!(found[&format!("{ns}/big/one")].len(), 3 * part.len() + r#"{"a":"","b":"","c":""}"#.len());
+        let found = c.get_all_secrets(find(format!("{ns}/small"), "")).await.unwrap().into_inner().secrets;
+        assert_eq!(found[&format!("{ns}/small/s")], br#"{"value":"tiny"}"#);
+    })
+    .await;
+    drop(p.child);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn pushes_with_custom_metadata_and_deletes() {
     let _guard = common::shared().await;
     let v = vault();
