@@ -121,14 +121,23 @@ fn data_property(data: &SharedData, name: &str, prop: &str) -> Result<Vec<u8>, P
 struct Walk {
     /// `mount/path` of the walk's root, for messages.
     name: String,
+    /// The find's path: only secrets whose path starts with it are found, and only folders that
+    /// can hold such secrets are listed, so a narrow find in a large mount walks little of it.
+    within: String,
     folders: Vec<String>,
     found: Vec<String>,
     lists: usize,
 }
 
 impl Walk {
-    fn new(name: String, root: String) -> Self {
-        Walk { name, folders: vec![root], found: Vec::new(), lists: 0 }
+    fn new(name: String, root: String, within: String) -> Self {
+        Walk { name, within, folders: vec![root], found: Vec::new(), lists: 0 }
+    }
+
+    /// Whether `folder` can hold a secret whose path starts with `within`.
+    fn may_hold(&self, folder: &str) -> bool {
+        let folder = format!("{folder}/");
+        folder.starts_with(&self.within) || self.within.starts_with(&folder)
     }
 
     /// The next folder to list, counted as a LIST call; `None` when the walk is done.
@@ -156,6 +165,7 @@ impl Walk {
             return Ok(true);
         }
         match full.strip_suffix('/') {
+            Some(sub) if !self.may_hold(sub) => {}
             Some(sub) => {
                 if self.folders.len() >= MAX_PENDING_FOLDERS {
                     return Err(ProviderError::Unavailable(format!(
@@ -166,7 +176,8 @@ impl Walk {
                 }
                 self.folders.push(sub.to_string());
             }
-            None => self.found.push(full),
+            None if full.starts_with(&self.within) => self.found.push(full),
+            None => {}
         }
         if self.found.len() >= FIND_LIMIT {
             tracing::warn!(limit = FIND_LIMIT, "find stopped at the limit");
@@ -397,10 +408,10 @@ impl VaultProvider {
     }
 
     /// Paths of the secrets under `loc` (recursively), relative to the mount.
-    async fn list(&self, target: &Target, loc: &Location) -> Result<Vec<String>, ProviderError> {
+    async fn list(&self, target: &Target, loc: &Location, within: &str) -> Result<Vec<String>, ProviderError> {
         let list = Method::from_bytes(b"LIST").map_err(|e| ProviderError::Internal(e.to_string()))?;
         let name = format!("{}/{}", loc.mount, loc.path).trim_end_matches('/').to_string();
-        let mut walk = Walk::new(name, loc.path.trim_end_matches('/').to_string());
+        let mut walk = Walk::new(name, loc.path.trim_end_matches('/').to_string(), within.to_string());
         while let Some(folder) = walk.next_folder()? {
             let at = loc.at(&folder)?;
             let what = format!("listing {}/{}", at.mount, at.path);
@@ -499,7 +510,7 @@ impl Provider for VaultProvider {
         let root = locate_folder(target.mount.as_deref(), target.version, &find.path)?;
         self.confirm_kv(&target, &root).await?;
         let mut found = Found::new(format!("{}/{}", root.mount, root.path).trim_end_matches('/').to_string());
-        for path in self.list(&target, &root.at("")?).await? {
+        for path in self.list(&target, &root.at("")?, &root.path).await? {
             if !path.starts_with(root.path.as_str()) || regex.as_ref().is_some_and(|r| !r.is_match(&path)) {
                 continue;
             }
@@ -733,7 +744,7 @@ mod tests {
 
     #[test]
     fn a_walk_bounds_its_pending_folders() {
-        let mut walk = Walk::new("secret/".into(), String::new());
+        let mut walk = Walk::new("secret/".into(), String::new(), String::new());
         assert_eq!(walk.next_folder().unwrap().as_deref(), Some(""));
         // A server listing folder after folder and never a secret.
         for i in 0..MAX_PENDING_FOLDERS {
@@ -751,7 +762,7 @@ mod tests {
     #[test]
     fn a_walk_bounds_its_list_calls() {
         // A server answering each LIST with one more folder, for ever.
-        let mut walk = Walk::new("secret/".into(), String::new());
+        let mut walk = Walk::new("secret/".into(), String::new(), String::new());
         let mut lists = 0;
         let mut refused = None;
         while lists <= MAX_LISTS {
@@ -775,7 +786,7 @@ mod tests {
 
     #[test]
     fn a_walk_of_a_real_tree_finds_its_secrets() {
-        let mut walk = Walk::new("secret/".into(), "team".into());
+        let mut walk = Walk::new("secret/".into(), "team".into(), String::new());
         let tree: HashMap<&str, &[&str]> = [
             ("team", &["app/", "web/", "top"][..]),
             ("team/app", &["db", "cache/"]),
@@ -791,11 +802,35 @@ mod tests {
         assert_eq!(walk.lists, 4);
         assert_eq!(walk.finish(), ["team/app/cache/r", "team/app/db", "team/top", "team/web/t"]);
         // The secret limit stops the walk, as before.
-        let mut walk = Walk::new("secret/".into(), String::new());
+        let mut walk = Walk::new("secret/".into(), String::new(), String::new());
         walk.next_folder().unwrap();
         for i in 0..FIND_LIMIT - 1 {
             assert!(walk.add("", &format!("s{i}")).unwrap());
         }
         assert!(!walk.add("", "last").unwrap());
+    }
+
+    #[test]
+    fn a_walk_lists_only_folders_that_can_hold_the_find_path() {
+        // find.path "team/ap" is a prefix: team/app/… and team/apps/… match, team/web/… and
+        // other/… are never listed, however large they are.
+        let mut walk = Walk::new("secret/".into(), String::new(), "team/ap".into());
+        let tree: HashMap<&str, &[&str]> = [
+            ("", &["team/", "other/", "team-top"][..]),
+            ("team", &["app/", "apps/", "web/", "a"]),
+            ("team/app", &["db"]),
+            ("team/apps", &["x"]),
+        ]
+        .into();
+        let mut listed = Vec::new();
+        while let Some(folder) = walk.next_folder().unwrap() {
+            listed.push(folder.clone());
+            for name in tree[folder.as_str()] {
+                assert!(walk.add(&folder, name).unwrap());
+            }
+        }
+        listed.sort();
+        assert_eq!(listed, ["", "team", "team/app", "team/apps"], "other/ and team/web/ are not listed");
+        assert_eq!(walk.finish(), ["team/app/db", "team/apps/x"]);
     }
 }
