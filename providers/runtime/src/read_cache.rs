@@ -425,10 +425,8 @@ mod tests {
         Ok(value.as_bytes().to_vec())
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn identical_reads_in_flight_share_one_call_even_without_a_max_age() {
-        let cache = Arc::new(ReadCache::<Vec<u8>>::default());
-        let calls = Arc::new(AtomicU32::new(0));
+    /// Twenty requests for one key at once, each answered `v`.
+    async fn twenty_identical_reads_at_once(cache: &Arc<ReadCache<Vec<u8>>>, calls: &Arc<AtomicU32>) {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..20 {
             let (cache, calls) = (cache.clone(), calls.clone());
@@ -437,6 +435,13 @@ mod tests {
         while let Some(answer) = tasks.join_next().await {
             assert_eq!(answer.expect("task").expect("read"), b"v");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_reads_in_flight_share_one_call_even_without_a_max_age() {
+        let cache = Arc::new(ReadCache::<Vec<u8>>::default());
+        let calls = Arc::new(AtomicU32::new(0));
+        twenty_identical_reads_at_once(&cache, &calls).await;
         // Twenty requests within the first call's 50 ms: a handful of calls at most (a request
         // that arrives after an answer never takes it).
         let shared = calls.load(Ordering::SeqCst);
@@ -519,14 +524,7 @@ mod tests {
     async fn an_answer_past_the_budget_reaches_its_waiters_then_goes() {
         let cache = Arc::new(ReadCache::<Vec<u8>>::with_budget(0));
         let calls = Arc::new(AtomicU32::new(0));
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..20 {
-            let (cache, calls) = (cache.clone(), calls.clone());
-            tasks.spawn(async move { cache.get(key("s", "a"), Duration::ZERO, counted(calls, "v")).await });
-        }
-        while let Some(answer) = tasks.join_next().await {
-            assert_eq!(answer.expect("task").expect("read"), b"v");
-        }
+        twenty_identical_reads_at_once(&cache, &calls).await;
         let shared = calls.load(Ordering::SeqCst);
         assert!(shared <= 3, "{shared} calls for 20 identical requests in flight");
         assert!(cache.is_empty(), "{} slots left", cache.len());
