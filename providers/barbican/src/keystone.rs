@@ -568,7 +568,7 @@ impl TokenCache {
             .ok_or_else(|| ProviderError::Unavailable(format!("{server} answered the login without X-Subject-Token")))?
             .to_string();
         // A reply of a few MiB takes a while to read, even skipped: off the async workers.
-        let token = crate::off_thread(move || token_of(value, &body)).await?;
+        let token = keyward_provider_runtime::body::off_thread(move || token_of(value, &body)).await?;
         tracing::debug!(keystone = %c.identity, user = %c.user, project = %c.project, "logged in to Keystone");
         Ok(token)
     }

@@ -22,14 +22,3 @@ mod provider;
 
 #[cfg(feature = "server")]
 pub use provider::{BarbicanProvider, secret_id};
-
-/// Work on a store's answer of up to a few MiB (reading a payload's members, a login's catalog)
-/// runs off the async workers, which serve every tenant's requests.
-#[cfg(feature = "server")]
-pub(crate) async fn off_thread<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, keyward_provider_runtime::ProviderError> + Send + 'static,
-) -> Result<T, keyward_provider_runtime::ProviderError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| keyward_provider_runtime::ProviderError::Internal(format!("reading the answer: {e}")))?
-}

@@ -188,7 +188,7 @@ impl BarbicanProvider {
             return Ok(value);
         }
         let (property, what) = (r.property.clone(), format!("secret {id}"));
-        crate::off_thread(move || payload::property(&value, &property, &what)).await
+        keyward_provider_runtime::body::off_thread(move || payload::property(&value, &property, &what)).await
     }
 }
 
@@ -263,7 +263,7 @@ impl Provider for BarbicanProvider {
         // As upstream: the value (or its property) read as GetSecret does, then its members.
         let value = self.read(ctx, remote_ref).await?;
         let what = format!("secret {}", remote_ref.key);
-        crate::off_thread(move || payload::map(&value, &what)).await
+        keyward_provider_runtime::body::off_thread(move || payload::map(&value, &what)).await
     }
 
     async fn get_all_secrets(

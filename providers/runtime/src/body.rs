@@ -26,6 +26,15 @@ use tokio::time::Sleep;
 
 use crate::ProviderError;
 
+/// Work on an answer of up to [`MAX_RESPONSE_BYTES`] (parsing it, evaluating a JSONPath over
+/// it, reading a payload's members) runs here, off the async workers that serve every tenant's
+/// requests.
+pub async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ProviderError> + Send + 'static,
+) -> Result<T, ProviderError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ProviderError::Internal(format!("reading the answer: {e}")))?
+}
+
 /// The largest answer read from a server a configuration names: the gRPC message limit, since
 /// a value larger than that could not be handed to the reconciler anyway. Well under the
 /// provider's memory limit, with room for the copies decoding makes.

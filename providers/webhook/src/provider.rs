@@ -9,9 +9,9 @@ use keyward_crds::SecretKeySelector;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
-use keyward_provider_runtime::keys;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+use keyward_provider_runtime::{body, keys};
 
 use crate::api::{
     GENERATOR_KIND, KIND, SECRET_TYPE_LABEL, SECRET_TYPE_VALUE, Webhook, WebhookSpec, validate_webhook, webhook_reach,
@@ -158,13 +158,6 @@ impl WebhookProvider {
     }
 }
 
-/// The JSONPath of a big answer runs off the async workers.
-async fn off_thread<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ProviderError> + Send + 'static,
-) -> Result<T, ProviderError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ProviderError::Internal(format!("reading the answer: {e}")))?
-}
-
 #[tonic::async_trait]
 impl Provider for WebhookProvider {
     async fn get_secret(
@@ -173,7 +166,7 @@ impl Provider for WebhookProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let (rendered, body) = self.read(ctx, remote_ref).await?;
-        off_thread(move || secret_value(&body, rendered.json_path.as_deref())).await
+        body::off_thread(move || secret_value(&body, rendered.json_path.as_deref())).await
     }
 
     async fn get_secret_map(
@@ -182,7 +175,7 @@ impl Provider for WebhookProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let (rendered, body) = self.read(ctx, remote_ref).await?;
-        off_thread(move || secret_map(&body, rendered.json_path.as_deref())).await
+        body::off_thread(move || secret_map(&body, rendered.json_path.as_deref())).await
     }
 
     async fn get_all_secrets(&self, _: &RequestContext, _: &ExternalSecretFind) -> Result<SecretMap, ProviderError> {
@@ -303,6 +296,6 @@ impl Provider for WebhookProvider {
             ProviderError::NoSecret(m) => ProviderError::Unavailable(m),
             e => e,
         })?;
-        off_thread(move || secret_map(&body, rendered.json_path.as_deref())).await
+        body::off_thread(move || secret_map(&body, rendered.json_path.as_deref())).await
     }
 }

@@ -130,6 +130,11 @@ impl KeyRewrites {
         Ok(KeyRewrites { steps, max_key, what, work: std::cell::Cell::new(0) })
     }
 
+    /// No rewrites: every key stays as it is.
+    pub fn none(max_key: usize, what: &'static str) -> Self {
+        KeyRewrites { steps: Vec::new(), max_key, what, work: std::cell::Cell::new(0) }
+    }
+
     /// How many transform templates one key goes through.
     pub fn transforms(&self) -> usize {
         self.steps.iter().filter(|(_, s)| matches!(s, Step::Transform(_))).count()

@@ -240,10 +240,7 @@ fn select(index: usize, d: &PushSecretDataTo, view: &View) -> Result<Rule, Strin
 
 impl Renames {
     fn none() -> Self {
-        Renames {
-            rewrites: KeyRewrites::compile(&[], REMOTE_KEY_MAX, "remote key").expect("no rewrites"),
-            keys: Vec::new(),
-        }
+        Renames { rewrites: KeyRewrites::none(REMOTE_KEY_MAX, "remote key"), keys: Vec::new() }
     }
 }
 
