@@ -34,35 +34,14 @@ use crate::client::{build_config, map_sdk_error};
 use crate::mapping::{
     MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version, secret_name,
 };
-use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
+use keyward_provider_runtime::body::FindAnswer;
 use keyward_provider_runtime::json::{has_property, push_value, value_map, value_property, without_property};
 
 /// Most secrets or parameters a find lists (listing stops there).
 pub(crate) const FIND_LIMIT: usize = 10_000;
 
-/// The secrets a Secrets Manager find keeps, and the bytes they hold (names and values): at
-/// most [`MAX_RESPONSE_BYTES`], as the answer carries all of them at once. Parameter Store finds
-/// are capped the same way.
-#[derive(Default)]
-struct FoundSecrets {
-    out: SecretMap,
-    bytes: u64,
-}
-
-impl FoundSecrets {
-    fn keep(&mut self, name: String, value: Vec<u8>) -> Result<(), ProviderError> {
-        self.bytes += (name.len() + value.len()) as u64;
-        if self.bytes > MAX_RESPONSE_BYTES {
-            return Err(ProviderError::InvalidArgument(format!(
-                "the secrets this find matches hold more than {} MiB; narrow it with find.path, find.name or \
-                 find.tags",
-                MAX_RESPONSE_BYTES / (1024 * 1024)
-            )));
-        }
-        self.out.insert(name, value);
-        Ok(())
-    }
-}
+/// How a find of either service selects fewer, when what it matches passes one answer.
+pub(crate) const NARROW_FIND: &str = "narrow it with find.path, find.name or find.tags";
 
 /// A resolved request: the service, its client, the config's name prefix and delete options.
 #[derive(Clone)]
@@ -371,14 +350,14 @@ impl Provider for SecretsManagerProvider {
                 break;
             }
         }
-        let mut found = FoundSecrets::default();
+        let mut found = FindAnswer::new("the secrets this find matches".into(), NARROW_FIND);
         for (name, full) in names {
             // A secret deleted between the listing and the read is skipped.
             if let Some(v) = self.current_value(&target, &full).await? {
                 found.keep(name, v)?;
             }
         }
-        Ok(found.out)
+        Ok(found.into_secrets())
     }
 
     async fn push_secret(
@@ -520,29 +499,5 @@ impl Provider for SecretsManagerProvider {
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_secrets_manager_find_keeps_at_most_one_answer_of_bytes() {
-        // Secrets Manager values reach 64 KiB: 64 of them fill the answer, the next does not fit.
-        let value = vec![b'x'; 64 * 1024 - 16];
-        let mut found = FoundSecrets::default();
-        for i in 0..64 {
-            found.keep(format!("team/secret-{i:04}"), value.clone()).unwrap();
-        }
-        let e = found.keep("team/secret-0064".into(), value.clone()).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
-        assert!(e.to_string().contains("hold more than 4 MiB; narrow it with find.path"), "{e}");
-        assert_eq!(found.out.len(), 64, "nothing past the cap is kept");
-        assert!(found.bytes > MAX_RESPONSE_BYTES);
-        // Names count too.
-        let mut found = FoundSecrets::default();
-        found.keep("k".into(), vec![0; MAX_RESPONSE_BYTES as usize - 1]).unwrap();
-        assert!(found.keep("l".into(), vec![]).is_err());
     }
 }

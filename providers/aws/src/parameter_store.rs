@@ -7,14 +7,14 @@
 //! deletes leave parameters without that tag alone. As for Secrets Manager, the store's
 //! `prefix` goes before every name, keys pass the shared key rule, property pushes merge into a
 //! JSON value, and finds return names without the prefix, stopping at [`crate::FIND_LIMIT`]
-//! listed parameters and [`MAX_RESPONSE_BYTES`] of values.
+//! listed parameters and one answer's worth of names and values ([`FindAnswer`]).
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_ssm::types::{ParameterStringFilter, ParameterTier, ParameterType, ResourceTypeForTagging, Tag};
 use base64::Engine;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef};
-use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
+use keyward_provider_runtime::body::FindAnswer;
 use keyward_provider_runtime::json::{
     find_regex, has_property, push_metadata_spec, push_value, value_map, value_property, without_property,
 };
@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use crate::client::map_sdk_error;
 use crate::mapping::{MANAGED_BY_KEY, MANAGED_BY_VALUE, find_matches};
-use crate::{FIND_LIMIT, SecretsManagerProvider, Target};
+use crate::{FIND_LIMIT, NARROW_FIND, SecretsManagerProvider, Target};
 
 /// Description of a parameter a push creates without one in its metadata (upstream's).
 const DEFAULT_DESCRIPTION: &str = "secret 'managed-by:external-secrets'";
@@ -177,13 +177,12 @@ struct Parameter {
     kind: Option<ParameterType>,
 }
 
-/// What a find keeps: names without the prefix, values, and their total size.
+/// What a find keeps: names without the prefix and values, within one answer.
 struct Found<'a> {
     target: &'a Target,
     find: &'a ExternalSecretFind,
     regex: Option<regex::Regex>,
-    out: SecretMap,
-    bytes: u64,
+    answer: FindAnswer,
 }
 
 impl Found<'_> {
@@ -196,16 +195,7 @@ impl Found<'_> {
         if !find_matches(name, &no_tags, self.regex.as_ref(), &self.find.path, &HashMap::new()) {
             return Ok(());
         }
-        self.bytes += value.len() as u64;
-        if self.bytes > MAX_RESPONSE_BYTES {
-            return Err(ProviderError::InvalidArgument(format!(
-                "the parameters this find matches hold more than {} MiB; narrow it with find.path, find.name or \
-                 find.tags",
-                MAX_RESPONSE_BYTES / (1024 * 1024)
-            )));
-        }
-        self.out.insert(name.to_string(), value.as_bytes().to_vec());
-        Ok(())
+        self.answer.keep(name.to_string(), value.as_bytes().to_vec())
     }
 }
 
@@ -367,7 +357,8 @@ impl SecretsManagerProvider {
     ) -> Result<SecretMap, ProviderError> {
         let regex = find_regex(find)?;
         let path = target.name(&find.path)?;
-        let mut found = Found { target, find, regex, out: SecretMap::new(), bytes: 0 };
+        let answer = FindAnswer::new("the parameters this find matches".into(), NARROW_FIND);
+        let mut found = Found { target, find, regex, answer };
         let mut walked = 0usize;
         if find.tags.is_empty() {
             let root = find_root(&path);
@@ -393,7 +384,7 @@ impl SecretsManagerProvider {
                     break;
                 }
             }
-            return Ok(found.out);
+            return Ok(found.answer.into_secrets());
         }
 
         let mut filters = Vec::new();
@@ -452,7 +443,7 @@ impl SecretsManagerProvider {
                 }
             }
         }
-        Ok(found.out)
+        Ok(found.answer.into_secrets())
     }
 
     /// PushSecret to Parameter Store.

@@ -305,21 +305,15 @@ impl Provider for BarbicanProvider {
                 break;
             }
         }
-        let mut out = SecretMap::new();
-        let mut size = 0u64;
+        let mut out = body::FindAnswer::new(
+            format!("the secrets whose names match {:?}", name.as_str()),
+            "narrow find.name.regexp",
+        );
         for id in found.ids {
             let value = self.payload(&t, &id).await?;
-            size += value.len() as u64;
-            if size > body::MAX_RESPONSE_BYTES {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "the secrets whose names match {:?} hold more than {} bytes together; narrow find.name.regexp",
-                    name.as_str(),
-                    body::MAX_RESPONSE_BYTES
-                )));
-            }
-            out.insert(id, value);
+            out.keep(id, value)?;
         }
-        Ok(out)
+        Ok(out.into_secrets())
     }
 
     // Unsupported, as upstream's; a key that is no secret ID is refused as such first, as by

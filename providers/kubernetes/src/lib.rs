@@ -32,7 +32,7 @@ use crate::mapping::{
     apply_push, check_remote_name, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace,
     secret_map, secret_value, tags_selector,
 };
-use keyward_provider_runtime::body::{BodyError, MAX_RESPONSE_BYTES, limit_error};
+use keyward_provider_runtime::body::{BodyError, FindAnswer, limit_error};
 use keyward_provider_runtime::json::find_regex;
 use keyward_provider_runtime::netguard::DeniedNetworks;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
@@ -195,8 +195,7 @@ impl Provider for KubernetesProvider {
         }
         // Paged, so a namespace of many Secrets never comes as one answer above the runtime's
         // cap; what is kept is capped the same way, as the reply could not carry more.
-        let mut out = SecretMap::new();
-        let mut kept = 0u64;
+        let mut found = FindAnswer::new(format!("the Secrets in {ns} that find selects"), "select fewer");
         let mut page = LIST_PAGE;
         let mut next: Option<String> = None;
         loop {
@@ -216,21 +215,12 @@ impl Provider for KubernetesProvider {
             for s in list.items {
                 let name = s.metadata.name.clone().unwrap_or_default();
                 if find_matches(&name, regex.as_ref(), &find.path) {
-                    let value = data_json(&s)?;
-                    kept += (name.len() + value.len()) as u64;
-                    if kept > MAX_RESPONSE_BYTES {
-                        return Err(ProviderError::Unavailable(format!(
-                            "the Secrets in {ns} that find selects hold more than {} MiB, more than one answer \
-                             can carry; select fewer",
-                            MAX_RESPONSE_BYTES / (1024 * 1024)
-                        )));
-                    }
-                    out.insert(name, value);
+                    found.keep(name, data_json(&s)?)?;
                 }
             }
             match list.metadata.continue_.filter(|t| !t.is_empty()) {
                 Some(token) => next = Some(token),
-                None => return Ok(out),
+                None => return Ok(found.into_secrets()),
             }
         }
     }

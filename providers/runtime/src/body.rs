@@ -26,6 +26,51 @@ use tokio::time::Sleep;
 
 use crate::ProviderError;
 
+/// What a find (GetAllSecrets) answers, kept within [`MAX_RESPONSE_BYTES`] of names and
+/// values: the answer carries all of it at once, so a larger selection could not be handed over
+/// anyway, and a server that lists endlessly cannot make the process hold more.
+#[derive(Debug)]
+pub struct FindAnswer {
+    secrets: std::collections::HashMap<String, Vec<u8>>,
+    bytes: u64,
+    /// What the find selected, for the refusal: `the Secrets in team-a that find selects`.
+    selected: String,
+    /// How to select fewer: `narrow find.name.regexp`.
+    narrow: &'static str,
+}
+
+impl FindAnswer {
+    /// An empty answer; `selected` and `narrow` word the refusal.
+    pub fn new(selected: String, narrow: &'static str) -> Self {
+        FindAnswer { secrets: Default::default(), bytes: 0, selected, narrow }
+    }
+
+    /// Adds one secret; `UNAVAILABLE` once names and values pass [`MAX_RESPONSE_BYTES`].
+    pub fn keep(&mut self, name: String, value: Vec<u8>) -> Result<(), ProviderError> {
+        self.bytes = self.bytes.saturating_add((name.len() + value.len()) as u64);
+        if self.bytes > MAX_RESPONSE_BYTES {
+            return Err(ProviderError::Unavailable(format!(
+                "{} hold more than {} MiB, more than one answer can carry; {}",
+                self.selected,
+                MAX_RESPONSE_BYTES / (1024 * 1024),
+                self.narrow
+            )));
+        }
+        self.secrets.insert(name, value);
+        Ok(())
+    }
+
+    /// The secrets kept.
+    pub fn secrets(&self) -> &std::collections::HashMap<String, Vec<u8>> {
+        &self.secrets
+    }
+
+    /// The answer.
+    pub fn into_secrets(self) -> std::collections::HashMap<String, Vec<u8>> {
+        self.secrets
+    }
+}
+
 /// Work on an answer of up to [`MAX_RESPONSE_BYTES`] (parsing it, evaluating a JSONPath over
 /// it, reading a payload's members) runs here, off the async workers that serve every tenant's
 /// requests.
@@ -403,5 +448,24 @@ mod tests {
     fn sizes_read_well() {
         assert_eq!(size(4 * 1024 * 1024), "4 MiB");
         assert_eq!(size(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn a_find_answer_keeps_names_and_values_within_one_answer() {
+        let mib = 1024 * 1024;
+        let mut found = FindAnswer::new("the secrets under secret/team that find selects".into(), "select fewer");
+        found.keep("a".into(), vec![b'x'; 2 * mib]).unwrap();
+        found.keep("b".into(), vec![b'x'; mib]).unwrap();
+        let e = found.keep("c".into(), vec![b'x'; mib]).unwrap_err();
+        assert!(e.is_transient(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "store unavailable: the secrets under secret/team that find selects hold more than 4 MiB, more than one \
+             answer can carry; select fewer"
+        );
+        assert_eq!(found.secrets().len(), 2, "nothing past the cap is kept");
+        let mut found = FindAnswer::new("s".into(), "n");
+        found.keep("k".into(), vec![0; MAX_RESPONSE_BYTES as usize - 1]).unwrap();
+        assert!(found.keep("l".into(), vec![]).is_err(), "names count too");
     }
 }

@@ -24,7 +24,7 @@ use keyward_proto::v1::{
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use keyward_provider_runtime::body::MAX_RESPONSE_BYTES;
+use keyward_provider_runtime::body::FindAnswer;
 use keyward_provider_runtime::json::{json_bytes, property, push_value, value_map};
 use keyward_provider_runtime::keys;
 use keyward_provider_runtime::netguard::DeniedNetworks;
@@ -190,35 +190,6 @@ impl Walk {
     fn finish(mut self) -> Vec<String> {
         self.found.sort();
         self.found
-    }
-}
-
-/// What a find keeps, and the bytes it holds: at most [`MAX_RESPONSE_BYTES`], as the answer
-/// carries all of it at once.
-struct Found {
-    /// `mount/path` of the find, for messages.
-    name: String,
-    out: SecretMap,
-    bytes: u64,
-}
-
-impl Found {
-    fn new(name: String) -> Self {
-        Found { name, out: SecretMap::new(), bytes: 0 }
-    }
-
-    fn keep(&mut self, path: String, value: Vec<u8>) -> Result<(), ProviderError> {
-        self.bytes += (path.len() + value.len()) as u64;
-        if self.bytes > MAX_RESPONSE_BYTES {
-            return Err(ProviderError::Unavailable(format!(
-                "the secrets under {} that find selects hold more than {} MiB, more than one answer can carry; \
-                 select fewer",
-                self.name,
-                MAX_RESPONSE_BYTES / (1024 * 1024)
-            )));
-        }
-        self.out.insert(path, value);
-        Ok(())
     }
 }
 
@@ -509,7 +480,11 @@ impl Provider for VaultProvider {
         }
         let root = locate_folder(target.mount.as_deref(), target.version, &find.path)?;
         self.confirm_kv(&target, &root).await?;
-        let mut found = Found::new(format!("{}/{}", root.mount, root.path).trim_end_matches('/').to_string());
+        let name = format!("{}/{}", root.mount, root.path);
+        let mut found = FindAnswer::new(
+            format!("the secrets under {} that find selects", name.trim_end_matches('/')),
+            "select fewer",
+        );
         for path in self.list(&target, &root.at("")?, &root.path).await? {
             if !path.starts_with(root.path.as_str()) || regex.as_ref().is_some_and(|r| !r.is_match(&path)) {
                 continue;
@@ -527,7 +502,7 @@ impl Provider for VaultProvider {
                 found.keep(path, value)?;
             }
         }
-        Ok(found.out)
+        Ok(found.into_secrets())
     }
 
     async fn push_secret(
@@ -724,22 +699,6 @@ mod tests {
         }
         assert_eq!(Arc::strong_count(&shared.0), 1);
         assert!(shared.weight() >= 1000 * 4096, "the cache counts what the map holds");
-    }
-
-    #[test]
-    fn a_find_keeps_at_most_one_answer_of_bytes() {
-        let mut found = Found::new("secret/team".into());
-        let mib = 1024 * 1024;
-        found.keep("a".into(), vec![b'x'; 2 * mib]).unwrap();
-        found.keep("b".into(), vec![b'x'; mib]).unwrap();
-        let e = found.keep("c".into(), vec![b'x'; mib]).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
-        assert!(e.to_string().contains("secret/team") && e.to_string().contains("more than 4 MiB"), "{e}");
-        assert_eq!(found.out.len(), 2, "nothing past the cap is kept");
-        // Just at the cap is still kept.
-        let mut found = Found::new("secret".into());
-        found.keep("k".into(), vec![0; MAX_RESPONSE_BYTES as usize - 1]).unwrap();
-        assert!(found.keep("l".into(), vec![]).is_err(), "names count too");
     }
 
     #[test]
