@@ -7,7 +7,9 @@
 //! - [`Slapd`]: OpenLDAP's `slapd` (Debian's package, installed by
 //!   `e2e/scripts/install-slapd.sh`) with a throwaway directory, for Vault's LDAP login;
 //! - [`OpenStack`]: Keystone and Barbican, installed from PyPI into a cached virtualenv by
-//!   `e2e/scripts/install-openstack.sh`.
+//!   `e2e/scripts/install-openstack.sh`;
+//! - [`SecretManagerServer`]: a protocol test server for GCP Secret Manager and Google's token
+//!   endpoints (no emulator can be installed), checked by Google's Python client.
 //!
 //! All stop when dropped.
 
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::{ChildProcess, free_port, repo_root, spawn_logged};
 
+mod gcp;
 mod openstack;
+pub use gcp::{SecretManagerServer, ServiceAccountKey, rsa_public_key_der};
 pub use openstack::OpenStack;
 
 /// Runs a cache script (build or install, once) and returns the directory it prints.

@@ -1,0 +1,291 @@
+//! Google credentials for a configuration, and where Google's endpoints are.
+//!
+//! - `auth.secretRef`: the service-account key, through Google's auth crate (it signs a
+//!   self-signed JWT for every token; no token endpoint is called).
+//! - `auth.workloadIdentity` (GKE): a ServiceAccount token from the TokenRequest API (audience
+//!   `<clusterProject>.svc.id.goog`), exchanged at Google's STS for the identity namespace of the
+//!   cluster, then — when the ServiceAccount is annotated `iam.gke.io/gcp-service-account` —
+//!   for that Google service account's token through IAM Credentials `generateAccessToken`.
+//! - `auth.workloadIdentityFederation.serviceAccountRef`: the same exchange with the workload
+//!   identity provider's `audience`, impersonating `gcpServiceAccountEmail` (or the annotated
+//!   account) when one is named.
+//! - no `auth`: the provider's own Application Default Credentials (operator configurations
+//!   only; the tenant boundary refuses it for a tenant's before anything is read).
+//!
+//! The STS and IAM Credentials calls are made here, not by the auth crate, because its
+//! programmatic external-account builder hard-codes Google's IAM endpoint, and every endpoint
+//! must be the operator's setting ([`Endpoints`]) so tests and private endpoints can name
+//! others. Their answers are read through the runtime's size cap.
+
+use std::time::{Duration, SystemTime};
+
+use google_cloud_auth::credentials::{CacheableResource, Credentials, CredentialsProvider, EntityTag};
+use http::{Extensions, HeaderMap, HeaderValue};
+use keyward_provider_runtime::{ProviderError, body, store_calls};
+use serde_json::{Value, json};
+
+use crate::provider::PROVIDER_NAME;
+
+/// The scope every token is asked for, as upstream.
+pub const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
+/// The ServiceAccount annotation naming the Google service account to impersonate.
+pub const GCP_SA_ANNOTATION: &str = "iam.gke.io/gcp-service-account";
+const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// Where Google's APIs are: the operator's setting (flags or environment of the provider
+/// process), never a configuration's.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Endpoints {
+    /// Secret Manager for global secrets.
+    #[arg(long, env = "KEYWARD_GCP_SECRET_MANAGER_ENDPOINT", default_value = "https://secretmanager.googleapis.com")]
+    pub secret_manager: String,
+    /// Secret Manager for regional secrets; `{location}` is replaced by the configuration's
+    /// `location`.
+    #[arg(
+        long,
+        env = "KEYWARD_GCP_SECRET_MANAGER_REGIONAL_ENDPOINT",
+        default_value = "https://secretmanager.{location}.rep.googleapis.com"
+    )]
+    pub secret_manager_regional: String,
+    /// Google's Security Token Service (the token exchange of Workload Identity).
+    #[arg(long, env = "KEYWARD_GCP_STS_ENDPOINT", default_value = "https://sts.googleapis.com")]
+    pub sts: String,
+    /// IAM Credentials (`generateAccessToken`, impersonation).
+    #[arg(long, env = "KEYWARD_GCP_IAM_CREDENTIALS_ENDPOINT", default_value = "https://iamcredentials.googleapis.com")]
+    pub iam_credentials: String,
+    /// The project of configurations without `projectID` (upstream asks GKE's metadata server).
+    #[arg(long, env = "KEYWARD_GCP_PROJECT_ID", default_value = "")]
+    pub project_id: String,
+    /// The GKE cluster's name, for `auth.workloadIdentity` without `clusterName`.
+    #[arg(long, env = "KEYWARD_GCP_CLUSTER_NAME", default_value = "")]
+    pub cluster_name: String,
+    /// The GKE cluster's location, for `auth.workloadIdentity` without `clusterLocation`.
+    #[arg(long, env = "KEYWARD_GCP_CLUSTER_LOCATION", default_value = "")]
+    pub cluster_location: String,
+}
+
+impl Endpoints {
+    /// Google's own endpoints.
+    pub fn google() -> Self {
+        Endpoints {
+            secret_manager: "https://secretmanager.googleapis.com".into(),
+            secret_manager_regional: "https://secretmanager.{location}.rep.googleapis.com".into(),
+            sts: "https://sts.googleapis.com".into(),
+            iam_credentials: "https://iamcredentials.googleapis.com".into(),
+            project_id: String::new(),
+            cluster_name: String::new(),
+            cluster_location: String::new(),
+        }
+    }
+
+    /// The Secret Manager endpoint for `location` (global when empty).
+    pub fn secret_manager_for(&self, location: &str) -> String {
+        if location.is_empty() {
+            self.secret_manager.clone()
+        } else {
+            self.secret_manager_regional.replace("{location}", location)
+        }
+    }
+}
+
+/// A bearer token obtained by an exchange, handed to Google's client as it is. The client that
+/// holds it is built again before it expires (the runtime's client cache notes the expiry).
+#[derive(Debug)]
+pub struct BearerToken(HeaderMap);
+
+impl BearerToken {
+    /// Credentials sending `token`.
+    ///
+    /// # Errors
+    /// When the token cannot be a header value.
+    pub fn credentials(token: &str) -> Result<Credentials, ProviderError> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            ProviderError::Unavailable("the token service answered a token that is no header value".into())
+        })?;
+        value.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, value);
+        Ok(Credentials::from(BearerToken(headers)))
+    }
+}
+
+impl CredentialsProvider for BearerToken {
+    async fn headers(
+        &self,
+        _: Extensions,
+    ) -> Result<CacheableResource<HeaderMap>, google_cloud_auth::errors::CredentialsError> {
+        Ok(CacheableResource::New { entity_tag: EntityTag::new(), data: self.0.clone() })
+    }
+
+    async fn universe_domain(&self) -> Option<String> {
+        Some("googleapis.com".into())
+    }
+}
+
+/// Credentials from a service-account key file (JSON). Only `"type": "service_account"` keys
+/// are taken; the key's `token_uri` is not used (the auth crate signs its own tokens).
+///
+/// # Errors
+/// `FAILED_PRECONDITION` naming `field` when the key is not a usable service-account key.
+pub fn service_account(key: &[u8], field: &str) -> Result<Credentials, ProviderError> {
+    let bad = |m: String| ProviderError::BadConfig(format!("{field}: {m}"));
+    let json: Value = serde_json::from_slice(key).map_err(|e| bad(format!("the key is not JSON: {e}")))?;
+    if json["type"] != "service_account" {
+        return Err(bad(format!(
+            "the key's type is {}, not \"service_account\" (external_account configurations go in \
+             auth.workloadIdentityFederation.credConfig)",
+            json["type"]
+        )));
+    }
+    for k in ["client_email", "private_key"] {
+        if json[k].as_str().is_none_or(str::is_empty) {
+            return Err(bad(format!("the key has no {k}")));
+        }
+    }
+    use google_cloud_auth::credentials::service_account::{AccessSpecifier, Builder};
+    Builder::new(json)
+        .with_access_specifier(AccessSpecifier::from_scopes([CLOUD_PLATFORM]))
+        .build()
+        .map_err(|e| bad(format!("the key cannot sign tokens: {e}")))
+}
+
+/// The provider's own Application Default Credentials.
+///
+/// # Errors
+/// `FAILED_PRECONDITION` when the process has none.
+pub fn own_identity() -> Result<Credentials, ProviderError> {
+    google_cloud_auth::credentials::Builder::default().with_scopes([CLOUD_PLATFORM]).build().map_err(|e| {
+        ProviderError::BadConfig(format!(
+            "spec.auth is empty and the provider has no Google credentials of its own: {e}"
+        ))
+    })
+}
+
+/// The token exchange and impersonation calls, with one HTTP client for the process.
+#[derive(Clone)]
+pub struct TokenExchange {
+    http: reqwest::Client,
+    endpoints: Endpoints,
+}
+
+/// A token and when it expires.
+pub struct Token {
+    /// The access token.
+    pub value: String,
+    /// When it stops working.
+    pub expires: SystemTime,
+}
+
+impl TokenExchange {
+    /// Calls to `endpoints`, through the process's TLS roots.
+    pub fn new(endpoints: Endpoints) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(body::REQUEST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        TokenExchange { http, endpoints }
+    }
+
+    /// The endpoints.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    async fn post(
+        &self,
+        url: String,
+        call: &str,
+        bearer: Option<&str>,
+        payload: Value,
+    ) -> Result<Value, ProviderError> {
+        let mut req = self.http.post(&url).json(&payload);
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        let sent = req.send().await;
+        let res = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                store_calls::record(PROVIDER_NAME, call, false);
+                return Err(ProviderError::Unavailable(format!("{call} at {url}: {e}")));
+            }
+        };
+        let status = res.status().as_u16();
+        store_calls::record(PROVIDER_NAME, call, status < 400);
+        let (_, bytes) = body::read_limited(http::Response::from(res), body::MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| ProviderError::Unavailable(format!("{call} at {url}: {e}")))?;
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if status >= 400 {
+            let msg = answer["error"]["message"]
+                .as_str()
+                .or(answer["error_description"].as_str())
+                .map_or_else(|| String::from_utf8_lossy(&bytes).chars().take(400).collect(), str::to_string);
+            let msg = format!("{call} at {url} answered {status}: {msg}");
+            return Err(match status {
+                400 => ProviderError::PermissionDenied(msg),
+                401 => ProviderError::Unauthenticated(msg),
+                403 | 404 => ProviderError::PermissionDenied(msg),
+                _ => ProviderError::Unavailable(msg),
+            });
+        }
+        Ok(answer)
+    }
+
+    /// Exchanges a Kubernetes ServiceAccount token at STS for a federated access token.
+    ///
+    /// # Errors
+    /// `PERMISSION_DENIED` when STS refuses the token, `UNAVAILABLE` when it cannot be reached.
+    pub async fn sts(&self, subject_token: &str, audience: &str) -> Result<Token, ProviderError> {
+        let url = format!("{}/v1/token", self.endpoints.sts.trim_end_matches('/'));
+        let answer = self
+            .post(
+                url,
+                "ExchangeToken",
+                None,
+                json!({
+                    "grant_type": TOKEN_EXCHANGE,
+                    "audience": audience,
+                    "scope": CLOUD_PLATFORM,
+                    "requested_token_type": ACCESS_TOKEN_TYPE,
+                    "subject_token_type": JWT_TOKEN_TYPE,
+                    "subject_token": subject_token,
+                }),
+            )
+            .await?;
+        let value = answer["access_token"].as_str().unwrap_or_default().to_string();
+        if value.is_empty() {
+            return Err(ProviderError::Unavailable("STS answered without an access_token".into()));
+        }
+        let secs = answer["expires_in"].as_u64().unwrap_or(3600);
+        Ok(Token { value, expires: SystemTime::now() + Duration::from_secs(secs) })
+    }
+
+    /// A token of the Google service account `email`, through IAM Credentials
+    /// `generateAccessToken`, called with `token`.
+    ///
+    /// # Errors
+    /// `PERMISSION_DENIED` when IAM refuses the impersonation.
+    pub async fn impersonate(&self, token: &str, email: &str) -> Result<Token, ProviderError> {
+        let url = format!(
+            "{}/v1/projects/-/serviceAccounts/{}:generateAccessToken",
+            self.endpoints.iam_credentials.trim_end_matches('/'),
+            keyward_provider_runtime::keys::url_path([email])
+        );
+        let answer = self
+            .post(url, "GenerateAccessToken", Some(token), json!({"scope": [CLOUD_PLATFORM], "lifetime": "3600s"}))
+            .await?;
+        let value = answer["accessToken"].as_str().unwrap_or_default().to_string();
+        if value.is_empty() {
+            return Err(ProviderError::Unavailable("IAM Credentials answered without an accessToken".into()));
+        }
+        let expires = answer["expireTime"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map_or_else(|| SystemTime::now() + Duration::from_secs(3600), SystemTime::from);
+        Ok(Token { value, expires })
+    }
+}
