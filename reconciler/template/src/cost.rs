@@ -53,6 +53,12 @@ pub const RSA_2048: usize = 40_000;
 const RSA_2048_PEM_BYTES: usize = 1_750;
 /// One EC scalar multiplication (P-256/P-384 public key from a private one).
 pub const EC_SCALAR: usize = 10_000;
+/// `derivePassword`: one scrypt derivation with N=32768, r=8, p=2 (32 MiB of memory work).
+pub const SCRYPT: usize = 1_000_000;
+/// A new RSA-2048 key (a random prime search: the charge covers a slow draw, not the mean).
+pub const RSA_2048_KEYGEN: usize = 1_500_000;
+/// A new RSA-4096 key, `genPrivateKey "rsa"`.
+pub const RSA_4096_KEYGEN: usize = 4_000_000;
 
 /// Steps charged before `name` runs on `args`: what the work it is about to do costs.
 pub fn before(name: &str, args: &[Value]) -> usize {
@@ -71,7 +77,23 @@ pub fn before(name: &str, args: &[Value]) -> usize {
             key.saturating_add(pkcs12_write(args.first()))
         }
         "pemTruststoreToPKCS12" | "pemTruststoreToPKCS12Pass" => pkcs12_write(args.first()),
-        name if name.starts_with("regex") => regex(args),
+        name if name.starts_with("regex") || name.starts_with("mustRegex") => regex(args),
+        "derivePassword" => SCRYPT,
+        "genPrivateKey" => match args.first().map(|a| a.to_display()).as_deref() {
+            Some("" | "rsa") => RSA_4096_KEYGEN,
+            _ => EC_SCALAR,
+        },
+        // A new RSA-2048 key, signed by itself or by the CA's key.
+        "genCA" | "genSelfSignedCert" => RSA_2048_KEYGEN.saturating_add(RSA_2048),
+        "genSignedCert" => RSA_2048_KEYGEN.saturating_add(args.get(4).map_or(RSA_2048, ca_key)),
+        // Signing with the given key (and checking it).
+        "genCAWithKey" => args.get(2).map_or(0, |k| rsa(text_len(k))).max(EC_SCALAR),
+        "genSelfSignedCertWithKey" => args.get(4).map_or(0, |k| rsa(text_len(k))).max(EC_SCALAR),
+        "genSignedCertWithKey" => {
+            let own = args.get(5).map_or(0, |k| rsa(text_len(k))).max(EC_SCALAR);
+            own.saturating_add(args.get(4).map_or(RSA_2048, ca_key))
+        }
+        "buildCustomCert" => args.get(1).map_or(0, |k| rsa(text_len(k) * 3 / 4)).max(EC_SCALAR),
         _ => 0,
     };
     fixed.saturating_add(scan)
@@ -101,6 +123,15 @@ fn rsa(len: usize) -> usize {
     let l = len as u128;
     let steps = (RSA_2048 as u128) * l * l * l / (RSA_2048_PEM_BYTES as u128).pow(3);
     usize::try_from(steps).unwrap_or(usize::MAX).max(RSA_2048 / 8)
+}
+
+/// Signing with the key of a certificate dict (`genSignedCert`'s CA).
+fn ca_key(ca: &Value) -> usize {
+    let key = match ca {
+        Value::Map(m) => m.borrow().get("Key").map_or(0, text_len),
+        _ => 0,
+    };
+    rsa(key).max(EC_SCALAR)
 }
 
 /// Writing a keystore: a MAC key and one encryption key per PEM block (each certificate is a

@@ -219,7 +219,7 @@ impl Exec<'_> {
                 let m = m.borrow();
                 (m.len(), m.iter().map(|(k, e)| (Value::Str(k.clone()), e.clone())).collect())
             }
-            Value::Int(n) => (usize::try_from(*n).unwrap_or(0), Vec::new()),
+            Value::Int(n) | Value::Int64(n) => (usize::try_from(*n).unwrap_or(0), Vec::new()),
             other => return Err(self.exec_err(b.line, format!("range can't iterate over {}", other.to_display()))),
         };
         let empty = count == 0;
@@ -386,6 +386,7 @@ impl Exec<'_> {
                         format!("at <{}>: nil pointer evaluating interface {{}}.{name}", arg.describe()),
                     ));
                 }
+                Value::Obj(o) if o.method(name).is_some() => o.method(name).unwrap_or_default(),
                 other => {
                     return Err(self.exec_err(
                         line,

@@ -55,8 +55,12 @@ mod der;
 mod error;
 mod eval;
 mod funcs;
+mod gotime;
+mod gotime_parse;
 mod lexer;
+mod object;
 mod parser;
+mod semver;
 mod value;
 
 use std::collections::BTreeMap;
@@ -284,7 +288,42 @@ pub fn transform_key(template: &str, key: &str, limits: &Limits) -> Result<Strin
         .map_err(|_| TemplateError::new("transform", 0, ErrorKind::Output("rendered key is not UTF-8".into())))
 }
 
-/// Names of every template function, sorted (the list `docs/templates.md` documents).
+/// Names of every template function, sorted (the list `docs/templates.md` documents): Go's
+/// builtins, Sprig's functions and External Secrets' additions, each name upstream's engine v2
+/// knows.
 pub fn function_names() -> Vec<&'static str> {
     funcs::names()
+}
+
+/// Whether `name` is a template function.
+pub fn is_function(name: &str) -> bool {
+    funcs::exists(name)
+}
+
+/// The functions whose result a render cannot repeat: they read the clock (`now`; `date`,
+/// `dateInZone`, `htmlDate*` and `ago` when not given a time or a number) or the random
+/// generator (`randAlpha`…, `uuidv4`, `encryptAES`'s IV, new keys and serials of
+/// `genPrivateKey`, `genCA`, …). Sorted.
+pub fn unrepeatable_functions() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = funcs::unrepeatable().collect();
+    v.sort_unstable();
+    v
+}
+
+/// The functions `source` calls that do not exist, sorted and each once (empty when all do).
+/// An error when the template does not parse for another reason, or is larger than
+/// [`Limits::max_template_bytes`]. Admission and `keyward check` warn with it; rendering the
+/// template would fail with `function "x" not defined`.
+pub fn unknown_functions(name: &str, source: &str, limits: &Limits) -> Result<Vec<String>, TemplateError> {
+    if source.len() > limits.max_template_bytes {
+        return Err(TemplateError::new(
+            name,
+            0,
+            ErrorKind::Limit(format!("template larger than {} bytes", limits.max_template_bytes)),
+        ));
+    }
+    let mut unknown = parser::parse_collecting_unknown(name, source, limits.max_depth)?;
+    unknown.sort();
+    unknown.dedup();
+    Ok(unknown)
 }

@@ -22,10 +22,27 @@ struct Parser<'a> {
     range_depth: usize,
     defines: std::collections::BTreeMap<String, Vec<Node>>,
     in_define: bool,
+    /// When set, functions that do not exist are collected here instead of failing the parse.
+    unknown: Option<Vec<String>>,
 }
 
 /// Parse template source. `max_depth` bounds the nesting of blocks and parentheses.
 pub fn parse(name: &str, src: &str, max_depth: usize) -> Result<Parsed, TemplateError> {
+    parse_with(name, src, max_depth, None).map(|(p, _)| p)
+}
+
+/// Parse template source, collecting the names of functions that do not exist instead of
+/// failing on the first one.
+pub fn parse_collecting_unknown(name: &str, src: &str, max_depth: usize) -> Result<Vec<String>, TemplateError> {
+    parse_with(name, src, max_depth, Some(Vec::new())).map(|(_, unknown)| unknown)
+}
+
+fn parse_with(
+    name: &str,
+    src: &str,
+    max_depth: usize,
+    unknown: Option<Vec<String>>,
+) -> Result<(Parsed, Vec<String>), TemplateError> {
     let toks = lex(name, src)?;
     let mut p = Parser {
         name,
@@ -37,6 +54,7 @@ pub fn parse(name: &str, src: &str, max_depth: usize) -> Result<Parsed, Template
         range_depth: 0,
         defines: Default::default(),
         in_define: false,
+        unknown,
     };
     let (main, end) = p.list()?;
     match end {
@@ -44,7 +62,8 @@ pub fn parse(name: &str, src: &str, max_depth: usize) -> Result<Parsed, Template
         End::Close => return Err(p.err_prev("unexpected {{end}}")),
         End::Else(_) => return Err(p.err_prev("unexpected {{else}}")),
     }
-    Ok(Parsed { name: name.to_string(), main, defines: p.defines })
+    let unknown = p.unknown.take().unwrap_or_default();
+    Ok((Parsed { name: name.to_string(), main, defines: p.defines }, unknown))
 }
 
 impl Parser<'_> {
@@ -355,6 +374,12 @@ impl Parser<'_> {
                 "false" => Arg::Bool(false),
                 "nil" => Arg::Nil,
                 _ if crate::funcs::exists(&id) => Arg::Func(id),
+                _ if self.unknown.is_some() => {
+                    if let Some(u) = self.unknown.as_mut() {
+                        u.push(id.clone());
+                    }
+                    Arg::Func(id)
+                }
                 _ => return Err(self.err_prev(format!("function {id:?} not defined"))),
             },
             Tok::LParen => {

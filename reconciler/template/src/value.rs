@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
+pub use crate::object::Obj;
+
 /// A shared, mutable map (Go `map[string]interface{}`).
 pub type MapRef = Rc<RefCell<BTreeMap<String, Value>>>;
 
@@ -21,8 +23,12 @@ pub enum Value {
     Nil,
     /// A boolean.
     Bool(bool),
-    /// An integer (Go `int`/`int64`).
+    /// An integer of Go type `int` (constants, `len`, `atoi`, `int`).
     Int(i64),
+    /// An integer of Go type `int64` (Sprig's integer math: `add`, `mul`, `int64`, …). Prints
+    /// and compares like [`Value::Int`]; only reflection (`typeOf`, `kindOf`, `deepEqual`) and
+    /// the functions that read `int64` only (`duration`, `durationRound`) tell them apart.
+    Int64(i64),
     /// A floating-point number (Go `float64`).
     Float(f64),
     /// A UTF-8 string.
@@ -33,6 +39,8 @@ pub enum Value {
     List(Rc<Vec<Value>>),
     /// A map with string keys.
     Map(MapRef),
+    /// A Go value with methods: a `time.Time` (`now`, `toDate`) or a `*semver.Version`.
+    Obj(Rc<Obj>),
 }
 
 impl Value {
@@ -100,11 +108,13 @@ impl Value {
             Value::Nil => "nil",
             Value::Bool(_) => "bool",
             Value::Int(_) => "int",
+            Value::Int64(_) => "int64",
             Value::Float(_) => "float64",
             Value::Str(_) => "string",
             Value::Bytes(_) => "[]byte",
             Value::List(_) => "[]interface {}",
             Value::Map(_) => "map[string]interface {}",
+            Value::Obj(o) => o.type_name(),
         }
     }
 
@@ -113,12 +123,14 @@ impl Value {
         match self {
             Value::Nil => false,
             Value::Bool(b) => *b,
-            Value::Int(i) => *i != 0,
+            Value::Int(i) | Value::Int64(i) => *i != 0,
             Value::Float(f) => *f != 0.0,
             Value::Str(s) => !s.is_empty(),
             Value::Bytes(b) => !b.is_empty(),
             Value::List(l) => !l.is_empty(),
             Value::Map(m) => !m.borrow().is_empty(),
+            // A struct or a non-nil pointer.
+            Value::Obj(_) => true,
         }
     }
 
@@ -141,9 +153,10 @@ impl Value {
         match self {
             Value::Nil => out.push_str("<nil>"),
             Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => {
+            Value::Int(i) | Value::Int64(i) => {
                 let _ = write!(out, "{i}");
             }
+            Value::Obj(o) => out.push_str(&o.display()),
             Value::Float(f) => out.push_str(&format_float_g(*f)),
             Value::Str(s) => out.push_str(s),
             Value::Bytes(b) => out.push_str(&String::from_utf8_lossy(b)),
@@ -169,6 +182,14 @@ impl Value {
                 }
                 out.push(']');
             }
+        }
+    }
+
+    /// The integer of an `int` or `int64`.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) | Value::Int64(i) => Some(*i),
+            _ => None,
         }
     }
 
@@ -198,7 +219,8 @@ impl Value {
         match self {
             Value::Nil => J::Null,
             Value::Bool(b) => J::Bool(*b),
-            Value::Int(i) => J::from(*i),
+            Value::Int(i) | Value::Int64(i) => J::from(*i),
+            Value::Obj(o) => J::String(o.json_text()),
             Value::Float(f) => serde_json::Number::from_f64(*f).map(J::Number).unwrap_or(J::Null),
             Value::Str(_) | Value::Bytes(_) => J::String(self.to_display()),
             Value::List(l) => J::Array(l.iter().map(Value::to_json).collect()),
@@ -244,7 +266,8 @@ impl Value {
         match self {
             Value::Nil => Y::Null,
             Value::Bool(b) => Y::Bool(*b),
-            Value::Int(i) => Y::Number((*i).into()),
+            Value::Int(i) | Value::Int64(i) => Y::Number((*i).into()),
+            Value::Obj(o) => Y::String(o.json_text()),
             Value::Float(f) => Y::Number((*f).into()),
             Value::Str(_) | Value::Bytes(_) => Y::String(self.to_display()),
             Value::List(l) => Y::Sequence(l.iter().map(Value::to_yaml).collect()),

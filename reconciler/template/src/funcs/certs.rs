@@ -49,7 +49,7 @@ fn certificates(input: &[u8]) -> Result<Vec<Vec<u8>>, FnError> {
 }
 
 /// A private key PEM (PKCS#1 RSA, PKCS#8, or SEC1 EC on P-256/P-384) as PKCS#8 DER.
-fn private_key_pkcs8(input: &[u8]) -> Result<Vec<u8>, FnError> {
+pub(crate) fn private_key_pkcs8(input: &[u8]) -> Result<Vec<u8>, FnError> {
     let block = pem::parse(input).map_err(|e| FnError::Msg(format!("invalid private key PEM: {e}")))?;
     let der = block.contents();
     if PrivateKey::from_der(der).is_ok() {

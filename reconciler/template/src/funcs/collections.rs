@@ -36,7 +36,92 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("without", without),
     ("sortAlpha", sort_alpha),
     ("until", until),
+    ("tuple", list_fn),
+    ("dig", dig),
+    ("chunk", chunk),
+    ("toStrings", to_strings),
+    ("all", all),
+    ("any", any),
+    ("mustAppend", append),
+    ("mustPush", append),
+    ("mustPrepend", prepend),
+    ("mustFirst", first),
+    ("mustLast", last),
+    ("mustRest", rest),
+    ("mustInitial", initial),
+    ("mustReverse", reverse),
+    ("mustCompact", compact),
+    ("mustUniq", uniq),
+    ("mustHas", has),
+    ("mustWithout", without),
+    ("mustChunk", chunk),
+    ("mustMerge", merge),
+    ("mustMergeOverwrite", merge_overwrite),
+    ("mustDeepCopy", deep_copy),
 ];
+
+/// `dig k1 k2 … default dict`: the value at the path of keys, or `default` where one is
+/// missing.
+fn dig(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    if a.len() < 3 {
+        return Err("dig needs at least three arguments".into());
+    }
+    let (keys, rest) = a.split_at(a.len() - 2);
+    let (default, mut at) = (&rest[0], rest[1].clone());
+    for (i, k) in keys.iter().enumerate() {
+        let Value::Str(k) = k else {
+            return Err(format!("interface conversion: interface {{}} is {}, not string", k.type_name()).into());
+        };
+        let Value::Map(m) = &at else {
+            return Err(format!(
+                "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                at.type_name()
+            )
+            .into());
+        };
+        let next = m.borrow().get(k).cloned();
+        match next {
+            None => return Ok(default.clone()),
+            Some(v) if i + 1 == keys.len() => return Ok(v),
+            Some(v) => at = v,
+        }
+    }
+    Ok(default.clone())
+}
+
+/// `chunk size list`: lists of `size` elements (the last one may be shorter).
+fn chunk(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 2)?;
+    let size = int(&a[0]);
+    let items = list(&a[1])?;
+    if size <= 0 {
+        return Err(format!("invalid chunk size {size}").into());
+    }
+    let chunks = items.chunks(size as usize).map(|c| Value::list(c.to_vec())).collect();
+    Ok(Value::list(chunks))
+}
+
+/// `toStrings x`: the elements of a list as strings (nil elements dropped); any other value is
+/// a list of its text.
+fn to_strings(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 1)?;
+    let items = match &a[0] {
+        Value::List(l) => l.iter().filter(|v| !matches!(v, Value::Nil)).map(|v| Value::Str(s(v))).collect(),
+        Value::Nil => Vec::new(),
+        other => vec![Value::Str(s(other))],
+    };
+    Ok(Value::list(items))
+}
+
+/// `all x …`: every argument is non-empty.
+fn all(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    Ok(Value::Bool(a.iter().all(Value::truthy)))
+}
+
+/// `any x …`: some argument is non-empty.
+fn any(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    Ok(Value::Bool(a.iter().any(Value::truthy)))
+}
 
 fn map_arg(v: &Value) -> Result<MapRef, FnError> {
     match v {

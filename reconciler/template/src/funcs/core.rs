@@ -19,13 +19,26 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("len", len),
     ("index", index),
     ("slice", slice),
+    // Sprig's `slice` replaces Go's upstream (lists only); this one also slices strings.
+    ("mustSlice", slice),
     ("print", print),
     ("printf", printf),
     ("println", println),
     ("html", html),
     ("js", js),
     ("urlquery", urlquery),
+    ("call", call),
 ];
+
+/// `call fn args…`: data holds no functions, so this fails as Go's does for a value that is
+/// not one.
+fn call(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want_at_least(&a, 1)?;
+    match &a[0] {
+        Value::Nil => Err("call of nil".into()),
+        other => Err(format!("non-function of type {}", other.type_name()).into()),
+    }
+}
 
 // `and` / `or` are evaluated lazily by the evaluator; these run only if called through `call`.
 fn and(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
@@ -49,9 +62,12 @@ pub(crate) fn equal(a: &Value, b: &Value) -> Result<bool, FnError> {
         (Value::Nil, Value::Nil) => true,
         (Value::Nil, _) | (_, Value::Nil) => false,
         (Value::Bool(x), Value::Bool(y)) => x == y,
-        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Int(x) | Value::Int64(x), Value::Int(y) | Value::Int64(y)) => x == y,
         (Value::Float(x), Value::Float(y)) => x == y,
-        (Value::Int(x), Value::Float(y)) | (Value::Float(y), Value::Int(x)) => (*x as f64) == *y,
+        (Value::Int(x) | Value::Int64(x), Value::Float(y)) | (Value::Float(y), Value::Int(x) | Value::Int64(x)) => {
+            (*x as f64) == *y
+        }
+        (Value::Obj(x), Value::Obj(y)) => x == y,
         (Value::Str(_) | Value::Bytes(_), Value::Str(_) | Value::Bytes(_)) => a.to_bytes() == b.to_bytes(),
         (Value::List(_) | Value::Map(_), _) | (_, Value::List(_) | Value::Map(_)) => {
             return Err(FnError::Msg(format!("non-comparable type {}", a.type_name())));
@@ -77,8 +93,8 @@ fn ne(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
 
 fn order(a: &Value, b: &Value) -> Result<Ordering, FnError> {
     let o = match (a, b) {
-        (Value::Int(x), Value::Int(y)) => x.cmp(y),
-        (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+        (Value::Int(x) | Value::Int64(x), Value::Int(y) | Value::Int64(y)) => x.cmp(y),
+        (Value::Int(_) | Value::Int64(_) | Value::Float(_), Value::Int(_) | Value::Int64(_) | Value::Float(_)) => {
             super::float(a).partial_cmp(&super::float(b)).unwrap_or(Ordering::Equal)
         }
         (Value::Str(_) | Value::Bytes(_), Value::Str(_) | Value::Bytes(_)) => a.to_bytes().cmp(&b.to_bytes()),
@@ -121,11 +137,13 @@ fn index(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     let mut v = a[0].clone();
     for k in &a[1..] {
         v = match (&v, k) {
-            (Value::List(l), Value::Int(i)) => match usize::try_from(*i).ok().and_then(|i| l.get(i)) {
-                Some(x) => x.clone(),
-                None => return Err(format!("index out of range: {i}").into()),
-            },
-            (Value::Str(_) | Value::Bytes(_), Value::Int(i)) => {
+            (Value::List(l), Value::Int(i) | Value::Int64(i)) => {
+                match usize::try_from(*i).ok().and_then(|i| l.get(i)) {
+                    Some(x) => x.clone(),
+                    None => return Err(format!("index out of range: {i}").into()),
+                }
+            }
+            (Value::Str(_) | Value::Bytes(_), Value::Int(i) | Value::Int64(i)) => {
                 let b = v.to_bytes();
                 match usize::try_from(*i).ok().and_then(|i| b.get(i)) {
                     Some(x) => Value::Int(i64::from(*x)),
@@ -156,7 +174,7 @@ fn slice(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     let idx = |i: usize, d: usize| -> Result<usize, FnError> {
         match a.get(i) {
             None => Ok(d),
-            Some(Value::Int(x)) if *x >= 0 && (*x as usize) <= n => Ok(*x as usize),
+            Some(Value::Int(x) | Value::Int64(x)) if *x >= 0 && (*x as usize) <= n => Ok(*x as usize),
             Some(x) => Err(format!("slice index out of range: {}", x.to_display()).into()),
         }
     };

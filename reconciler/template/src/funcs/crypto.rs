@@ -51,12 +51,18 @@ fn bcrypt_fn(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     Ok(Value::Str(bcrypt_hash(&bytes(&a[0]))?))
 }
 
-/// `htpasswd user password`: an Apache htpasswd line with a bcrypt hash.
+/// `htpasswd user password [algorithm]`: an Apache htpasswd line, with a bcrypt hash or, for
+/// algorithm `sha`, `{SHA}` and the base64 SHA-1 of the password.
 fn htpasswd(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
-    want(&a, 2)?;
+    super::want_between(&a, 2, 3)?;
     let user = s(&a[0]);
     if user.contains(':') {
         return Err(FnError::Msg(format!("invalid username: {user}")));
+    }
+    if a.get(2).is_some_and(|alg| s(alg) == "sha") {
+        use base64::engine::general_purpose::STANDARD;
+        let sum = STANDARD.encode(sha1::Sha1::digest(bytes(&a[1])));
+        return Ok(Value::Str(format!("{user}:{{SHA}}{sum}")));
     }
     Ok(Value::Str(format!("{user}:{}", bcrypt_hash(&bytes(&a[1]))?)))
 }

@@ -16,6 +16,13 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("toYaml", to_yaml),
     ("fromYaml", from_yaml),
     ("toString", to_string),
+    ("b32enc", b32enc),
+    ("b32dec", b32dec),
+    ("hexdec", hexdec),
+    ("mustToJson", to_json),
+    ("mustToRawJson", to_raw_json),
+    ("mustToPrettyJson", to_pretty_json),
+    ("mustFromJson", from_json),
 ];
 
 fn b64enc(ctx: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
@@ -25,10 +32,43 @@ fn b64enc(ctx: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     Ok(Value::Str(STANDARD.encode(b)))
 }
 
-/// Decode standard base64. Unlike Sprig (which returns the error text), invalid input is an error.
+/// The input without the line breaks Go's base64 and base32 decoders skip.
+fn unwrapped(v: &Value) -> Vec<u8> {
+    bytes(v).into_iter().filter(|b| *b != b'\r' && *b != b'\n').collect()
+}
+
+/// Decode standard base64 (line breaks ignored, as Go does). Unlike Sprig (which returns the
+/// error text), invalid input is an error.
 fn b64dec(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 1)?;
-    let b = STANDARD.decode(bytes(&a[0])).map_err(|e| format!("illegal base64 data: {e}"))?;
+    let b = STANDARD.decode(unwrapped(&a[0])).map_err(|e| format!("illegal base64 data: {e}"))?;
+    Ok(Value::from_bytes(b))
+}
+
+fn b32enc(ctx: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 1)?;
+    let b = bytes(&a[0]);
+    check_size(ctx, b.len().saturating_mul(8) / 5 + 8)?;
+    Ok(Value::Str(data_encoding::BASE32.encode(&b)))
+}
+
+/// Decode standard (RFC 4648) base32; invalid input is an error, as for `b64dec`.
+fn b32dec(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 1)?;
+    let b = data_encoding::BASE32
+        .decode(&unwrapped(&a[0]))
+        .map_err(|e| format!("illegal base32 data at input byte {}", e.position))?;
+    Ok(Value::from_bytes(b))
+}
+
+/// Decode hex (upstream's addition to Sprig); invalid input is an error, as for `b64dec`.
+fn hexdec(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 1)?;
+    let text = bytes(&a[0]);
+    if let Some(c) = text.iter().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(format!("encoding/hex: invalid byte: U+{:04X} {:?}", c, char::from(*c)).into());
+    }
+    let b = hex::decode(&text).map_err(|_| "encoding/hex: odd length hex string".to_string())?;
     Ok(Value::from_bytes(b))
 }
 
@@ -46,7 +86,8 @@ pub(crate) fn write_json(v: &Value, out: &mut String, html_escape: bool, indent:
     match v {
         Value::Nil => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::Int(i) | Value::Int64(i) => out.push_str(&i.to_string()),
+        Value::Obj(o) => write_json_str(&o.json_text(), out, html_escape),
         Value::Float(f) => out.push_str(&format_float_json(*f)),
         Value::Str(_) | Value::Bytes(_) => write_json_str(&v.to_display(), out, html_escape),
         Value::List(l) => {

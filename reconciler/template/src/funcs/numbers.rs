@@ -1,4 +1,5 @@
-//! Sprig integer math and conversions.
+//! Sprig integer math and conversions. Results are Go `int64`, as Sprig's are (`int` and `atoi`
+//! give `int`).
 
 use super::{FnCtx, FnError, FnResult, Func, float, int, s, want, want_at_least};
 use crate::value::Value;
@@ -11,30 +12,31 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("div", div),
     ("mod", modulo),
     ("max", max),
+    ("biggest", max),
     ("min", min),
     ("atoi", atoi),
     ("int", to_int),
-    ("int64", to_int),
+    ("int64", to_int64),
     ("float64", to_float),
 ];
 
 fn add(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
-    Ok(Value::Int(a.iter().fold(0i64, |acc, v| acc.wrapping_add(int(v)))))
+    Ok(Value::Int64(a.iter().fold(0i64, |acc, v| acc.wrapping_add(int(v)))))
 }
 
 fn add1(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 1)?;
-    Ok(Value::Int(int(&a[0]).wrapping_add(1)))
+    Ok(Value::Int64(int(&a[0]).wrapping_add(1)))
 }
 
 fn sub(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 2)?;
-    Ok(Value::Int(int(&a[0]).wrapping_sub(int(&a[1]))))
+    Ok(Value::Int64(int(&a[0]).wrapping_sub(int(&a[1]))))
 }
 
 fn mul(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want_at_least(&a, 1)?;
-    Ok(Value::Int(a.iter().fold(1i64, |acc, v| acc.wrapping_mul(int(v)))))
+    Ok(Value::Int64(a.iter().fold(1i64, |acc, v| acc.wrapping_mul(int(v)))))
 }
 
 fn div(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
@@ -43,7 +45,7 @@ fn div(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     if d == 0 {
         return Err(FnError::Msg("integer divide by zero".into()));
     }
-    Ok(Value::Int(int(&a[0]).wrapping_div(d)))
+    Ok(Value::Int64(int(&a[0]).wrapping_div(d)))
 }
 
 fn modulo(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
@@ -52,17 +54,17 @@ fn modulo(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     if d == 0 {
         return Err(FnError::Msg("integer divide by zero".into()));
     }
-    Ok(Value::Int(int(&a[0]).wrapping_rem(d)))
+    Ok(Value::Int64(int(&a[0]).wrapping_rem(d)))
 }
 
 fn max(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want_at_least(&a, 1)?;
-    Ok(Value::Int(a.iter().map(int).max().unwrap_or(0)))
+    Ok(Value::Int64(a.iter().map(int).max().unwrap_or(0)))
 }
 
 fn min(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want_at_least(&a, 1)?;
-    Ok(Value::Int(a.iter().map(int).min().unwrap_or(0)))
+    Ok(Value::Int64(a.iter().map(int).min().unwrap_or(0)))
 }
 
 /// `atoi s`: decimal integer, or 0 when `s` is not one (Sprig semantics).
@@ -74,6 +76,11 @@ fn atoi(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
 fn to_int(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 1)?;
     Ok(Value::Int(int(&a[0])))
+}
+
+fn to_int64(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
+    want(&a, 1)?;
+    Ok(Value::Int64(int(&a[0])))
 }
 
 fn to_float(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {

@@ -254,6 +254,9 @@ fn trim_zeros(s: &str) -> &str {
 }
 
 fn format_one(verb: char, spec: &Spec, v: &Value) -> Vec<u8> {
+    if verb == 'T' {
+        return if matches!(v, Value::Nil) { b"<nil>".to_vec() } else { v.type_name().as_bytes().to_vec() };
+    }
     match v {
         Value::Str(_) | Value::Bytes(_) => {
             let b = v.to_bytes();
@@ -283,7 +286,14 @@ fn format_one(verb: char, spec: &Spec, v: &Value) -> Vec<u8> {
                 _ => bad(verb, v),
             }
         }
-        Value::Int(i) => format_int(verb, spec, *i).map(String::into_bytes).unwrap_or_else(|| bad(verb, v)),
+        Value::Obj(o) => match verb {
+            's' | 'v' => o.display().into_bytes(),
+            'q' => go_quote(&o.display()).into_bytes(),
+            _ => bad(verb, v),
+        },
+        Value::Int(i) | Value::Int64(i) => {
+            format_int(verb, spec, *i).map(String::into_bytes).unwrap_or_else(|| bad(verb, v))
+        }
         Value::Float(f) => format_float(verb, spec, *f).map(String::into_bytes).unwrap_or_else(|| bad(verb, v)),
         Value::Bool(b) => match verb {
             't' | 'v' => b.to_string().into_bytes(),

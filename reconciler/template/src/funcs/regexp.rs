@@ -13,6 +13,13 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("regexReplaceAllLiteral", regex_replace_all_literal),
     ("regexSplit", regex_split),
     ("regexQuoteMeta", regex_quote_meta),
+    // Sprig's `must` forms return the error their plain forms panic with: the same here.
+    ("mustRegexMatch", regex_match),
+    ("mustRegexFind", regex_find),
+    ("mustRegexFindAll", regex_find_all),
+    ("mustRegexReplaceAll", regex_replace_all),
+    ("mustRegexReplaceAllLiteral", regex_replace_all_literal),
+    ("mustRegexSplit", regex_split),
 ];
 
 /// Compile with a bounded program size; an invalid pattern is an error.

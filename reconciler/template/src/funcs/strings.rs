@@ -11,6 +11,7 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("untitle", untitle),
     ("trim", trim),
     ("trimAll", trim_all),
+    ("trimall", trim_all),
     ("trimPrefix", trim_prefix),
     ("trimSuffix", trim_suffix),
     ("replace", replace),
@@ -70,8 +71,27 @@ fn title(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     one(&a, |t| map_words(t, |c| c.to_uppercase().collect()))
 }
 
+/// goutils' `Uncapitalize`: the first letter after whitespace is lowered.
 fn untitle(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
-    one(&a, |t| map_words(t, |c| c.to_lowercase().collect()))
+    one(&a, |t| {
+        let mut next = true;
+        t.chars()
+            .map(|c| {
+                if super::text::go_space(c) {
+                    next = true;
+                    c
+                } else if std::mem::take(&mut next) {
+                    let mut l = c.to_lowercase();
+                    match (l.next(), l.next()) {
+                        (Some(x), None) => x,
+                        _ => c,
+                    }
+                } else {
+                    c
+                }
+            })
+            .collect()
+    })
 }
 
 fn trim(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
