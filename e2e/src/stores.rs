@@ -9,7 +9,9 @@
 //! - [`OpenStack`]: Keystone and Barbican, installed from PyPI into a cached virtualenv by
 //!   `e2e/scripts/install-openstack.sh`;
 //! - [`SecretManagerServer`]: a protocol test server for GCP Secret Manager and Google's token
-//!   endpoints (no emulator can be installed), checked by Google's Python client.
+//!   endpoints (no emulator can be installed), checked by Google's Python client;
+//! - [`AzureKeyVault`]: a protocol test server for Azure Key Vault and Entra ID (no emulator can
+//!   be installed), checked by Microsoft's Python clients.
 //!
 //! All stop when dropped.
 
@@ -20,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use crate::{ChildProcess, free_port, repo_root, spawn_logged};
 
+pub mod azure;
 mod gcp;
 mod openstack;
+pub use azure::AzureKeyVault;
 pub use gcp::{SecretManagerServer, ServiceAccountKey, rsa_public_key_der};
 pub use openstack::OpenStack;
 

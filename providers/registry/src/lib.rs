@@ -21,6 +21,7 @@ pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &SECRETS_MANAGER_KIND,
     &keyward_provider_webhook::api::KIND,
     &keyward_provider_barbican::api::KIND,
+    &keyward_provider_azure::api::KIND,
 ];
 
 /// The row of a configuration kind, by group, version and kind.
