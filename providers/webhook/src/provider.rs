@@ -191,6 +191,7 @@ impl Provider for WebhookProvider {
         data: &PushSecretData,
     ) -> Result<(), ProviderError> {
         keys::check_key(&data.remote_key)?;
+        crate::render::check_pushed_key(&data.remote_key)?;
         let value = if data.secret_key.is_empty() {
             // The whole Secret as a JSON object of strings, as upstream.
             let all: BTreeMap<&str, String> =

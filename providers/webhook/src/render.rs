@@ -102,17 +102,33 @@ pub fn query_escape(s: &str) -> String {
     out
 }
 
+/// The fields of `.remoteRef` the templates see beside a pushed value.
+pub const REMOTE_REF_FIELDS: [&str; 6] = ["key", "version", "property", "namespace", "remoteKey", "secretKey"];
+
+/// Refuses a pushed remote key that is the name of a `.remoteRef` field: the value is seen as
+/// `.remoteRef.<remote key>`, so it would replace that field, and a push named `namespace` or
+/// `remoteKey` would choose where the operator's templates send it (`INVALID_ARGUMENT`).
+pub fn check_pushed_key(remote_key: &str) -> Result<(), ProviderError> {
+    if REMOTE_REF_FIELDS.contains(&remote_key) {
+        return Err(ProviderError::InvalidArgument(format!(
+            "remote key {remote_key:?} is the name of a field of .remoteRef in the Webhook store's templates \
+             ({}), which a pushed value would replace; push under another remote key",
+            REMOTE_REF_FIELDS.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 fn context(r: &RemoteRef, namespace: &str, secrets: &SecretData, escape: bool) -> Value {
     let text = |s: &str| Value::str(if escape { query_escape(s) } else { s.to_string() });
-    let mut remote = BTreeMap::from([
-        ("key".to_string(), text(&r.key)),
-        ("version".to_string(), text(&r.version)),
-        ("property".to_string(), text(&r.property)),
-        ("namespace".to_string(), Value::str(namespace)),
-        ("remoteKey".to_string(), text(&r.remote_key)),
-        ("secretKey".to_string(), text(&r.secret_key)),
-    ]);
-    if let Some(v) = &r.pushed {
+    let fields = [&r.key, &r.version, &r.property, &namespace.to_string(), &r.remote_key, &r.secret_key];
+    let mut remote: BTreeMap<String, Value> = REMOTE_REF_FIELDS
+        .iter()
+        .zip(fields)
+        .map(|(name, value)| (name.to_string(), if *name == "namespace" { Value::str(value) } else { text(value) }))
+        .collect();
+    // render_now refused a pushed key naming a field; the fields stay what they are regardless.
+    if let Some(v) = r.pushed.as_ref().filter(|_| !remote.contains_key(&r.remote_key)) {
         let value =
             if escape { Value::str(query_escape(&String::from_utf8_lossy(v))) } else { Value::from_bytes(v.clone()) };
         remote.insert(r.remote_key.clone(), value);
@@ -149,6 +165,9 @@ pub fn render_now(
     default_body: Option<&[u8]>,
     limits: &Limits,
 ) -> Result<Rendered, ProviderError> {
+    if r.pushed.is_some() {
+        check_pushed_key(&r.remote_key)?;
+    }
     let escaped = context(r, namespace, secrets, true);
     let raw = context(r, namespace, secrets, false);
     let url = text("spec.url", run("spec.url", &spec.url, &escaped, limits)?)?;
@@ -246,6 +265,22 @@ mod tests {
         let r = RemoteRef { remote_key: "x }}{{ .evil".into(), pushed: Some(b"v".to_vec()), ..RemoteRef::default() };
         let out = render_now(&spec("http://h/"), &r, "ns", &SecretData::new(), Some(b"v"), &limits()).expect("plain");
         assert_eq!(out.body, b"v");
+    }
+
+    #[test]
+    fn a_pushed_key_never_replaces_a_template_field() {
+        let s = spec("http://h/{{ .remoteRef.namespace }}/{{ .remoteRef.remoteKey }}");
+        for field in REMOTE_REF_FIELDS {
+            let r = RemoteRef { remote_key: field.into(), pushed: Some(b"victim".to_vec()), ..RemoteRef::default() };
+            let e = render_now(&s, &r, "team-a", &SecretData::new(), Some(b"victim"), &limits())
+                .expect_err("a field's name is refused as a pushed key");
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{field}: {e}");
+            assert!(e.to_string().contains(&format!("remote key {field:?} is the name of a field")), "{e}");
+        }
+        // A delete names the key without a value: the fields are its own.
+        let r = RemoteRef { remote_key: "namespace".into(), ..RemoteRef::default() };
+        let out = render_now(&s, &r, "team-a", &SecretData::new(), None, &limits()).expect("no value, no collision");
+        assert_eq!(out.url, "http://h/team-a/namespace");
     }
 
     #[test]
