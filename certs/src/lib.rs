@@ -11,6 +11,8 @@
 pub mod bundle;
 mod files;
 pub mod manager;
+#[cfg(feature = "cli")]
+pub mod metrics;
 pub mod plan;
 #[cfg(feature = "reload")]
 pub mod reload;

@@ -107,6 +107,9 @@ pub struct Report {
     pub webhook_configurations: Vec<String>,
     /// The trust bundle after the pass.
     pub bundle: String,
+    /// When each certificate in use expires after the pass: the active CA (by its Secret) and
+    /// every leaf Secret.
+    pub expiries: Vec<(String, OffsetDateTime)>,
 }
 
 impl Report {
@@ -123,8 +126,10 @@ pub async fn reconcile(client: &Client, cfg: &Config) -> Result<Report, ManagerE
     let mut report = Report::default();
 
     let (ca, bundle) = ensure_ca(&secrets, cfg, now, &mut report).await?;
+    report.expiries.push((cfg.ca_secret.clone(), ca.certified_key().not_after));
     for spec in &cfg.leaves {
-        let action = ensure_leaf(&secrets, spec, &ca, &bundle, &cfg.policy, now).await?;
+        let (action, not_after) = ensure_leaf(&secrets, spec, &ca, &bundle, &cfg.policy, now).await?;
+        report.expiries.push((spec.secret.clone(), not_after));
         if action != LeafAction::Keep {
             report.leaves.push((spec.secret.clone(), action));
         }
@@ -266,7 +271,7 @@ async fn ensure_leaf(
     bundle: &str,
     policy: &Policy,
     now: OffsetDateTime,
-) -> Result<LeafAction, ManagerError> {
+) -> Result<(LeafAction, OffsetDateTime), ManagerError> {
     let existing = secrets.get_opt(&spec.secret).await.map_err(kube_err(format!("reading Secret {}", spec.secret)))?;
     let data = existing.as_ref().and_then(|s| s.data.as_ref());
     let text = |k: &str| data.and_then(|d| d.get(k)).and_then(|b| String::from_utf8(b.0.clone()).ok());
@@ -283,14 +288,14 @@ async fn ensure_leaf(
         })
     });
     let action = leaf_action(state.as_ref(), policy, now);
-    let (cert, key) = match (action, current) {
-        (LeafAction::Keep, _) => return Ok(action),
-        (LeafAction::RefreshBundle, Some(current)) => current,
+    let (cert, key, not_after) = match (action, current, state) {
+        (LeafAction::Keep, _, Some(state)) => return Ok((action, state.not_after)),
+        (LeafAction::RefreshBundle, Some(current), Some(state)) => (current.0, current.1, state.not_after),
         _ => {
             let names: Vec<&str> = spec.names.iter().map(String::as_str).collect();
             let validity = leaf_validity(policy, ca.certified_key().not_after, now);
             let issued = ca.issue(&names, spec.usage, validity)?;
-            (issued.cert_pem, issued.key_pem)
+            (issued.cert_pem, issued.key_pem, issued.not_after)
         }
     };
     let data = BTreeMap::from([
@@ -299,7 +304,7 @@ async fn ensure_leaf(
         (KEY_FILE.to_string(), bytes(&key)),
     ]);
     apply_secret(secrets, &spec.secret, "kubernetes.io/tls", data, None).await?;
-    Ok(action)
+    Ok((action, not_after))
 }
 
 async fn apply_secret(

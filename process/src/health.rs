@@ -1,6 +1,6 @@
 //! The operations server: plain HTTP with `/healthz` (the process is alive), `/readyz` (what
-//! the binary's readiness check says) and `/metrics` (OpenMetrics text), served until a
-//! shutdown future resolves.
+//! the binary's readiness check says) and `/metrics` (Prometheus' text format 0.0.4, what
+//! controller-runtime serves too), served until a shutdown future resolves.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -15,8 +15,10 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-/// The content type of `/metrics`.
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of `/metrics`: Prometheus' text format, version 0.0.4. Not OpenMetrics,
+/// which requires every counter to end in `_total`: External Secrets' dashboards query some
+/// counters by names without it (see [`crate::metrics::Unsuffixed`]).
+pub const METRICS_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// The answer of `/readyz`: 200 or 503, with a short text body saying why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,20 +93,34 @@ impl Health {
 
 fn metrics(scrape: &Scrape) -> Response {
     match scrape() {
-        Ok(body) => ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response(),
+        Ok(body) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], body).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding the metrics failed").into_response(),
     }
 }
 
-/// Encodes a registry in the OpenMetrics text format.
+/// Encodes a registry in Prometheus' text format (0.0.4); untyped families, which in Keyward
+/// are only [`crate::metrics::Unsuffixed`] counters, are declared `counter`.
 pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
     // With 10,000 objects the text is a few MiB; grown by doubling, it would briefly hold the
     // old and the new buffer at each step. Sized from the previous scrape (a process has one
     // registry), it is one allocation.
     static LAST_LEN: AtomicUsize = AtomicUsize::new(0);
     let mut out = String::with_capacity(LAST_LEN.load(Ordering::Relaxed) / 16 * 17);
-    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?;
     LAST_LEN.store(out.len(), Ordering::Relaxed);
+    // `untyped` and `counter` have the same length: patched in place, one pass over the
+    // declaration lines.
+    let untyped: Vec<usize> = out
+        .match_indices("# TYPE ")
+        .filter(|(at, _)| *at == 0 || out.as_bytes()[at - 1] == b'\n')
+        .filter_map(|(at, _)| {
+            let end = out[at..].find('\n').map_or(out.len(), |n| at + n);
+            out[at..end].ends_with(" untyped").then(|| end - "untyped".len())
+        })
+        .collect();
+    for at in untyped {
+        out.replace_range(at..at + "untyped".len(), "counter");
+    }
     Ok(out)
 }
 

@@ -93,7 +93,7 @@ async fn metrics_are_encoded_on_every_scrape() {
     counter.inc();
     let (status, head, body) = fetch(server.addr, "/metrics").await;
     assert_eq!(status, 200);
-    assert!(head.contains(&format!("content-type: {OPENMETRICS_CONTENT_TYPE}")), "{head}");
+    assert!(head.contains(&format!("content-type: {METRICS_CONTENT_TYPE}")), "{head}");
     assert!(body.contains("probes_total 1"), "{body}");
     counter.inc();
     assert!(fetch(server.addr, "/metrics").await.2.contains("probes_total 2"));

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
+use prometheus_client::metrics::gauge::Gauge;
 
 /// An identity that differs between processes when none is configured: the host name and the
 /// process id. In a container the PID is often 1, so the chart passes the Pod name instead.
@@ -65,6 +66,8 @@ pub struct LeaseLock {
     identity: String,
     duration: Duration,
     retry: Duration,
+    /// `leader_election_master_status` of this Lease, when reported.
+    status: Option<Gauge>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -81,6 +84,21 @@ impl LeaseLock {
             identity: identity.to_string(),
             duration,
             retry: (duration / 5).max(Duration::from_millis(500)),
+            status: None,
+        }
+    }
+
+    /// Reports in `gauge` whether this replica holds the Lease (1) or not (0); see
+    /// [`crate::metrics::register_leader_status`].
+    pub fn with_status(mut self, gauge: Gauge) -> Self {
+        gauge.set(0);
+        self.status = Some(gauge);
+        self
+    }
+
+    fn report(&self, leading: bool) {
+        if let Some(g) = &self.status {
+            g.set(i64::from(leading));
         }
     }
 
@@ -138,7 +156,10 @@ impl LeaseLock {
         tokio::pin!(stop);
         loop {
             match self.try_acquire_or_renew().await {
-                Ok(true) => return true,
+                Ok(true) => {
+                    self.report(true);
+                    return true;
+                }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, lease = %self.name, "leader election"),
             }
@@ -153,6 +174,11 @@ impl LeaseLock {
     /// Steps down when it could not renew for two thirds of the duration, before another
     /// replica may take over.
     pub async fn hold(&self, stop: impl Future<Output = ()>) {
+        self.hold_until_lost(stop).await;
+        self.report(false);
+    }
+
+    async fn hold_until_lost(&self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         let mut last_ok = tokio::time::Instant::now();
         loop {

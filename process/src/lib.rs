@@ -3,12 +3,15 @@
 //! - [`log`]: the `--log-format` and `--log-level` flags and the tracing subscriber they set up;
 //! - [`signal`]: the shutdown signals (SIGTERM, SIGINT);
 //! - [`health`]: the plain HTTP operations server with `/healthz`, `/readyz` and `/metrics`;
+//! - [`metrics`]: what every process exposes (`process_*`, `keyward_build_info`, the Lease
+//!   status) and counters kept under a name without `_total`;
 //! - `lease` (feature `lease`): leader election with a `coordination.k8s.io/v1` Lease.
 
 pub mod health;
 #[cfg(feature = "lease")]
 pub mod lease;
 pub mod log;
+pub mod metrics;
 pub mod signal;
 
 pub use health::{Health, Readiness};

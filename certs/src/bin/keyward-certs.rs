@@ -1,15 +1,18 @@
 //! `keyward-certs run`: the self-managed certificate loop. One replica at a time (a Lease picks
 //! it) keeps Keyward's CA and leaf Secrets current and the webhook configurations' `caBundle` in
-//! step; every flag is also read from a `KEYWARD_*` environment variable.
+//! step; every flag is also read from a `KEYWARD_*` environment variable. Every replica serves
+//! `/healthz`, `/readyz` and `/metrics` on its health address.
 
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use keyward_certs::manager::{Config, LeafSpec, reconcile};
+use keyward_certs::metrics::LoopMetrics;
 use keyward_certs::plan::Policy;
+use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
-use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, init_logging, shutdown_signal};
+use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, init_logging, shutdown_token};
 use tracing::{error, info, warn};
 
 #[derive(Parser, Debug)]
@@ -89,6 +92,9 @@ struct RunArgs {
     /// Make one pass (without the Lease) and exit.
     #[arg(long, env = "KEYWARD_ONCE")]
     once: bool,
+    /// Plain HTTP address of /healthz, /readyz and /metrics (not served with --once).
+    #[arg(long, env = "KEYWARD_HEALTH_LISTEN", default_value = "0.0.0.0:8080")]
+    health_listen: std::net::SocketAddr,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -149,14 +155,27 @@ async fn main() -> anyhow::Result<()> {
         log_report(&report);
         return Ok(());
     }
+    let cancel = shutdown_token();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = LoopMetrics::new(&mut registry, &args.lease_name);
+    let listener = tokio::net::TcpListener::bind(args.health_listen)
+        .await
+        .with_context(|| format!("binding {}", args.health_listen))?;
+    info!(addr = %listener.local_addr()?, "operations server listening");
+    // Ready once connected: a standby is as ready as the acting replica.
+    let ops = Health::new(|| std::future::ready(Readiness::ok()), move || health::encode(&registry));
+    let stopped = cancel.clone();
+    let http = tokio::spawn(async move {
+        if let Err(e) = health::serve(listener, ops.router(), async move { stopped.cancelled().await }).await {
+            error!(error = %e, "operations server failed");
+        }
+    });
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let lock = LeaseLock::new(client.clone(), &cfg.namespace, &args.lease_name, &identity, args.lease_duration);
     info!(identity, lease = %args.lease_name, namespace = %cfg.namespace, "certificate loop starting");
     let tick = args.interval.min(args.lease_duration / 3).max(Duration::from_millis(200));
     let mut leader = false;
     let mut next_pass = tokio::time::Instant::now();
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
     loop {
         match lock.try_acquire_or_renew().await {
             Ok(now_leader) => {
@@ -174,21 +193,30 @@ async fn main() -> anyhow::Result<()> {
                 leader = false;
             }
         }
+        metrics.leading(leader);
         if leader && tokio::time::Instant::now() >= next_pass {
             match reconcile(&client, &cfg).await {
-                Ok(report) => log_report(&report),
-                Err(e) => error!(error = %e, "certificate pass failed; retrying next tick"),
+                Ok(report) => {
+                    log_report(&report);
+                    metrics.passed(&report);
+                }
+                Err(e) => {
+                    error!(error = %e, "certificate pass failed; retrying next tick");
+                    metrics.failed();
+                }
             }
             next_pass = tokio::time::Instant::now() + args.interval;
         }
         tokio::select! {
-            _ = &mut shutdown => break,
+            _ = cancel.cancelled() => break,
             _ = tokio::time::sleep(tick) => {}
         }
     }
     if let Err(e) = lock.release().await {
         warn!(error = %e, "releasing the lease failed");
     }
+    metrics.leading(false);
+    let _ = http.await;
     info!("certificate loop stopped");
     Ok(())
 }

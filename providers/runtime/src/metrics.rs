@@ -41,10 +41,11 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A fresh registry with `grpc_server_requests_total{method,status}`,
-    /// `grpc_server_request_duration_seconds{method}` and the store calls
-    /// ([`crate::store_calls`]).
+    /// `grpc_server_request_duration_seconds{method}`, the store calls
+    /// ([`crate::store_calls`]) and the process' own metrics.
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        keyward_process::metrics::register_process(&mut registry, "provider", env!("CARGO_PKG_VERSION"));
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<MethodLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             duration_histogram as fn() -> Histogram,

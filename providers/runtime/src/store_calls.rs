@@ -3,8 +3,8 @@
 //!
 //! Exposed on `/metrics` as upstream's `externalsecret_provider_api_calls_count{provider, call,
 //! status}` (`status` is `success` or `error`), so upstream's dashboards and alerts read it
-//! unchanged. It is written as a gauge that only goes up: the metrics library appends `_total`
-//! to counters, and upstream's name has none.
+//! unchanged: a counter under upstream's name, which has no `_total`
+//! ([`keyward_process::metrics::Unsuffixed`]).
 //!
 //! Each provider counts at the one place its requests leave (its HTTP client's send, the
 //! target cluster's client, the AWS SDK's connector), so no call is missed and none is counted
@@ -12,11 +12,11 @@
 //! upstream's where upstream has them.
 
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicU64;
 
+use keyward_process::metrics::Unsuffixed;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// The metric's name, upstream's.
@@ -29,7 +29,7 @@ struct CallLabels {
     status: &'static str,
 }
 
-type Calls = Family<CallLabels, Gauge<u64, AtomicU64>>;
+type Calls = Family<CallLabels, Counter>;
 
 /// One family per process: every client of every configuration counts into it.
 fn calls() -> &'static Calls {
@@ -53,7 +53,7 @@ pub fn count(provider: &'static str, call: &str, ok: bool) -> u64 {
 
 /// Adds the family to a process's registry.
 pub(crate) fn register(registry: &mut Registry) {
-    registry.register(METRIC, "Number of API calls towards the secret provider", calls().clone());
+    registry.register(METRIC, "Number of API calls towards the secret provider", Unsuffixed(calls().clone()));
 }
 
 #[cfg(test)]
@@ -69,7 +69,7 @@ mod tests {
         let mut registry = Registry::default();
         register(&mut registry);
         let text = keyward_process::health::encode(&registry).expect("encodes");
-        assert!(text.contains("# TYPE externalsecret_provider_api_calls_count gauge"), "{text}");
+        assert!(text.contains("# TYPE externalsecret_provider_api_calls_count counter"), "{text}");
         assert!(
             text.contains(
                 r#"externalsecret_provider_api_calls_count{provider="Test/Store",call="GetSecretValue",status="success"} 2"#
