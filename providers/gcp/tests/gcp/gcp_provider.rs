@@ -100,7 +100,7 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
         g.server.seed(PROJECT, "", "other", b"o", &[("env", "dev")]);
         let find = ExternalSecretFind { tags: [("env".to_string(), "prod".to_string())].into(), ..Default::default() };
         let req = GetAllSecretsRequest { provider_ref: Some(store.clone()), source_namespace: ns.clone(), find: Some(find) };
-        let found = c.clone().get_all_secrets(req).await.expect("find").into_inner().data;
+        let found = c.clone().get_all_secrets(req).await.expect("find").into_inner().secrets;
         assert_eq!(found.keys().collect::<Vec<_>>(), ["database_password"]);
 
         // A push with upstream's metadata creates the secret with them; a delete removes it.
