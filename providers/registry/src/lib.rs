@@ -22,6 +22,7 @@ pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &keyward_provider_webhook::api::KIND,
     &keyward_provider_barbican::api::KIND,
     &keyward_provider_azure::api::KIND,
+    &keyward_provider_gcp::api::KIND,
 ];
 
 /// The row of a configuration kind, by group, version and kind.
