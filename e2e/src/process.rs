@@ -199,10 +199,12 @@ pub(crate) fn tail(path: &Path, lines: usize) -> String {
 /// The environment variable of every provider's `--tenant-denied-networks`.
 pub const TENANT_DENIED_NETWORKS_ENV: &str = "KEYWARD_TENANT_DENIED_NETWORKS";
 
-/// What providers started by local tests deny to tenants' configurations: link-local and cloud
-/// metadata addresses, but not loopback, where the local control plane and the store servers
-/// listen. Tests of the loopback refusal set the provider's default list themselves.
-pub const LOCAL_DENIED_NETWORKS: &str = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128";
+/// What providers started by local tests deny to tenants' configurations: the provider's default
+/// list (`keyward_provider_runtime::netguard::DEFAULT_TENANT_DENIED_NETWORKS`, checked there) but
+/// not loopback, where the local control plane and the store servers listen. Tests of the
+/// loopback refusal set the provider's default list themselves.
+pub const LOCAL_DENIED_NETWORKS: &str =
+    "own-addresses,169.254.0.0/16,fe80::/10,fd00:ec2::/64,100.100.100.200/32,168.63.129.16/32";
 
 /// A provider binary started as a process on free loopback ports with the TLS directory
 /// `tls_dir`, the local control plane's kubeconfig and `env`; returns once it logged

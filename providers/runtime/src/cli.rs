@@ -39,11 +39,14 @@ pub struct RuntimeArgs {
         default_value = crate::tls::DEFAULT_CLIENT_NAME
     )]
     pub allowed_client_names: Vec<String>,
-    /// Networks a tenant's configuration may not reach, comma-separated (CIDRs or addresses):
-    /// every address a server name a configuration writes resolves to is checked before
-    /// connecting (Vault's server, a target cluster's URL, Keystone and its catalog, a
-    /// webhook's URL). The operator's configurations (a ClusterProvider with
-    /// authenticationScope ProviderNamespace, a ClusterSecretStore) may reach any. Empty: no check.
+    /// Networks a tenant's configuration may not reach, comma-separated (CIDRs or addresses;
+    /// `own-addresses`: the process's own interface addresses; `default`: the default list, to
+    /// add the cluster's Pod and Service networks to it): every address a server name a
+    /// configuration writes resolves to is checked before connecting (Vault's server, a target
+    /// cluster's URL, Keystone and its catalog, a webhook's URL), an IPv6 form of an IPv4
+    /// address (mapped, compatible, NAT64) as that address too. The operator's configurations
+    /// (a ClusterProvider with authenticationScope ProviderNamespace, a ClusterSecretStore) may
+    /// reach any. Empty: no check.
     #[arg(
         long,
         env = "KEYWARD_TENANT_DENIED_NETWORKS",

@@ -1,5 +1,7 @@
-//! Which addresses a tenant's configuration may not reach: the provider pod's own loopback, and
-//! link-local and cloud metadata addresses (the provider's own cloud identity lives there).
+//! Which addresses a tenant's configuration may not reach: the provider Pod's own addresses and
+//! loopback (its health and metrics server), and link-local and cloud metadata addresses (the
+//! provider's own cloud identity lives there), however an address is written: an IPv6 form of an
+//! IPv4 address (mapped, compatible, NAT64) is judged as that address too ([`ipv4_forms`]).
 //!
 //! Every server address a configuration chooses (a Vault `server`, a Kubernetes `server.url`,
 //! Keystone's `authURL` and the Barbican endpoint its catalog names, a webhook's rendered URL)
@@ -13,7 +15,6 @@
 //! cannot swap it). IP literals in URLs (and in redirects) are checked before a request is sent
 //! ([`DeniedNetworks::check_host`]).
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -22,99 +23,94 @@ use keyward_crds::rules::ConfigOwner;
 
 use crate::{ProviderError, RequestContext};
 
+mod address;
 #[cfg(feature = "kube-target")]
 mod kube_target;
+pub use address::{IpNet, an_own_address, ipv4_forms, is_own_address};
 #[cfg(feature = "kube-target")]
 pub use kube_target::{CallNames, kube_client};
 
-/// The default of `--tenant-denied-networks` (every provider binary's flag).
-pub const DEFAULT_TENANT_DENIED_NETWORKS: &str =
-    "127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128,fd00:ec2::254/128";
+/// The entry of a list that denies the provider's own interface addresses (other than
+/// loopback, an entry of its own): its health and metrics server listens on all of them.
+pub const OWN_ADDRESSES: &str = "own-addresses";
 
-/// An IP network (`10.0.0.0/8`, `::1/128`; a bare address is a /32 or /128).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
-}
+/// The entry of a list that stands for [`DEFAULT_TENANT_DENIED_NETWORKS`], so a list can add
+/// the cluster's own networks without restating the default (`default,10.96.0.0/12`).
+pub const DEFAULT_ENTRY: &str = "default";
 
-impl IpNet {
-    /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, canonical(ip)) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
+/// The default of `--tenant-denied-networks` (every provider binary's flag): the provider's own
+/// addresses, loopback, "this network", link-local (the metadata service of most clouds,
+/// 169.254.169.254, and EKS Pod Identity, 169.254.170.23), AWS's IPv6 metadata and Pod Identity
+/// network (`fd00:ec2::254`, `fd00:ec2::23`), Alibaba Cloud's metadata service (node RAM-role
+/// credentials) and Azure's WireServer. An IPv6 form of an IPv4 address is checked as that
+/// address too ([`ipv4_forms`]).
+pub const DEFAULT_TENANT_DENIED_NETWORKS: &str = "own-addresses,127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,\
+0.0.0.0/8,::/128,fd00:ec2::/64,100.100.100.200/32,168.63.129.16/32";
 
-impl fmt::Display for IpNet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-impl FromStr for IpNet {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let (addr, prefix) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
-        let addr: IpAddr = addr.parse().map_err(|_| format!("{s:?} is not an IP network (10.0.0.0/8, ::1/128)"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("{s:?}: bad prefix length"))?,
-        };
-        Ok(IpNet { addr: canonical(addr), prefix })
-    }
-}
-
-/// IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`) as the IPv4 address they reach.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+/// What a list denies.
+#[derive(Debug, Default)]
+struct Rules {
+    nets: Vec<IpNet>,
+    own: bool,
 }
 
 /// Networks a request may not reach (empty: any address).
 #[derive(Clone, Debug, Default)]
-pub struct DeniedNetworks(Arc<Vec<IpNet>>);
+pub struct DeniedNetworks(Arc<Rules>);
 
 /// A refused address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{host} resolves to {ip}, in the denied network {net}: a tenant's configuration may not reach the provider's own \
-     loopback, link-local or cloud metadata addresses"
+    "{host} resolves to {ip}, in the denied network {net}{}: a tenant's configuration may not reach the provider's \
+     own addresses, loopback, link-local or cloud metadata addresses, nor the networks the operator denied",
+    self.detail()
 )]
 pub struct Denied {
     /// The host as written.
     pub host: String,
     /// The address.
     pub ip: IpAddr,
-    /// The network it is in.
+    /// The network it is in (the address itself for one of the provider's own).
     pub net: IpNet,
+    /// The IPv4 address an IPv6 form reaches, when that is what is denied.
+    pub via: Option<std::net::Ipv4Addr>,
+    /// Whether it is one of the provider's own interface addresses.
+    pub own: bool,
+}
+
+impl Denied {
+    fn detail(&self) -> String {
+        match (self.via, self.own) {
+            (Some(v4), true) => format!(" (as {v4}, the provider's own address)"),
+            (Some(v4), false) => format!(" (as {v4})"),
+            (None, true) => " (the provider's own address)".to_string(),
+            (None, false) => String::new(),
+        }
+    }
 }
 
 impl DeniedNetworks {
     /// A list of networks.
     pub fn new(nets: Vec<IpNet>) -> Self {
-        DeniedNetworks(Arc::new(nets))
+        DeniedNetworks(Arc::new(Rules { nets, own: false }))
     }
 
-    /// A comma-separated list (`--tenant-denied-networks`); empty denies nothing.
+    /// A comma-separated list (`--tenant-denied-networks`) of networks, [`OWN_ADDRESSES`] and
+    /// [`DEFAULT_ENTRY`]; empty denies nothing.
     pub fn parse(list: &str) -> Result<Self, String> {
-        let nets =
-            list.split(',').filter(|s| !s.trim().is_empty()).map(IpNet::from_str).collect::<Result<Vec<_>, _>>()?;
-        Ok(DeniedNetworks::new(nets))
+        let mut rules = Rules::default();
+        for entry in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match entry {
+                OWN_ADDRESSES => rules.own = true,
+                DEFAULT_ENTRY => {
+                    let default = DeniedNetworks::parse(DEFAULT_TENANT_DENIED_NETWORKS)?;
+                    rules.own |= default.0.own;
+                    rules.nets.extend(default.0.nets.iter().copied());
+                }
+                net => rules.nets.push(IpNet::from_str(net)?),
+            }
+        }
+        Ok(DeniedNetworks(Arc::new(rules)))
     }
 
     /// Nothing denied (an operator's configuration).
@@ -124,15 +120,22 @@ impl DeniedNetworks {
 
     /// Whether nothing is denied.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.nets.is_empty() && !self.0.own
     }
 
-    /// Refuses `ip` when it is in a denied network.
+    /// Refuses `ip` when it, or an IPv4 address an IPv6 form of it reaches, is in a denied
+    /// network or is one of the provider's own addresses.
     pub fn check(&self, host: &str, ip: IpAddr) -> Result<(), Denied> {
-        match self.0.iter().find(|n| n.contains(ip)) {
-            Some(net) => Err(Denied { host: host.to_string(), ip, net: *net }),
-            None => Ok(()),
+        let forms = std::iter::once((ip, None)).chain(ipv4_forms(ip).into_iter().map(|v4| (v4.into(), Some(v4))));
+        for (form, via) in forms {
+            if let Some(net) = self.0.nets.iter().find(|n| n.contains(form)) {
+                return Err(Denied { host: host.to_string(), ip, net: *net, via, own: false });
+            }
+            if self.0.own && is_own_address(form) {
+                return Err(Denied { host: host.to_string(), ip, net: IpNet::host(form), via, own: true });
+            }
         }
+        Ok(())
     }
 
     /// The networks a request's configuration may not reach: this list for a tenant's
@@ -256,17 +259,41 @@ mod tests {
             "127.9.9.9",
             "::1",
             "169.254.169.254",
+            "169.254.170.23",
             "fe80::1",
             "0.0.0.0",
             "::",
             "::ffff:127.0.0.1",
             "fd00:ec2::254",
+            "fd00:ec2::23",
+            "100.100.100.200",
+            "168.63.129.16",
+            // IPv6 forms of denied IPv4 addresses: compatible, NAT64 (well-known and local-use).
+            "::a9fe:a9fe",
+            "::100.100.100.200",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::168.63.129.16",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::a9fe:a9fe",
+            "64:ff9b:1:a9fe:a9:fe00::",
         ] {
             assert!(d.check("h", ip.parse().expect("ip")).is_err(), "{ip} must be denied");
         }
-        for ip in ["10.0.0.1", "192.168.1.1", "8.8.8.8", "2001:db8::1", "fd00::1", "::ffff:10.0.0.1"] {
+        for ip in [
+            "10.0.0.1",
+            "192.168.1.1",
+            "8.8.8.8",
+            "2001:db8::1",
+            "fd00::1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "100.100.100.201",
+            "fd00:ec3::23",
+        ] {
             assert!(d.check("h", ip.parse().expect("ip")).is_ok(), "{ip} must be allowed");
         }
+        let e = d.check("h", "64:ff9b::a9fe:a9fe".parse().expect("ip")).expect_err("NAT64 of the metadata service");
+        assert!(e.to_string().contains("in the denied network 169.254.0.0/16 (as 169.254.169.254)"), "{e}");
         let e = d.check("metadata.internal", "169.254.169.254".parse().expect("ip")).expect_err("denied");
         assert!(
             e.to_string()
@@ -283,6 +310,33 @@ mod tests {
         assert!(d.check_url(&url).is_err(), "a mapped loopback literal");
         let url = reqwest::Url::parse("http://2130706433/").expect("url");
         assert!(d.check_url(&url).is_err(), "a decimal IPv4 literal is loopback too");
+    }
+
+    #[test]
+    fn the_providers_own_addresses_are_denied_and_the_default_entry_extends_a_list() {
+        let Some(own) = an_own_address() else {
+            eprintln!("this host has no address but loopback: nothing to check");
+            return;
+        };
+        let e = default().check("h", own).expect_err("an own address");
+        assert!(e.to_string().contains("(the provider's own address)"), "{e}");
+        assert!(DeniedNetworks::parse("169.254.0.0/16").expect("list").check("h", own).is_ok(), "without the entry");
+        let cluster = DeniedNetworks::parse("default, 10.96.0.0/12").expect("default and the Service network");
+        assert!(cluster.check("h", own).is_err() && cluster.check("h", "10.96.0.1".parse().expect("ip")).is_err());
+        assert!(cluster.check("h", "169.254.169.254".parse().expect("ip")).is_err());
+    }
+
+    /// The providers of local tests (the conformance suite's among them) deny what the default
+    /// denies, but loopback: the stores of the tests listen there.
+    #[cfg(feature = "testkit")]
+    #[test]
+    fn local_tests_deny_the_default_list_but_loopback() {
+        let loopback = ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128"];
+        let mut want: Vec<&str> = DEFAULT_TENANT_DENIED_NETWORKS.split(',').filter(|n| !loopback.contains(n)).collect();
+        let mut local: Vec<&str> = keyward_e2e::LOCAL_DENIED_NETWORKS.split(',').collect();
+        want.sort_unstable();
+        local.sort_unstable();
+        assert_eq!(local, want);
     }
 
     #[test]

@@ -59,8 +59,9 @@ pub enum Case {
     FindPathTraversal,
     /// A server answering 300 MB is refused with the size-cap message, and the provider serves on.
     OversizedResponse,
-    /// A tenant's configuration naming a link-local or cloud metadata address (an IPv4 and an
-    /// IPv6 literal) is PERMISSION_DENIED before anything is sent, and the provider serves on.
+    /// A tenant's configuration naming a cloud metadata address, an IPv6 form of one, or the
+    /// provider's own address is PERMISSION_DENIED before anything is sent, and the provider
+    /// serves on.
     /// The process runs with the harness's denied networks, which leave loopback to the tests'
     /// stores ([`keyward_e2e::LOCAL_DENIED_NETWORKS`]).
     DeniedAddress,
@@ -790,15 +791,41 @@ fn refused_by_cap<V: fmt::Debug>(what: &str, got: Result<V, Status>, cap: &str) 
     }
 }
 
-/// Addresses every provider refuses to a tenant: the cloud metadata service (IPv4) and AWS's
-/// IPv6 one. Nothing listens there in a test; a refusal must come before any connection.
-const DENIED_HOSTS: [&str; 2] = ["169.254.169.254", "[fd00:ec2::254]"];
+/// Addresses every provider refuses to a tenant: the metadata services (most clouds', AWS's IPv6
+/// one and EKS Pod Identity's, Alibaba Cloud's, Azure's WireServer), and IPv6 forms of denied
+/// IPv4 addresses (IPv4-compatible, IPv4-mapped, NAT64 well-known and local-use). Nothing
+/// listens there in a test; a refusal must come before any connection.
+const DENIED_HOSTS: [&str; 10] = [
+    "169.254.169.254",
+    "[fd00:ec2::254]",
+    "[fd00:ec2::23]",
+    "100.100.100.200",
+    "168.63.129.16",
+    "[::a9fe:a9fe]",
+    "[::ffff:100.100.100.200]",
+    "[64:ff9b::a9fe:a9fe]",
+    "[64:ff9b::168.63.129.16]",
+    "[64:ff9b:1::a9fe:a9fe]",
+];
+
+/// [`DENIED_HOSTS`], and an address of this host other than loopback, where the provider's
+/// health and metrics server listens too (a host with loopback alone has none to try).
+fn denied_hosts() -> Vec<String> {
+    let own = crate::netguard::an_own_address().map(|ip| match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    });
+    if own.is_none() {
+        eprintln!("denied-address: this host has no address but loopback; the provider's own address is not tried");
+    }
+    DENIED_HOSTS.iter().map(|h| h.to_string()).chain(own).collect()
+}
 
 async fn denied_address<T: ConformanceTarget + ?Sized>(r: &mut Run<'_, T>) -> Result<(), String> {
     let key = r.key(GET.0);
     let hour = Duration::from_secs(3600);
     let ca = CertificateAuthority::generate("keyward-denied-ca", hour).map_err(|e| format!("CA: {e}"))?;
-    for (i, host) in DENIED_HOSTS.iter().enumerate() {
+    for (i, host) in denied_hosts().iter().enumerate() {
         // Distinct ports give the targets' configurations distinct names.
         let urls = Hostile {
             http_url: format!("http://{host}:{}", 81 + i),
