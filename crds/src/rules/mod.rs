@@ -7,6 +7,7 @@ mod address;
 mod auth;
 mod boundary;
 mod cluster_external_secret;
+mod cluster_store;
 mod duration;
 mod generators;
 mod keys;
@@ -27,6 +28,7 @@ pub use boundary::{
     push_namespace,
 };
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
+pub use cluster_store::cluster_secret_store_references;
 pub use duration::{DurationError, parse_go_duration};
 pub use generators::{
     AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,

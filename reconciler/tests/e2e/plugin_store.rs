@@ -5,7 +5,8 @@
 //! process, reports the store Ready and syncs an ExternalSecret from a real HTTP server, and a
 //! change at the server reaches the Secret on refresh. A Provider naming a `Webhook`
 //! configuration object is served too, and editing that object (a kind the reconciler watches
-//! only through the registry) re-checks the Provider.
+//! only through the registry) re-checks the Provider. A ClusterSecretStore naming a Secret without
+//! its namespace is denied at admission and refused by the provider when admission is bypassed.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -55,7 +56,7 @@ impl HttpStore {
                     line.clear();
                 }
                 let path = request_line.split_whitespace().nth(1).unwrap_or_default();
-                let key = path.strip_prefix("/secrets/").unwrap_or_default();
+                let key = path.strip_prefix("/secrets/").unwrap_or_default().split('?').next().unwrap_or_default();
                 let body = served.lock().unwrap().get(key).cloned();
                 let (status, body) = match body {
                     Some(b) => ("200 OK", b),
@@ -218,6 +219,73 @@ async fn a_plugin_providers_stores_are_admitted_checked_and_synced() {
             ready_of(&p.status?.conditions).filter(|(status, ..)| status == "True")
         })
         .await;
+
+        cluster_store_references_name_their_namespace(&client, &pki, &ns, &http).await;
     })
     .await;
+}
+
+/// A ClusterSecretStore is the operator's: a `secrets[]` entry without a namespace would be read
+/// in the namespace of each ExternalSecret using it, so the tenant would supply what the
+/// operator's templates send. Admission denies it naming the field; written while the webhook
+/// is away, the provider refuses it before reading anything, and nothing syncs.
+async fn cluster_store_references_name_their_namespace(client: &Client, pki: &Pki, ns: &str, http: &HttpStore) {
+    let name = format!("{ns}-referent");
+    let mut webhook = Webhook::start(&pki.issue_server_dir("webhook-css")).await;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&pki.ca);
+    let registration = format!("keyward-css-e2e-{ns}");
+    webhook
+        .register(
+            client,
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": registration},
+                "webhooks": [{
+                    "name": "css.e2e.keyward.dev",
+                    "clientConfig": {"url": format!("{}/validate", webhook.url()), "caBundle": ca},
+                    "rules": [{"apiGroups": ["external-secrets.io"], "apiVersions": ["v1"],
+                               "operations": ["CREATE", "UPDATE"], "resources": ["clustersecretstores"],
+                               "scope": "Cluster"}],
+                    "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 10, "objectSelector": {"matchLabels": {CLASS_LABEL: ns}},
+                }],
+            }),
+        )
+        .await;
+    // The tenant's Secret the store would read for its templates.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    apply(
+        &secrets,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c", "labels": {"external-secrets.io/type": "webhook"}},
+               "stringData": {"k": "tenant"}}),
+    )
+    .await;
+    let store = json!({"apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+        "metadata": {"name": name, "labels": {CLASS_LABEL: ns}},
+        "spec": {"provider": {"webhook": {
+            "url": format!("{}/secrets/{{{{ .remoteRef.key }}}}?from={{{{ .creds.k }}}}", http.url),
+            "result": {"jsonPath": PROPERTY_PATH},
+            "secrets": [{"name": "creds", "secretRef": {"name": "c", "key": "k"}}]}}}});
+    let stores: Api<keyward_crds::ClusterSecretStore> = Api::all(client.clone());
+    let pp = PatchParams::apply("e2e-test");
+    let err = stores.patch(&name, &pp, &Patch::Apply(store.clone())).await.unwrap_err().to_string();
+    assert!(
+        err.contains("spec.provider.webhook.secrets[0].secretRef.namespace: is required on a ClusterSecretStore"),
+        "{err}"
+    );
+
+    // Admission bypassed: the store exists, and the provider refuses it on every call.
+    keyward_e2e::kubectl().args(["delete", "validatingwebhookconfiguration", &registration]).output().unwrap();
+    apply(&stores, store).await;
+    let externals: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    apply(&externals, external_secret(ns, "from-cluster-store", "ClusterSecretStore", &name)).await;
+    let message = eventually("the ExternalSecret names the missing namespace", WAIT, || async {
+        let es = externals.get("from-cluster-store").await.ok()?;
+        let (status, _, message) = ready_of(&es.status?.conditions)?;
+        (status == "False" && message.contains("secretRef.namespace: is required")).then_some(message)
+    })
+    .await;
+    assert!(message.contains("ClusterSecretStore"), "{message}");
+    assert!(secrets.get_opt("from-cluster-store").await.unwrap().is_none(), "nothing synced: {message}");
+    stores.delete(&name, &Default::default()).await.unwrap();
 }

@@ -2,9 +2,9 @@
 //! decision comes from `keyward_crds::rules`; these impls only say which rules a kind gets.
 
 use keyward_crds::rules::{
-    secret_store_boundary, secret_store_warnings, store_ref_kind, validate_cluster_external_secret,
-    validate_cluster_provider, validate_external_secret, validate_provider, validate_push_secret,
-    validate_secret_store,
+    cluster_secret_store_references, secret_store_boundary, secret_store_warnings, store_backend, store_ref_kind,
+    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_provider,
+    validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
@@ -100,6 +100,10 @@ impl Admitted for ClusterSecretStore {
 
     fn check(&self, _: &Cx<'_>, check: &mut Check) {
         check.spec(validate_secret_store(None, &self.spec.store, PROVIDER_KINDS));
+        // A store whose provider does not translate is validate_secret_store's to report.
+        if let Ok(backend) = store_backend(&self.spec.store.provider, PROVIDER_KINDS) {
+            check.spec(cluster_secret_store_references(&backend));
+        }
         check.warnings.extend(secret_store_warnings(&self.spec.store, PROVIDER_KINDS));
     }
 }

@@ -1,0 +1,151 @@
+//! The references a ClusterSecretStore's configuration must give a namespace, as upstream
+//! requires them to.
+//!
+//! A ClusterSecretStore is the operator's, and a reference in it without a namespace is read in
+//! the namespace of each ExternalSecret or PushSecret that uses the store (upstream's "referent
+//! authentication", meant for a tenant's own credentials). For what the configuration *trusts*
+//! or *sends as the operator's* that would let a tenant supply it: the CA that verifies the
+//! server an operator's token goes to, or the data an operator's URL template puts into the
+//! host. Upstream refuses those shapes; so does Keyward, with one function, at admission (the
+//! webhook) and in every provider process (`keyward_provider_runtime::refs`, when it reads the
+//! store), so a store written while the webhook was away is refused too.
+
+use serde_json::Value;
+
+use super::ValidationErrors;
+use super::secret_store::StoreBackend;
+
+/// Where a reference must name its namespace: the `spec.provider.<key>` (`*`: every key), and
+/// the path of the reference inside that block (`[]`: each item of a list). Vault's other
+/// references (its logins, its client TLS) and every AWS and Barbican one may be referent, as
+/// upstream.
+const PINNED: [(&str, &str); 7] = [
+    // Every provider reads a CA this way (upstream's FetchCACertFromSource).
+    ("*", "caProvider"),
+    ("kubernetes", "server.caProvider"),
+    ("kubernetes", "auth.cert.clientCert"),
+    ("kubernetes", "auth.token.bearerToken"),
+    ("webhook", "secrets[].secretRef"),
+    ("webhook", "auth.ntlm.usernameSecret"),
+    ("webhook", "auth.ntlm.passwordSecret"),
+];
+
+/// Refuses the configuration a ClusterSecretStore's `spec.provider` translates to when its
+/// references leave out a namespace upstream requires, naming each field
+/// (`spec.provider.webhook.secrets[0].secretRef.namespace`).
+pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), ValidationErrors> {
+    let key = backend.store_key();
+    let block = match backend {
+        StoreBackend::Kubernetes(k) => serde_json::to_value(k).unwrap_or_default(),
+        StoreBackend::Vault(v) => serde_json::to_value(v).unwrap_or_default(),
+        StoreBackend::Fake(_) | StoreBackend::Aws(..) => return Ok(()),
+        StoreBackend::Plugin(_, block) => block.clone(),
+    };
+    let mut errs = ValidationErrors::default();
+    for (_, path) in PINNED.iter().filter(|(k, _)| *k == key || *k == "*") {
+        let mut found = Vec::new();
+        references(&block, path, format!("spec.provider.{key}"), &mut found);
+        for (field, reference) in found {
+            if reference.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty) {
+                errs.push(format!("{field}.namespace"), message(reference));
+            }
+        }
+    }
+    errs.into_result()
+}
+
+/// Every object at `path` under `node`, with its field path.
+fn references<'v>(node: &'v Value, path: &str, field: String, out: &mut Vec<(String, &'v Value)>) {
+    let (segment, rest) = path.split_once('.').unwrap_or((path, ""));
+    let (name, each) = segment.strip_suffix("[]").map_or((segment, false), |n| (n, true));
+    let Some(child) = node.get(name) else { return };
+    let field = format!("{field}.{name}");
+    let items: Vec<(String, &'v Value)> = match (each, child) {
+        (true, Value::Array(items)) => items.iter().enumerate().map(|(i, v)| (format!("{field}[{i}]"), v)).collect(),
+        (true, _) => return,
+        (false, v) => vec![(field, v)],
+    };
+    for (field, item) in items {
+        match (rest, item) {
+            ("", Value::Object(_)) => out.push((field, item)),
+            ("", _) => {}
+            (rest, item) => references(item, rest, field, out),
+        }
+    }
+}
+
+fn message(reference: &Value) -> String {
+    let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+    format!(
+        "is required on a ClusterSecretStore: without it {name:?} would be read in the namespace of each \
+         ExternalSecret or PushSecret using the store, so a tenant would supply what this operator-owned \
+         configuration trusts or sends; name the namespace that holds it"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::ProviderKind;
+
+    fn fields(yaml: &str) -> Vec<String> {
+        let provider: crate::secret_store::SecretStoreProvider = serde_yaml::from_str(yaml).expect("spec.provider");
+        let backend = crate::rules::store_backend(&provider, &[&WEBHOOK, &OTHER]).expect("served");
+        let errs = cluster_secret_store_references(&backend).err().map(|e| e.0).unwrap_or_default();
+        errs.into_iter().map(|e| e.field).collect()
+    }
+
+    /// Rows standing in for provider crates' kinds: only their store keys matter here.
+    static WEBHOOK: ProviderKind = row("Webhook", "webhook");
+    static OTHER: ProviderKind = row("Other", "other");
+
+    const fn row(kind: &'static str, key: &'static str) -> ProviderKind {
+        use crate::registry::admit_spec;
+        ProviderKind {
+            kind,
+            plural: key,
+            provider: key,
+            store_key: Some(key),
+            admit: admit_spec::<crate::FakeSpec>,
+            crd: <crate::Fake as kube::CustomResourceExt>::crd,
+        }
+    }
+
+    #[test]
+    fn what_a_cluster_store_trusts_or_sends_names_its_namespace() {
+        let k8s = "kubernetes: {server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca, key: ca.crt}}, \
+                   auth: {token: {bearerToken: {name: t, key: token}}}}";
+        assert_eq!(
+            fields(k8s),
+            [
+                "spec.provider.kubernetes.server.caProvider.namespace",
+                "spec.provider.kubernetes.auth.token.bearerToken.namespace"
+            ]
+        );
+        let named = "kubernetes: {server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca, key: ca.crt, \
+                     namespace: keyward}}, auth: {token: {bearerToken: {name: t, key: token, namespace: keyward}}}}";
+        assert!(fields(named).is_empty());
+        let referent_sa = "kubernetes: {server: {url: 'https://k'}, auth: {serviceAccount: {name: reader}}}";
+        assert!(fields(referent_sa).is_empty(), "a ServiceAccount may follow the ExternalSecret, as upstream");
+        let vault = "vault: {server: 'https://v', caProvider: {type: Secret, name: ca, key: ca.crt}, \
+                     auth: {tokenSecretRef: {name: t, key: token}}}";
+        assert_eq!(fields(vault), ["spec.provider.vault.caProvider.namespace"], "a referent token stays allowed");
+        let webhook = "webhook: {url: 'https://{{ .creds.host }}/x', caProvider: {type: Secret, name: ca, key: ca.crt, \
+                       namespace: ''}, secrets: [{name: creds, secretRef: {name: c, namespace: ops}}, \
+                       {name: more, secretRef: {name: m}}], auth: {ntlm: {usernameSecret: {name: u, key: u}, \
+                       passwordSecret: {name: p, key: p, namespace: ops}}}}";
+        assert_eq!(
+            fields(webhook),
+            [
+                "spec.provider.webhook.caProvider.namespace",
+                "spec.provider.webhook.secrets[1].secretRef.namespace",
+                "spec.provider.webhook.auth.ntlm.usernameSecret.namespace",
+            ]
+        );
+        assert!(fields("fake: {data: [{key: k, value: v}]}").is_empty());
+        assert_eq!(
+            fields("other: {caProvider: {type: Secret, name: ca, key: c}}"),
+            ["spec.provider.other.caProvider.namespace"]
+        );
+    }
+}
