@@ -200,7 +200,8 @@ impl SecretsManagerProvider {
         version: &str,
     ) -> Result<Vec<u8>, ProviderError> {
         let parsed = parse_version(version);
-        self.reads.read("GetSecretValue", ctx, name, version, self.batched_value(target, name, &parsed)).await
+        let object = target.key.object();
+        self.reads.read("GetSecretValue", ctx, &object, name, version, self.batched_value(target, name, &parsed)).await
     }
 
     async fn current_value(&self, target: &Target, name: &str) -> Result<Option<Vec<u8>>, ProviderError> {
@@ -495,6 +496,10 @@ impl Provider for SecretsManagerProvider {
 
     async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
         generate::generate(self, ctx, spec_json).await
+    }
+
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<SecretsManager>(ctx).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {

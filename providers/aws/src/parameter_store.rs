@@ -314,7 +314,8 @@ impl SecretsManagerProvider {
         name: &str,
         version: &str,
     ) -> Result<Vec<u8>, ProviderError> {
-        self.reads.read("GetParameter", ctx, name, version, self.batched_ps_value(target, name, version)).await
+        let object = target.key.object();
+        self.reads.read("GetParameter", ctx, &object, name, version, self.batched_ps_value(target, name, version)).await
     }
 
     /// The value of `name` at `version`, decrypted.

@@ -341,6 +341,10 @@ impl Provider for BarbicanProvider {
         if status == 200 { Ok(Vec::new()) } else { Err(map_status(status, &body, &server, "listing secrets")) }
     }
 
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<Barbican>(ctx).await
+    }
+
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadOnly
     }

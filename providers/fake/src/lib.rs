@@ -209,6 +209,10 @@ impl Provider for FakeProvider {
         Ok(if spec.data.is_empty() { vec!["the Fake config has no entries".to_string()] } else { vec![] })
     }
 
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<Fake>(ctx).await
+    }
+
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
     }

@@ -23,7 +23,7 @@ use keyward_crds::rules::StoreBackend;
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
-use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+use keyward_provider_runtime::{Generation, Provider, ProviderError, RequestContext, SecretMap};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Config};
 
@@ -76,7 +76,7 @@ impl KubernetesProvider {
     /// The configuration a request names: a `Kubernetes` object, or the `spec.provider.kubernetes`
     /// of a SecretStore or ClusterSecretStore, checked by the configuration rules either way
     /// (`ClusterRefs::resolve_config`, shared by every provider).
-    async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Option<i64>), ProviderError> {
+    async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Generation), ProviderError> {
         let resolved = self
             .refs
             .resolve_config(
@@ -325,6 +325,10 @@ impl Provider for KubernetesProvider {
                 target.remote_namespace
             )))
         }
+    }
+
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<Kubernetes>(ctx).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {

@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_proto::ProviderError;
 use kube::Api;
 
-use crate::context::RequestContext;
+use crate::context::{Generation, RequestContext};
 use crate::refs::{ClusterRefs, operator_owned};
 
 /// How often an object a client was built from, which no watch vouches for, is read again
@@ -63,9 +63,10 @@ pub fn watch_referenced_objects(on: bool) {
     WATCH_REFERENCED.store(on, Ordering::Relaxed);
 }
 
-/// Which cached client serves a request: the configuration object, its generation and whether
-/// the request reached it as the operator's ([`operator_owned`]): what a configuration may name
-/// depends on that, so a client built for the operator never serves a tenant's request.
+/// Which cached client serves a request: the configuration object (by its UID too), its
+/// generation and whether the request reached it as the operator's ([`operator_owned`]): what a
+/// configuration may name depends on that, so a client built for the operator never serves a
+/// tenant's request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct CacheKey {
     /// Kind of the config object (a SecretStore and a Kubernetes object may share a name).
@@ -74,6 +75,8 @@ pub struct CacheKey {
     pub namespace: String,
     /// Name of the config object.
     pub name: String,
+    /// `metadata.uid` of the config object: a re-created one gets its own clients.
+    pub uid: String,
     /// `metadata.generation` of the config object.
     pub generation: i64,
     /// Whether the config was reached as operator-owned.
@@ -81,15 +84,29 @@ pub struct CacheKey {
 }
 
 impl CacheKey {
-    /// The key of a request's configuration object at `generation`.
-    pub fn of(ctx: &RequestContext, generation: Option<i64>) -> Self {
+    /// The key of a request's configuration object at `generation` (with its UID).
+    pub fn of(ctx: &RequestContext, generation: impl Into<Generation>) -> Self {
+        let Generation { uid, number } = generation.into();
         CacheKey {
             kind: ctx.kind.clone(),
             namespace: ctx.config_namespace().to_string(),
             name: ctx.name.clone(),
-            generation: generation.unwrap_or_default(),
+            uid,
+            generation: number,
             operator: operator_owned(ctx),
         }
+    }
+
+    /// The configuration object's UID and generation (what [`crate::read_cache::ReadCache::read`]
+    /// keys answers by).
+    pub fn object(&self) -> Generation {
+        Generation { uid: self.uid.clone(), number: self.generation }
+    }
+
+    /// Whether `other` is the same configuration object, whatever its generation.
+    pub fn same_object(&self, other: &CacheKey) -> bool {
+        (&self.kind, &self.namespace, &self.name, &self.uid, self.operator)
+            == (&other.kind, &other.namespace, &other.name, &other.uid, other.operator)
     }
 }
 
@@ -304,11 +321,12 @@ impl<C: Clone> ClientCache<C> {
             }
         }
         let mut entries = self.lock();
+        // Older generations of the object, and an earlier object of the same name, go.
         entries.by_key.retain(|k, _| {
             !(k.kind == key.kind
                 && k.namespace == key.namespace
                 && k.name == key.name
-                && k.generation != key.generation)
+                && (k.generation, &k.uid) != (key.generation, &key.uid))
         });
         entries.drop_idle(now, self.idle);
         entries.by_key.remove(&key);
@@ -334,6 +352,11 @@ impl<C: Clone> ClientCache<C> {
     /// Forgets a client (its credentials were refused).
     pub fn evict(&self, key: &CacheKey) {
         self.lock().by_key.remove(key);
+    }
+
+    /// Forgets every client whose key `matches`.
+    pub fn evict_matching(&self, matches: impl Fn(&CacheKey) -> bool) {
+        self.lock().by_key.retain(|k, _| !matches(k));
     }
 
     /// Passes `e` on; when the store refused the client's credentials (`UNAUTHENTICATED`) the
@@ -407,6 +430,7 @@ mod tests {
             kind: "Vault".into(),
             namespace: "team-a".into(),
             name: name.into(),
+            uid: "u1".into(),
             generation,
             operator,
         };
@@ -423,10 +447,25 @@ mod tests {
         let refused = cache.evict_if_refused(&key("v", 2, false), ProviderError::Unauthenticated("no".into()));
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
         assert!(cache.is_empty(), "refused credentials evict it");
-        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), key("v", 3, false));
+        // A deleted and re-created object of the same name starts at generation 1 again: its UID
+        // tells it from the one before, whose client it never gets.
+        cache.put(key("v", 1, false), "first object");
+        let recreated = CacheKey { uid: "u2".into(), ..key("v", 1, false) };
+        assert_eq!(cache.get(&recreated).await, None, "another object of the same name and generation");
+        cache.put(recreated.clone(), "second object");
+        assert_eq!((cache.get(&key("v", 1, false)).await, cache.len()), (None, 1), "it replaces the first");
+        let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            uid: Some("u2".into()),
+            generation: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(CacheKey::of(&ctx("", "Provider"), Generation::of(&meta)), recreated);
+        cache.evict_matching(|k| k.same_object(&recreated));
+        assert!(cache.is_empty());
+        assert_eq!(CacheKey::of(&ctx("", "Provider"), Some(3)), CacheKey { uid: String::new(), ..key("v", 3, false) });
         // The same config reached as the operator's and as a tenant's: two clients.
         let operator = CacheKey::of(&scoped("team-a", "ClusterProvider", "ProviderNamespace"), Some(3));
-        assert_eq!(operator, key("v", 3, true));
+        assert_eq!(operator, CacheKey { uid: String::new(), ..key("v", 3, true) });
         assert_ne!(CacheKey::of(&scoped("team-a", "ClusterProvider", "ManifestNamespace"), Some(3)), operator);
     }
 
@@ -466,7 +505,14 @@ mod tests {
     }
 
     fn named(name: &str) -> CacheKey {
-        CacheKey { kind: "Vault".into(), namespace: "team-a".into(), name: name.into(), generation: 1, operator: false }
+        CacheKey {
+            kind: "Vault".into(),
+            namespace: "team-a".into(),
+            name: name.into(),
+            uid: String::new(),
+            generation: 1,
+            operator: false,
+        }
     }
 
     /// A configuration no call reads any more (deleted, or left behind) loses its client once

@@ -91,6 +91,33 @@ impl RequestContext {
     }
 }
 
+/// An object's `metadata.generation` with its `metadata.uid`. A deleted and re-created object
+/// (a store of the same name with new credentials, a namespace name another team reuses) starts
+/// at generation 1 again: without the UID it would be served the clients and answers of the
+/// object before it.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+pub struct Generation {
+    /// `metadata.uid` (empty when unknown).
+    pub uid: String,
+    /// `metadata.generation` (0 when unknown).
+    pub number: i64,
+}
+
+impl Generation {
+    /// The generation of an object's metadata.
+    #[cfg(feature = "refs")]
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Generation { uid: meta.uid.clone().unwrap_or_default(), number: meta.generation.unwrap_or_default() }
+    }
+}
+
+/// A generation that stands for no object (a hash of a spec a request carries, say).
+impl From<Option<i64>> for Generation {
+    fn from(number: Option<i64>) -> Self {
+        Generation { uid: String::new(), number: number.unwrap_or_default() }
+    }
+}
+
 /// Checks a request's ProviderReference and source namespace.
 ///
 /// `require_source_namespace`: data RPCs need it always; Validate only when the reference has

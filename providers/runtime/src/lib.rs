@@ -39,7 +39,7 @@ pub mod testkit;
 pub mod tls;
 
 pub use cli::{RuntimeArgs, install_crypto_provider};
-pub use context::{RequestContext, StoreRefKind, check_provider_ref};
+pub use context::{Generation, RequestContext, StoreRefKind, check_provider_ref};
 pub use keyward_process::{LogFormat, shutdown_signal};
 pub use keyward_proto::ProviderError;
 pub use metrics::Metrics;

@@ -78,6 +78,16 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Unsupported(format!("this provider does not generate {} values", ctx.kind)))
     }
 
+    /// The UID and generation of the configuration object (or store) `ctx` names: the service
+    /// keeps GetSecret and GetSecretMap answers per object, so a store deleted and re-created
+    /// under the same name is never served the answers of the one before. Providers that read
+    /// configuration objects return [`crate::refs::ClusterRefs::generation_of`]; the default
+    /// (no object) keys by name alone.
+    async fn object(&self, ctx: &RequestContext) -> crate::context::Generation {
+        let _ = ctx;
+        crate::context::Generation::default()
+    }
+
     /// Whether the provider is ready to serve (for `/readyz`). Defaults to ready.
     async fn ready(&self) -> bool {
         true

@@ -33,7 +33,7 @@ use keyward_proto::ProviderError;
 use keyward_proto::v1::ExternalSecretDataRemoteRef;
 use serde_json::Value;
 
-use crate::context::RequestContext;
+use crate::context::{Generation, RequestContext};
 
 /// The longest a kept answer is served, whatever a caller accepts.
 pub const MAX_AGE: Duration = Duration::from_secs(600);
@@ -49,6 +49,9 @@ const SWEEP_AT: usize = 1024;
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct ReadKey {
     operation: &'static str,
+    /// The configuration object's UID and generation: a re-created store of the same name, or
+    /// an edited one, reads afresh with its own credentials.
+    object: Generation,
     api_version: String,
     kind: String,
     name: String,
@@ -64,10 +67,17 @@ pub struct ReadKey {
 }
 
 impl ReadKey {
-    /// The key of `operation` (`GetSecret`, `GetSecretMap`) for `ctx` and `remote`.
-    pub fn new(operation: &'static str, ctx: &RequestContext, remote: &ExternalSecretDataRemoteRef) -> Self {
+    /// The key of `operation` (`GetSecret`, `GetSecretMap`) for `ctx` and `remote`, through the
+    /// configuration object at `object`.
+    pub fn new(
+        operation: &'static str,
+        ctx: &RequestContext,
+        object: &Generation,
+        remote: &ExternalSecretDataRemoteRef,
+    ) -> Self {
         ReadKey {
             operation,
+            object: object.clone(),
             api_version: ctx.api_version.clone(),
             kind: ctx.kind.clone(),
             name: ctx.name.clone(),
@@ -86,6 +96,7 @@ impl ReadKey {
     /// Bytes its strings hold on the heap (tenants choose the remote ref's).
     fn heap_bytes(&self) -> usize {
         [
+            &self.object.uid,
             &self.api_version,
             &self.kind,
             &self.name,
@@ -273,11 +284,13 @@ impl<V: Clone + Weighed> ReadCache<V> {
     /// A provider's raw read of `key` at `version` (`operation` names the store call): shared
     /// by every request of the same configuration, scope and namespace that reads the same
     /// value, whatever property or form it asks for, so several `data` entries reading one
-    /// remote secret make one store call. Within the age the request accepts (`ctx.max_age`).
+    /// remote secret make one store call. Within the age the request accepts (`ctx.max_age`),
+    /// and only through the configuration object at `object` (its UID and generation).
     pub async fn read<F>(
         &self,
         operation: &'static str,
         ctx: &RequestContext,
+        object: &Generation,
         key: &str,
         version: &str,
         read: F,
@@ -286,7 +299,7 @@ impl<V: Clone + Weighed> ReadCache<V> {
         F: Future<Output = Result<V, ProviderError>>,
     {
         let remote = ExternalSecretDataRemoteRef { key: key.into(), version: version.into(), ..Default::default() };
-        self.get(ReadKey::new(operation, ctx, &remote), ctx.max_age, read).await
+        self.get(ReadKey::new(operation, ctx, object, &remote), ctx.max_age, read).await
     }
 
     /// Bytes counted for kept answers, their keys and slots.
@@ -408,6 +421,10 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     fn key(name: &str, ns: &str) -> ReadKey {
+        key_of(name, ns, &Generation::default())
+    }
+
+    fn key_of(name: &str, ns: &str, object: &Generation) -> ReadKey {
         let r = keyward_proto::v1::ProviderReference {
             api_version: "v1".into(),
             kind: "SecretStore".into(),
@@ -416,7 +433,24 @@ mod tests {
             ..Default::default()
         };
         let ctx = crate::check_provider_ref("GetSecret", Some(&r), ns, true).expect("a valid reference");
-        ReadKey::new("GetSecret", &ctx, &ExternalSecretDataRemoteRef { key: "db".into(), ..Default::default() })
+        ReadKey::new("GetSecret", &ctx, object, &ExternalSecretDataRemoteRef { key: "db".into(), ..Default::default() })
+    }
+
+    /// A store deleted and re-created under the same name (generation 1 again) reads with its
+    /// own credentials at once: the answer read through the object before it is not its.
+    #[tokio::test]
+    async fn a_recreated_store_never_gets_the_answers_of_the_one_before() {
+        let cache = ReadCache::<Vec<u8>>::default();
+        let calls = Arc::new(AtomicU32::new(0));
+        let first = Generation { uid: "u1".into(), number: 1 };
+        let second = Generation { uid: "u2".into(), number: 1 };
+        let age = Duration::from_secs(60);
+        let read =
+            |object: &Generation, value| cache.get(key_of("s", "team-a", object), age, counted(calls.clone(), value));
+        assert_eq!(read(&first, "old").await.expect("read"), b"old");
+        assert_eq!(read(&first, "unused").await.expect("kept"), b"old", "the same object shares its answer");
+        assert_eq!(read(&second, "new").await.expect("read"), b"new");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     async fn counted(calls: Arc<AtomicU32>, value: &'static str) -> Result<Vec<u8>, ProviderError> {

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
 use keyward_crds::registry::{ProviderKind, ProviderSpec};
 use keyward_crds::rules::{ConfigOwner, NamedObject, Plugins, Reach, StoreBackend, ambient_refusal, check_boundary};
-use keyward_crds::{ClusterSecretStore, SecretKeySelector, SecretStore};
+use keyward_crds::{ClusterSecretStore, SecretKeySelector, SecretStore, SecretStoreSpec};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 pub use crate::client_cache::{CacheKey, ClientCache, note_expiry};
 use crate::client_cache::{Input, InputKind, note_object};
 use crate::config_watch::ConfigWatches;
+pub use crate::context::Generation;
 use crate::context::{RequestContext, StoreRefKind};
 
 pub use keyward_crds::rules::NamedKind;
@@ -105,8 +106,9 @@ pub fn pem_to_der(pem: &[u8], field: &str) -> Result<Vec<Vec<u8>>, ProviderError
 pub struct ResolvedConfig<S> {
     /// The provider configuration.
     pub spec: S,
-    /// `metadata.generation` of the object it came from (configuration object or store).
-    pub generation: Option<i64>,
+    /// `metadata.generation` and `metadata.uid` of the object it came from (configuration
+    /// object or store): what a cached client or answer of it is keyed by.
+    pub generation: Generation,
     /// That object, for messages: `Vault team-a/v`, `SecretStore team-a/vault`,
     /// `ClusterSecretStore vault`.
     pub what: String,
@@ -193,6 +195,12 @@ impl ClusterRefs {
             + 'static,
         E: std::fmt::Display,
     {
+        // The store block this process serves: its configuration kind's (a built-in kind's
+        // store key is its provider's name).
+        let row = keyward_crds::registry::BUILTIN_KINDS.iter().find(|r| r.kind == K::kind(&()));
+        if let Some(row) = row {
+            self.watches.serve_store_key(row.store_key.unwrap_or(row.provider));
+        }
         let ns = ctx.config_namespace();
         let (spec, generation, what) = match store_backend(self, ctx, &[]).await? {
             Some((backend, generation)) => {
@@ -210,7 +218,7 @@ impl ClusterRefs {
             }
             None => {
                 let config: K = self.config(ctx).await?;
-                let generation = config.meta().generation;
+                let generation = Generation::of(config.meta());
                 (spec_of(config), generation, format!("{} {ns}/{}", K::kind(&()), ctx.name))
             }
         };
@@ -239,6 +247,7 @@ impl ClusterRefs {
             + 'static,
         K::Spec: ProviderSpec + Clone,
     {
+        self.watches.serve_store_key(kind.store_key.unwrap_or(kind.provider));
         let ns = ctx.config_namespace();
         let resolved = match store_backend(self, ctx, &[kind]).await? {
             Some((StoreBackend::Plugin(row, block), generation)) if row == kind => {
@@ -261,7 +270,7 @@ impl ClusterRefs {
             }
             None => {
                 let config: K = self.config(ctx).await?;
-                let generation = config.meta().generation;
+                let generation = Generation::of(config.meta());
                 ResolvedConfig {
                     spec: config.spec().clone(),
                     generation,
@@ -272,6 +281,27 @@ impl ClusterRefs {
         resolved.spec.validate().map_err(|e| ProviderError::BadConfig(format!("{}: {e}", resolved.what)))?;
         check_reach(ctx, &resolved.spec.reach())?;
         Ok(resolved)
+    }
+
+    /// The UID and generation of the configuration object a request names (a store, or a
+    /// configuration object of kind `K`), which the answers kept for it are keyed by
+    /// ([`crate::Provider::object`]); the default when it cannot be read (the call that follows
+    /// reports why).
+    pub async fn generation_of<K>(&self, ctx: &RequestContext) -> Generation
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        match store_spec(self, ctx).await {
+            Ok(Some((_, generation, _))) => generation,
+            Ok(None) => self.config::<K>(ctx).await.map(|c| Generation::of(c.meta())).unwrap_or_default(),
+            Err(_) => Generation::default(),
+        }
     }
 
     /// The key a configuration's Secret reference selects (`default_key` when it names none;
@@ -453,13 +483,31 @@ async fn store_backend(
     refs: &ClusterRefs,
     ctx: &RequestContext,
     plugins: Plugins<'_>,
-) -> Result<Option<(StoreBackend, Option<i64>)>, ProviderError> {
+) -> Result<Option<(StoreBackend, Generation)>, ProviderError> {
+    let Some((spec, generation, what)) = store_spec(refs, ctx).await? else { return Ok(None) };
+    let backend = keyward_crds::rules::store_backend(&spec.provider, plugins)
+        .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+    // Admission refuses these too; a store written while the webhook was away is refused here,
+    // before anything it names is read in the tenant's namespace.
+    if ctx.store_ref_kind == StoreRefKind::ClusterSecretStore {
+        keyward_crds::rules::cluster_secret_store_references(&backend)
+            .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+    }
+    Ok(Some((backend, generation)))
+}
+
+/// The spec, generation and name (for messages) of the SecretStore or ClusterSecretStore a
+/// request names; `None` when it names a configuration object.
+async fn store_spec(
+    refs: &ClusterRefs,
+    ctx: &RequestContext,
+) -> Result<Option<(SecretStoreSpec, Generation, String)>, ProviderError> {
     let (client, watches) = (&refs.client, &refs.watches);
-    let (spec, generation, what) = match ctx.store_ref_kind {
+    Ok(Some(match ctx.store_ref_kind {
         StoreRefKind::SecretStore => {
             let ns = ctx.config_namespace();
             let what = format!("SecretStore {ns}/{}", ctx.name);
-            let found = match watches.lookup::<SecretStore>(client, ctx, Some(ns), &ctx.name).await {
+            let found = match watches.lookup_store::<SecretStore>(client, ctx, Some(ns), &ctx.name).await {
                 Some(store) => Some(store),
                 None => Api::<SecretStore>::namespaced(client.clone(), ns)
                     .get_opt(&ctx.name)
@@ -467,11 +515,11 @@ async fn store_backend(
                     .map_err(|e| map_ref_error(e, &format!("reading {what}")))?,
             };
             let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
-            (store.spec, store.metadata.generation, what)
+            (store.spec, Generation::of(&store.metadata), what)
         }
         StoreRefKind::ClusterSecretStore => {
             let what = format!("ClusterSecretStore {}", ctx.name);
-            let found = match watches.lookup::<ClusterSecretStore>(client, ctx, None, &ctx.name).await {
+            let found = match watches.lookup_store::<ClusterSecretStore>(client, ctx, None, &ctx.name).await {
                 Some(store) => Some(store),
                 None => Api::<ClusterSecretStore>::all(client.clone())
                     .get_opt(&ctx.name)
@@ -479,13 +527,10 @@ async fn store_backend(
                     .map_err(|e| map_ref_error(e, &format!("reading {what}")))?,
             };
             let store = found.ok_or_else(|| ProviderError::BadConfig(format!("{what} not found")))?;
-            (store.spec.store, store.metadata.generation, what)
+            (store.spec.store, Generation::of(&store.metadata), what)
         }
         StoreRefKind::Provider | StoreRefKind::ClusterProvider => return Ok(None),
-    };
-    let backend = keyward_crds::rules::store_backend(&spec.provider, plugins)
-        .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
-    Ok(Some((backend, generation)))
+    }))
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let (reads, max_age) = (self.reads.clone(), Duration::from_millis(u64::from(req.max_age_millis)));
         let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
-            let read = ReadKey::new(M, &ctx, &remote_ref);
+            let read = ReadKey::new(M, &ctx, &p.object(&ctx).await, &remote_ref);
             let value = reads.get(read, max_age, p.get_secret(&ctx, &remote_ref)).await?;
             Ok(GetSecretResponse { value })
         })
@@ -139,7 +139,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
         let (maps, max_age) = (self.maps.clone(), Duration::from_millis(u64::from(req.max_age_millis)));
         let checked = checked.map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, &key, checked, |p, ctx| async move {
-            let read = ReadKey::new(M, &ctx, &remote_ref);
+            let read = ReadKey::new(M, &ctx, &p.object(&ctx).await, &remote_ref);
             let secrets = maps.get(read, max_age, p.get_secret_map(&ctx, &remote_ref)).await?;
             Ok(GetSecretMapResponse { secrets })
         })

@@ -118,8 +118,8 @@ impl TokenCache {
         slots.retain(|(k, f), slot| {
             let same_config =
                 k.kind == key.kind && k.namespace == key.namespace && k.name == key.name && k.operator == key.operator;
-            if same_config && k.generation != key.generation {
-                // Another generation of the configuration.
+            if same_config && (k.generation, &k.uid) != (key.generation, &key.uid) {
+                // Another generation of the configuration, or an earlier object of its name.
                 return false;
             }
             // Tokens no client holds that are superseded by other credentials, gone or expired.
@@ -1147,6 +1147,7 @@ mod tests {
             kind: kind.into(),
             namespace: ns.into(),
             name: "vault".into(),
+            uid: "u".into(),
             generation,
             operator: kind == "ClusterSecretStore",
         };

@@ -59,7 +59,7 @@ pub async fn generate(
 
     // The client cache keys a configuration by its generation; a generator's provider block
     // has none of its own, so its content stands in: an edited spec builds a new client.
-    let target = provider.target_of(ctx, &spec.provider, Some(fingerprint(&spec)), &what).await?;
+    let target = provider.target_of(ctx, &spec.provider, Some(fingerprint(&spec)).into(), &what).await?;
     let call = format!("{what}: {} {path}", method.as_str());
     // retrySettings apply to this generation's requests (the login too), capped: the cached
     // client is shared and does not retry.

@@ -30,7 +30,7 @@ use keyward_provider_runtime::keys;
 use keyward_provider_runtime::netguard::DeniedNetworks;
 use keyward_provider_runtime::read_cache::{ReadCache, Weighed};
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, check_reach};
-use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
+use keyward_provider_runtime::{Generation, Provider, ProviderError, RequestContext, SecretMap};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
@@ -228,7 +228,7 @@ impl VaultProvider {
         &self,
         ctx: &RequestContext,
         spec: &VaultSpec,
-        generation: Option<i64>,
+        generation: Generation,
         what: &str,
     ) -> Result<Target, ProviderError> {
         // The tenant boundary, for the whole config at once so the message lists every field.
@@ -251,12 +251,13 @@ impl VaultProvider {
             .await
     }
 
-    /// Forgets the client cached for a configuration at `generation`, so the next request
-    /// builds it again (as the cache does when what it was built from changes). For tests of what survives a
-    /// rebuild: the token does.
+    /// Forgets the client cached for a configuration at `generation` (whatever its UID), so the
+    /// next request builds it again (as the cache does when what it was built from changes). For
+    /// tests of what survives a rebuild: the token does.
     #[doc(hidden)]
     pub fn forget_client(&self, ctx: &RequestContext, generation: Option<i64>) {
-        self.clients.evict(&CacheKey::of(ctx, generation));
+        let key = CacheKey::of(ctx, generation);
+        self.clients.evict_matching(|k| CacheKey { uid: String::new(), ..k.clone() } == key);
     }
 
     /// Where a remote key lives, confined to a KV mount: with `spec.path`, under the mount the
@@ -322,7 +323,7 @@ impl VaultProvider {
     ) -> Result<SharedData, ProviderError> {
         let key = format!("{}/{}", loc.mount, loc.path);
         let read = async { self.read(target, loc, version).await.map(SharedData::new) };
-        self.reads.read("ReadSecretData", ctx, &key, version, read).await
+        self.reads.read("ReadSecretData", ctx, &target.key.object(), &key, version, read).await
     }
 
     async fn read_opt(&self, target: &Target, loc: &Location) -> Result<Option<Map<String, Value>>, ProviderError> {
@@ -619,6 +620,10 @@ impl Provider for VaultProvider {
 
     async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
         generate::generate(self, ctx, spec_json).await
+    }
+
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<Vault>(ctx).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {

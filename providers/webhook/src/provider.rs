@@ -278,6 +278,10 @@ impl Provider for WebhookProvider {
         }
     }
 
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<Webhook>(ctx).await
+    }
+
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
     }

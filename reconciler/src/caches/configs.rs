@@ -52,18 +52,20 @@ async fn watch_kind(client: Client, kind: &'static ProviderKind, hooks: std::syn
             hook(ConfigObject { kind: kind.kind, namespace, name });
         }
     };
-    // Generations by namespace and name, so a re-list after the watch was down tells what changed
-    // or went meanwhile (and only that).
-    type Seen = HashMap<(String, String), Option<i64>>;
+    // UIDs and generations by namespace and name, so a re-list after the watch was down tells
+    // what changed or went meanwhile (and only that), an object deleted and re-created under the
+    // same name (generation 1 again) included.
+    type Seen = HashMap<(String, String), (Option<String>, Option<i64>)>;
     let mut known: Seen = HashMap::new();
     let mut relisting: Option<Seen> = None;
     let key = |obj: &PartialObjectMeta<DynamicObject>| (obj.namespace().unwrap_or_default(), obj.name_any());
+    let seen = |obj: &PartialObjectMeta<DynamicObject>| (obj.metadata.uid.clone(), obj.metadata.generation);
     while let Some(event) = stream.next().await {
         match event {
             Err(e) => tracing::warn!(kind = kind.kind, error = %e, "watch failed; retrying"),
             Ok(watcher::Event::Init) => relisting = Some(HashMap::new()),
             Ok(watcher::Event::InitApply(obj)) => {
-                relisting.get_or_insert_default().insert(key(&obj), obj.metadata.generation);
+                relisting.get_or_insert_default().insert(key(&obj), seen(&obj));
             }
             Ok(watcher::Event::InitDone) => {
                 let now = relisting.take().unwrap_or_default();
@@ -77,7 +79,7 @@ async fn watch_kind(client: Client, kind: &'static ProviderKind, hooks: std::syn
             Ok(watcher::Event::Apply(obj)) => {
                 let k = key(&obj);
                 tell(&k.0, &k.1);
-                known.insert(k, obj.metadata.generation);
+                known.insert(k, seen(&obj));
             }
             Ok(watcher::Event::Delete(obj)) => {
                 let k = key(&obj);

@@ -372,6 +372,61 @@ async fn token_auth_reads_finds_and_validates() {
     .await;
 }
 
+/// A configuration deleted and created again under the same name starts at generation 1 again:
+/// the next call, whatever answer age it accepts, is served with the new object's credentials
+/// and reach, never the client or the answers of the object before it.
+#[tokio::test]
+async fn a_recreated_configuration_is_served_with_its_new_credentials_at_once() {
+    let _guard = common::shared().await;
+    with_env(|client, ns, remote, third| async move {
+        create(&client, &third, &secret("db", &third, &[("user", "third-app")], &[])).await;
+        let p = start_provider().await;
+        let swap = provider_ref("Kubernetes", "swap", "", "Provider");
+        let url = control_plane().await.server_url();
+        let (ca_crt, _) = control_plane_ca().await;
+        let server = Some((url.as_str(), ca_crt.as_str()));
+        let configs: Api<Kubernetes> = Api::namespaced(client.clone(), &ns);
+        let read = |p: &RunningProvider| {
+            let mut req = get(&swap, &ns, "db", "user");
+            req.max_age_millis = 600_000;
+            let mut c = p.client.clone();
+            async move { c.get_secret(req).await.map(|r| String::from_utf8_lossy(&r.into_inner().value).into_owned()) }
+        };
+        let first = kubernetes_config(
+            "swap",
+            &ns,
+            &remote,
+            serde_json::json!({"token": {"bearerToken": {"name": "reader-token", "key": "token"}}}),
+            server,
+        );
+        create(&client, &ns, &first).await;
+        assert_eq!(read(&p).await.expect("first object"), "app");
+        configs.delete("swap", &Default::default()).await.expect("delete");
+        let second = kubernetes_config(
+            "swap",
+            &ns,
+            &third,
+            serde_json::json!({"cert": {
+                "clientCert": {"name": "reader-cert", "key": "tls.crt"},
+                "clientKey": {"name": "reader-cert", "key": "tls.key"},
+            }}),
+            server,
+        );
+        // Gone from the API before it is created again, so the name is free.
+        for _ in 0..100 {
+            if configs.get_opt("swap").await.expect("get").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        create(&client, &ns, &second).await;
+        let created = configs.get("swap").await.expect("the second object");
+        assert_eq!(created.metadata.generation, Some(1), "a new object starts at generation 1 again");
+        assert_eq!(read(&p).await.expect("second object"), "third-app", "the new object's credentials and reach");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn cert_and_service_account_auth() {
     let _guard = common::shared().await;
