@@ -142,6 +142,23 @@ mod tests {
     }
 
     #[test]
+    fn templates_calling_functions_no_engine_has_are_warned() {
+        let docs = parse(
+            "ps.yaml",
+            "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata: {name: p, namespace: apps}\n\
+             spec: {secretStoreRefs: [{name: s}], selector: {secret: {name: src}}, data: [{match: {secretKey: k, \
+             remoteRef: {remoteKey: r}}}], template: {data: {k: '{{ .k | sha256sum | trunc 8 }}{{ uuidv4 }}', \
+             j: '{{ .k | toJsonPath }}'}}}\n",
+        )
+        .unwrap();
+        let out = text(&check(&docs, "default"));
+        assert!(out.contains("PushSecret apps/p: ok"), "{out}");
+        let warnings: Vec<&str> = out.lines().filter(|l| l.contains("warning:")).collect();
+        assert_eq!(warnings.len(), 1, "{out}");
+        assert!(warnings[0].contains("spec.template.data[\"j\"]: calls function \"toJsonPath\""), "{out}");
+    }
+
+    #[test]
     fn namespaced_objects_without_a_namespace_get_the_default() {
         let docs = parse(
             "s.yaml",

@@ -76,6 +76,26 @@ pub struct GeneratorUse {
     pub not_served: String,
 }
 
+/// A template that would fail at sync: it calls a function no template engine of Keyward or
+/// upstream has, or does not parse (`keyward_webhook::validate::templates`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateProblem {
+    /// The ExternalSecret, ClusterExternalSecret or PushSecret.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// The field and what is wrong.
+    pub problem: String,
+}
+
+/// The templates of an object that would fail at sync, by the rule admission warns with.
+pub fn template_problems(object: &ObjectRef, kind: &str, value: &Value) -> Vec<TemplateProblem> {
+    keyward_webhook::validate::templates::template_warnings(kind, value)
+        .into_iter()
+        .map(|problem| TemplateProblem { object: object.clone(), problem })
+        .collect()
+}
+
 /// An object the webhook would refuse now.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -100,6 +120,8 @@ pub struct Survey {
     pub generators: Vec<GeneratorUse>,
     /// Objects the admission rules refuse.
     pub refused: Vec<Refused>,
+    /// Templates that would fail at sync.
+    pub templates: Vec<TemplateProblem>,
     /// Where the steps are.
     pub guide: &'static str,
 }
@@ -107,7 +129,10 @@ pub struct Survey {
 impl Survey {
     /// Whether nothing stands in the way.
     pub fn clear(&self) -> bool {
-        self.stores.iter().all(|s| s.not_served.is_none()) && self.generators.is_empty() && self.refused.is_empty()
+        self.stores.iter().all(|s| s.not_served.is_none())
+            && self.generators.is_empty()
+            && self.refused.is_empty()
+            && self.templates.is_empty()
     }
 }
 
@@ -198,6 +223,7 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
         providers_needed: BTreeSet::new(),
         generators: Vec::new(),
         refused: Vec::new(),
+        templates: Vec::new(),
         guide: GUIDE,
     };
     for (kind, resource) in admitted_kinds() {
@@ -212,6 +238,7 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
             for (path, generator_kind, not_served) in unserved_generators(&kind, &value) {
                 survey.generators.push(GeneratorUse { object: object.clone(), path, generator_kind, not_served });
             }
+            survey.templates.extend(template_problems(&object, &kind, &value));
             if let Some(v) = review(&value, object.namespace.as_deref(), true, &state).filter(|v| !v.allowed) {
                 let message = v.message.unwrap_or_default();
                 survey.refused.push(Refused { object, message });
@@ -256,6 +283,13 @@ pub fn text(s: &Survey) -> String {
     for r in &s.refused {
         out.push_str(&format!("  {}: {}\n", r.object, r.message));
     }
+    out.push_str("Templates that would fail at sync (a function no engine has, or no parse; see docs/templates.md):\n");
+    if s.templates.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for t in &s.templates {
+        out.push_str(&format!("  {}: {}\n", t.object, t.problem));
+    }
     out.push_str(&format!("How to switch: {}\n", s.guide));
     out
 }
@@ -290,10 +324,40 @@ mod tests {
         .unwrap();
         let s = store(at("v"), &vault);
         assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("vault"), None));
-        let gcp: Value = serde_yaml::from_str("provider: {gcpsm: {projectID: p}}").unwrap();
-        let s = store(at("g"), &gcp);
-        assert_eq!(s.provider, ["gcpsm"]);
-        assert!(s.not_served.unwrap().contains("spec.provider.gcpsm is not served"));
+        let alibaba: Value = serde_yaml::from_str("provider: {alibaba: {regionID: r}}").unwrap();
+        let s = store(at("a"), &alibaba);
+        assert_eq!(s.provider, ["alibaba"]);
+        assert!(s.not_served.unwrap().contains("spec.provider.alibaba is not served"));
+    }
+
+    #[test]
+    fn templates_that_would_fail_at_sync_are_listed() {
+        let es: Value = serde_yaml::from_str(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e, namespace: apps}\n\
+             spec: {secretStoreRef: {name: s}, data: [{secretKey: k, remoteRef: {key: k}}], target: {template: {data: \
+             {ok: '{{ now | date \"2006\" }}{{ .k | b32enc | kebabcase }}', bad: '{{ .k | env }}'}}}}",
+        )
+        .unwrap();
+        let object = ObjectRef { kind: "ExternalSecret".into(), namespace: Some("apps".into()), name: "e".into() };
+        let found = template_problems(&object, "ExternalSecret", &es);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].problem.starts_with("spec.target.template.data[\"bad\"]: calls function \"env\""),
+            "{found:?}"
+        );
+        let survey = Survey {
+            stores: Vec::new(),
+            providers_needed: BTreeSet::new(),
+            generators: Vec::new(),
+            refused: Vec::new(),
+            templates: found,
+            guide: GUIDE,
+        };
+        assert!(!survey.clear());
+        assert!(
+            text(&survey)
+                .contains("  ExternalSecret apps/e: spec.target.template.data[\"bad\"]: calls function \"env\"")
+        );
     }
 
     #[test]

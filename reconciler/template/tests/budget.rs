@@ -180,6 +180,14 @@ fn calibrate() {
     eprintln!("512 KiB read (copy): {:?}", time("{{ if .big }}{{ end }}", &big, 10));
     eprintln!("repeat 512 KiB: {:?}", time("{{ if repeat 524288 \"x\" }}{{ end }}", &[], 3));
     eprintln!("512 KiB fromYaml: {:?}", time("{{ if fromYaml (printf \"k: %s\" .big) }}{{ end }}", &big, 3));
+    eprintln!("derivePassword: {:?}", time("{{ derivePassword 1 \"long\" \"p\" \"u\" \"s\" }}", &[], 2));
+    eprintln!("genPrivateKey rsa (4096): {:?}", time("{{ genPrivateKey \"rsa\" }}", &[], 3));
+    eprintln!("genPrivateKey ecdsa: {:?}", time("{{ genPrivateKey \"ecdsa\" }}", &[], 3));
+    eprintln!("genCA (RSA 2048): {:?}", time("{{ genCA \"x\" 1 }}", &[], 5));
+    let with_key = "{{ $k := genPrivateKey \"ecdsa\" }}{{ genCAWithKey \"x\" 1 $k }}";
+    eprintln!("genCAWithKey ecdsa (and the key): {:?}", time(with_key, &[], 3));
+    eprintln!("512 KiB encryptAES: {:?}", time("{{ if encryptAES \"k\" .big }}{{ end }}", &big, 3));
+    eprintln!("seq of 100 000: {:?}", time("{{ if seq 100000 }}{{ end }}", &[], 3));
     let pathological = "{{ if regexMatch \"(a|aa|aaa|aaaa|b)*c(x|y){1,200}\" .big }}{{ end }}";
     eprintln!("512 KiB regexMatch, large NFA: {:?}", time(pathological, &big, 1));
 }

@@ -108,3 +108,48 @@ fn within_limits_is_fine() {
     let out = run_with("{{ range until 10 }}{{ $.v }}{{ end }}", &small()).expect("renders");
     assert_eq!(out, "value".repeat(10));
 }
+
+/// A tenant's template asking for huge sequences, strings or keys ends with a clear error at
+/// once, before anything large is built or computed (with the default limits).
+#[test]
+fn hostile_uses_of_the_sprig_functions() {
+    let d = Limits::default();
+    limit_err("{{ seq 1 1000000000 }}", &d, "a sequence of 1000000000 numbers exceeds 100000 items");
+    limit_err("{{ seq 9223372036854775806 }}", &d, "exceeds 100000 items");
+    // As in Go, the end plus one wraps around: an empty sequence.
+    assert_eq!(run_with("{{ seq 9223372036854775807 }}", &d).expect("renders"), "");
+    limit_err("{{ untilStep 0 1000000000 1 }}", &d, "exceeds 100000 items");
+    limit_err("{{ untilStep -9223372036854775808 9223372036854775807 1 }}", &d, "exceeds 100000 items");
+    let loops = "{{ range until 60000 }}{{ end }}{{ range untilStep 0 60000 1 }}{{ end }}";
+    limit_err(loops, &d, "more than 100000 range iterations");
+    limit_err("{{ randAlpha 1000000000 }}", &d, "function result larger than 1048576 bytes");
+    limit_err("{{ randBytes 1000000000 }}", &d, "function result larger than 1048576 bytes");
+    limit_err("{{ wrapWith 1 (repeat 600000 \"-\") (repeat 600000 \"x\") }}", &d, "larger than 1048576 bytes");
+    let e = run_with("{{ genCA \"x\" 100000000000 }}", &d).expect_err("validity out of range");
+    assert!(e.to_string().contains("days of validity are out of range"), "{e}");
+    let e = run_with("{{ randBytes -1 }}", &d).expect_err("negative count");
+    assert!(e.to_string().contains("len out of range"), "{e}");
+    // Out-of-range math has Go's results, not a crash.
+    assert_eq!(run_with("{{ addf 1e308 1e308 }} {{ round 1.5 400 }} {{ divf 1 1e-300 }}", &d).expect("renders"), "+Inf NaN 1e+300");
+}
+
+/// Key generation and scrypt are charged before they run: a budget that cannot pay for one
+/// refuses it at once instead of computing it.
+#[test]
+fn expensive_generators_are_charged_before_they_run() {
+    let started = std::time::Instant::now();
+    for (src, budget) in [
+        ("{{ genPrivateKey \"rsa\" }}", 7_000_000),
+        ("{{ genPrivateKey \"\" }}", 7_000_000),
+        ("{{ derivePassword 1 \"long\" \"p\" \"u\" \"s\" }}", 1_500_000),
+        ("{{ genCA \"x\" 1 }}", 1_000_000),
+        ("{{ genSelfSignedCert \"x\" nil nil 1 }}", 1_000_000),
+        ("{{ genSignedCert \"x\" nil nil 1 (dict \"Cert\" \"\" \"Key\" \"\") }}", 1_000_000),
+    ] {
+        let limits = Limits { max_steps: budget, ..Limits::default() };
+        let e = run_with(src, &limits).expect_err(src);
+        assert!(e.is_over_budget(), "{src}: {e}");
+    }
+    // Debug builds take seconds for one RSA-4096 key or one scrypt: none of them ran.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+}

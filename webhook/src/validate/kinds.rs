@@ -11,6 +11,7 @@ use keyward_crds::{
 };
 use keyward_provider_registry::PROVIDER_KINDS;
 
+use super::templates::{external_secret_template_warnings, push_secret_template_warnings};
 use super::{Admitted, Check, Cx, Kind, excluded_users_warning};
 
 impl Admitted for ExternalSecret {
@@ -18,6 +19,7 @@ impl Admitted for ExternalSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_external_secret(&self.spec));
+        check.warnings.extend(external_secret_template_warnings("spec", &self.spec));
         if let Some(m) = self.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
             check.warnings.push(format!(
                 "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; the \
@@ -42,6 +44,9 @@ impl Admitted for ClusterExternalSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_cluster_external_secret(&self.spec));
+        check
+            .warnings
+            .extend(external_secret_template_warnings("spec.externalSecretSpec", &self.spec.external_secret_spec));
         check.warnings.extend(crate::cluster_external_secret::warnings(cx.state, self));
     }
 }
@@ -51,6 +56,7 @@ impl Admitted for PushSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_push_secret(&self.spec));
+        check.warnings.extend(push_secret_template_warnings(&self.spec));
         for (i, r) in self.spec.secret_store_refs.iter().enumerate() {
             if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
                 let path = format!("spec.secretStoreRefs[{i}]");

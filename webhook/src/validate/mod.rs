@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 mod kinds;
+pub mod templates;
 
 use crate::cache::{Labels, State};
 use crate::review::{Decision, Operation, Request, RequestExt, typed};

@@ -1,5 +1,8 @@
-//! Sprig's floating-point math (`addf`, `mulf`, …, computed in decimal as Sprig does with
+//! Sprig's floating-point math (`addf`, `mulf`, …, computed in exact decimal as Sprig does with
 //! `shopspring/decimal`, so `addf 1.1 2.2` is 3.3), rounding, and integer sequences.
+
+use num_bigint::{BigInt, Sign};
+use num_traits::{Signed, Zero};
 
 use super::{FnCtx, FnError, FnResult, Func, float, int, s, want, want_at_least, want_between};
 use crate::value::Value;
@@ -20,11 +23,16 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("toDecimal", to_decimal),
 ];
 
-/// A decimal `m × 10^e`.
-#[derive(Clone, Copy)]
+/// A decimal `m × 10^e`, exact (float inputs have at most 17 digits and exponents within
+/// ±324, so the numbers stay small).
+#[derive(Clone)]
 struct Dec {
-    m: i128,
+    m: BigInt,
     e: i32,
+}
+
+fn pow10(n: i32) -> BigInt {
+    BigInt::from(10u8).pow(n.unsigned_abs())
 }
 
 impl Dec {
@@ -34,60 +42,56 @@ impl Dec {
             return Err(FnError::Msg(format!("Cannot create a Decimal from {}", crate::value::format_float_g(f))));
         }
         if f == 0.0 {
-            return Ok(Dec { m: 0, e: 0 });
+            return Ok(Dec { m: BigInt::zero(), e: 0 });
         }
         let sci = format!("{:e}", f.abs());
         let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
         let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
         let exp: i32 = exp.parse().unwrap_or(0);
-        let m: i128 = digits.parse().unwrap_or(0);
+        let m: BigInt = digits.parse().unwrap_or_default();
         Ok(Dec { m: if f < 0.0 { -m } else { m }, e: exp - (digits.len() as i32 - 1) })
     }
 
-    fn to_f64(self) -> f64 {
+    /// `Float64()`: the nearest float.
+    fn to_f64(&self) -> f64 {
         format!("{}e{}", self.m, self.e).parse().unwrap_or(0.0)
     }
 
-    /// Both with the smaller exponent; `None` when that overflows.
-    fn align(a: Dec, b: Dec) -> Option<(i128, i128, i32)> {
+    /// Both mantissas at the smaller exponent.
+    fn align(a: &Dec, b: &Dec) -> (BigInt, BigInt, i32) {
         let e = a.e.min(b.e);
-        let scale = |d: Dec| 10i128.checked_pow(u32::try_from(d.e - e).ok()?)?.checked_mul(d.m);
-        Some((scale(a)?, scale(b)?, e))
+        (&a.m * pow10(a.e - e), &b.m * pow10(b.e - e), e)
     }
 
-    fn add(a: Dec, b: Dec) -> Option<Dec> {
-        let (x, y, e) = Dec::align(a, b)?;
-        Some(Dec { m: x.checked_add(y)?, e })
+    fn add(a: &Dec, b: &Dec) -> Dec {
+        let (x, y, e) = Dec::align(a, b);
+        Dec { m: x + y, e }
     }
 
-    fn sub(a: Dec, b: Dec) -> Option<Dec> {
-        let (x, y, e) = Dec::align(a, b)?;
-        Some(Dec { m: x.checked_sub(y)?, e })
+    fn sub(a: &Dec, b: &Dec) -> Dec {
+        let (x, y, e) = Dec::align(a, b);
+        Dec { m: x - y, e }
     }
 
-    fn mul(a: Dec, b: Dec) -> Option<Dec> {
-        Some(Dec { m: a.m.checked_mul(b.m)?, e: a.e.checked_add(b.e)? })
+    fn mul(a: &Dec, b: &Dec) -> Dec {
+        Dec { m: &a.m * &b.m, e: a.e + b.e }
     }
 
     /// `Div`: the quotient to 16 decimals, rounded half away from zero.
-    fn div(a: Dec, b: Dec) -> Option<Dec> {
+    fn div(a: &Dec, b: &Dec) -> Dec {
         const PREC: i32 = 16;
         let e = a.e - b.e + PREC;
-        let pow = |n: i32| 10i128.checked_pow(u32::try_from(n).ok()?);
-        let (aa, bb, rest_e) =
-            if e < 0 { (a.m, b.m.checked_mul(pow(-e)?)?, a.e) } else { (a.m.checked_mul(pow(e)?)?, b.m, b.e - PREC) };
-        let (q, r) = (aa / bb, aa % bb);
-        // Round up when 2·|r|·10^PREC ≥ |b|, compared at one exponent.
-        let twice = Dec { m: r.checked_abs()?.checked_mul(2)?, e: rest_e + PREC };
-        let (x, y, _) = Dec::align(twice, Dec { m: b.m.checked_abs()?, e: b.e })?;
-        let q = if x < y {
+        let (aa, bb) = if e < 0 { (a.m.clone(), &b.m * pow10(-e)) } else { (&a.m * pow10(e), b.m.clone()) };
+        // Truncating division, as Go's big.Int QuoRem.
+        let (q, r) = (&aa / &bb, &aa % &bb);
+        let q = if (r.abs() * 2u8) < bb.abs() {
             q
-        } else if (a.m < 0) != (b.m < 0) {
-            q - 1
+        } else if (a.m.sign() == Sign::Minus) != (b.m.sign() == Sign::Minus) {
+            q - 1u8
         } else {
-            q + 1
+            q + 1u8
         };
-        Some(Dec { m: q, e: -PREC })
+        Dec { m: q, e: -PREC }
     }
 }
 
@@ -100,7 +104,7 @@ enum Op {
 }
 
 impl Op {
-    fn dec(self, a: Dec, b: Dec) -> Option<Dec> {
+    fn dec(self, a: &Dec, b: &Dec) -> Dec {
         match self {
             Op::Add => Dec::add(a, b),
             Op::Sub => Dec::sub(a, b),
@@ -108,32 +112,19 @@ impl Op {
             Op::Div => Dec::div(a, b),
         }
     }
-
-    fn float(self, a: f64, b: f64) -> f64 {
-        match self {
-            Op::Add => a + b,
-            Op::Sub => a - b,
-            Op::Mul => a * b,
-            Op::Div => a / b,
-        }
-    }
 }
 
-/// Sprig's `execDecimalOp`: fold the arguments in decimal; if a value is too large for the
-/// decimal here, the float operation gives the same result to within one rounding.
+/// Sprig's `execDecimalOp`: fold the arguments in exact decimal, then the nearest float.
 fn decimal_op(first: f64, rest: &[Value], op: Op) -> FnResult {
-    let mut acc = Some(Dec::from_f64(first)?);
-    let mut plain = first;
+    let mut acc = Dec::from_f64(first)?;
     for v in rest {
-        let x = float(v);
-        let d = Dec::from_f64(x)?;
-        if d.m == 0 && op == Op::Div {
+        let d = Dec::from_f64(float(v))?;
+        if d.m.is_zero() && op == Op::Div {
             return Err(FnError::Msg("decimal division by 0".into()));
         }
-        acc = acc.and_then(|a| op.dec(a, d));
-        plain = op.float(plain, x);
+        acc = op.dec(&acc, &d);
     }
-    Ok(Value::Float(acc.map_or(plain, Dec::to_f64)))
+    Ok(Value::Float(acc.to_f64()))
 }
 
 fn addf(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
