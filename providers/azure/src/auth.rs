@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_certificate_assertion_is_a_signed_jwt_naming_the_certificate() {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).expect("RSA key");
+        let key = rcgen::KeyPair::from_pem(&keyward_e2e::stores::azure::rsa_key_pem()).expect("RSA key");
         let cert = rcgen::CertificateParams::new(vec!["sp".into()]).expect("params").self_signed(&key).expect("cert");
         let pem = format!("{}{}", cert.pem(), key.serialize_pem());
         let a =

@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn rsa_and_ec_keys_become_jwks() {
-        let rsa_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).expect("RSA");
+        let rsa_key = rcgen::KeyPair::from_pem(&keyward_e2e::stores::azure::rsa_key_pem()).expect("RSA");
         let j = jwk(rsa_key.serialize_pem().as_bytes()).expect("pkcs8 RSA");
         assert_eq!(j.kty, "RSA");
         assert_eq!(j.part("e"), Some(&[1u8, 0, 1][..]));

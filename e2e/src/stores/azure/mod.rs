@@ -418,5 +418,19 @@ pub(crate) fn json(status: u16, body: serde_json::Value) -> axum::response::Resp
     resp
 }
 
+/// A fresh 2048-bit RSA private key (PKCS#8 PEM) from the `openssl` CLI: ring, which signs
+/// here, cannot generate RSA keys.
+///
+/// # Panics
+/// When `openssl` fails.
+pub fn rsa_key_pem() -> String {
+    let out = std::process::Command::new("openssl")
+        .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        .output()
+        .unwrap_or_else(|e| panic!("run openssl: {e}"));
+    assert!(out.status.success(), "openssl genpkey: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("PEM")
+}
+
 /// How long issued tokens live.
 pub(crate) const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);

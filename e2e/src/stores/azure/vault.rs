@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 use super::{CertVersion, KeyVersion, Req, SecretVersion, Shared, State, TENANT, VAULT_RESOURCE, json, lock, now};
 
 /// The API versions Key Vault's data plane answers.
-const API_VERSIONS: [&str; 9] = ["2016-10-01", "7.0", "7.1", "7.2", "7.3", "7.4", "7.5", "7.6", "2025-07-01"];
+const API_VERSIONS: [&str; 10] =
+    ["2016-10-01", "7.0", "7.1", "7.2", "7.3", "7.4", "7.5", "7.6", "2025-07-01", "2026-04-01"];
 /// Days a deleted object stays recoverable.
 const RECOVERABLE_DAYS: i64 = 90;
 
@@ -67,7 +68,7 @@ pub(crate) fn handle(state: &Shared, req: &Req) -> Resp {
         None => return bad("The 'api-version' query parameter is missing."),
         Some(v) if !API_VERSIONS.contains(&v) => {
             return bad(&format!(
-                "The specified version ({v}) is not recognized. Consider using the latest supported version (2025-07-01)."
+                "The specified version ({v}) is not recognized. Consider using the latest supported version (2026-04-01)."
             ));
         }
         Some(_) => {}
