@@ -130,7 +130,10 @@ fn hostile_uses_of_the_sprig_functions() {
     let e = run_with("{{ randBytes -1 }}", &d).expect_err("negative count");
     assert!(e.to_string().contains("len out of range"), "{e}");
     // Out-of-range math has Go's results, not a crash.
-    assert_eq!(run_with("{{ addf 1e308 1e308 }} {{ round 1.5 400 }} {{ divf 1 1e-300 }}", &d).expect("renders"), "+Inf NaN 1e+300");
+    assert_eq!(
+        run_with("{{ addf 1e308 1e308 }} {{ round 1.5 400 }} {{ divf 1 1e-300 }}", &d).expect("renders"),
+        "+Inf NaN 1e+300"
+    );
 }
 
 /// Key generation and scrypt are charged before they run: a budget that cannot pay for one

@@ -141,17 +141,15 @@ fn certificates_as_sprig_makes_them() {
     let ext = leaf.extended_key_usage().expect("ok").expect("ext key usage");
     assert!(ext.value.server_auth && ext.value.client_auth);
     assert!(ca.key_usage().expect("ok").expect("ca usage").value.key_cert_sign());
-    assert_eq!(leaf.serial.bits() > 64, true);
+    assert!(leaf.serial.bits() > 64, "a random 128-bit serial");
     // The CA signed it.
     leaf.verify_signature(Some(ca.public_key())).expect("signed by the CA");
 }
 
 #[test]
 fn certificates_with_new_rsa_keys() {
-    let out = run(
-        "{{ $ca := genCA \"root\" 10 }}{{ $c := genSelfSignedCert \"self\" nil (list \"a.example\") 5 }}\
-         {{ $s := genSignedCert \"leaf\" nil nil 1 $ca }}{{ $ca.Cert }}@@{{ $c.Cert }}@@{{ $s.Cert }}@@{{ $s.Key }}",
-    );
+    let out = run("{{ $ca := genCA \"root\" 10 }}{{ $c := genSelfSignedCert \"self\" nil (list \"a.example\") 5 }}\
+         {{ $s := genSignedCert \"leaf\" nil nil 1 $ca }}{{ $ca.Cert }}@@{{ $c.Cert }}@@{{ $s.Cert }}@@{{ $s.Key }}");
     let parts: Vec<&str> = out.split("@@").collect();
     let (ca, own, leaf) = (cert(parts[0]), cert(parts[1]), cert(parts[2]));
     assert!(parts[3].starts_with("-----BEGIN RSA PRIVATE KEY-----"));

@@ -31,6 +31,16 @@ pub const FUNCS: &[(&str, Func)] = &[
     ("certSANs", cert_sans),
 ];
 
+/// The keystore writers: their random salts make every render's bytes different.
+pub const RANDOM_SALTS: &[&str] = &[
+    "pemToPkcs12",
+    "pemToPkcs12Pass",
+    "fullPemToPkcs12",
+    "fullPemToPkcs12Pass",
+    "pemTruststoreToPKCS12",
+    "pemTruststoreToPKCS12Pass",
+];
+
 /// The DER of every PEM block of `input`, each checked to be an X.509 certificate.
 fn certificates(input: &[u8]) -> Result<Vec<Vec<u8>>, FnError> {
     let blocks = pem::parse_many(input).map_err(|e| FnError::Msg(format!("invalid PEM: {e}")))?;

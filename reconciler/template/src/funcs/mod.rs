@@ -89,7 +89,13 @@ pub const ALL: &[&[(&str, Func)]] = &[
 /// Functions whose result a render cannot repeat: they read the clock or the random
 /// generator (`date` and friends only when not given a time or a number).
 pub fn unrepeatable() -> impl Iterator<Item = &'static str> {
-    dates::CLOCK.iter().chain(random::NAMES).chain(gencerts::NAMES).chain(["encryptAES"].iter()).copied()
+    dates::CLOCK
+        .iter()
+        .chain(random::NAMES)
+        .chain(gencerts::NAMES)
+        .chain(certs::RANDOM_SALTS)
+        .chain(["encryptAES"].iter())
+        .copied()
 }
 
 /// The function with this name.
