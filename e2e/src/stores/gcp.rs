@@ -1000,7 +1000,7 @@ fn generate_access_token(
     let caller = s.principal(inner, headers)?;
     let req = object(body)?;
     known(&req, "generate_access_token_request", &["name", "delegates", "scope", "lifetime"])?;
-    if !req.get("scope").and_then(Value::as_array).is_some_and(|s| !s.is_empty()) {
+    if req.get("scope").and_then(Value::as_array).is_none_or(|s| s.is_empty()) {
         return Err(invalid("Scope is required."));
     }
     if !inner.accounts.contains_key(email) {

@@ -72,6 +72,11 @@ impl ConformanceTarget for GcpTarget {
                  configuration's, and Google's client reads its answers whole with no hook for a size cap",
             ),
             (Case::DeniedAddress, "a gcpsm configuration names no server: the endpoints are the operator's setting"),
+            (
+                Case::FindByPath,
+                "as upstream, find.path alone is refused: it narrows a find by find.name or find.tags (checked in \
+                 gcp_provider.rs); find-path-traversal still runs",
+            ),
         ]
     }
 }

@@ -6,8 +6,8 @@
 use crate::common::{self, PROJECT, apply_config, apply_secret, apply_service_account, install_crd, start_provider};
 use keyward_e2e::{control_plane, with_temp_namespace};
 use keyward_proto::v1::{
-    DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, GetAllSecretsRequest, GetSecretRequest,
-    ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
+    DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
+    GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
 };
 use keyward_provider_runtime::testkit::provider_ref;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -27,8 +27,14 @@ fn remote(key: &str, property: &str, version: &str, policy: &str) -> Option<Exte
     })
 }
 
-async fn get(c: &Grpc, r: &ProviderReference, ns: &str, remote_ref: Option<ExternalSecretDataRemoteRef>) -> Result<String, tonic::Status> {
-    let req = GetSecretRequest { provider_ref: Some(r.clone()), source_namespace: ns.into(), remote_ref, max_age_millis: 0 };
+async fn get(
+    c: &Grpc,
+    r: &ProviderReference,
+    ns: &str,
+    remote_ref: Option<ExternalSecretDataRemoteRef>,
+) -> Result<String, tonic::Status> {
+    let req =
+        GetSecretRequest { provider_ref: Some(r.clone()), source_namespace: ns.into(), remote_ref, max_age_millis: 0 };
     Ok(String::from_utf8_lossy(&c.clone().get_secret(req).await?.into_inner().value).into_owned())
 }
 
@@ -102,6 +108,20 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
         let req = GetAllSecretsRequest { provider_ref: Some(store.clone()), source_namespace: ns.clone(), find: Some(find) };
         let found = c.clone().get_all_secrets(req).await.expect("find").into_inner().secrets;
         assert_eq!(found.keys().collect::<Vec<_>>(), ["database_password"]);
+        // find.path narrows a find by name to the IDs it starts; alone it is refused, as upstream.
+        let by_name = |path: &str, regexp: Option<&str>| GetAllSecretsRequest {
+            provider_ref: Some(store.clone()),
+            source_namespace: ns.clone(),
+            find: Some(ExternalSecretFind {
+                path: path.into(),
+                name: regexp.map(|r| FindName { regexp: r.into() }),
+                ..Default::default()
+            }),
+        };
+        let found = c.clone().get_all_secrets(by_name("data", Some(".*"))).await.expect("path").into_inner().secrets;
+        assert_eq!(found.keys().collect::<Vec<_>>(), ["database_password"]);
+        let e = c.clone().get_all_secrets(by_name("data", None)).await.expect_err("path alone");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
 
         // A push with upstream's metadata creates the secret with them; a delete removes it.
         let metadata = json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata",
@@ -116,7 +136,6 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
                 metadata: serde_json::to_vec(&metadata).expect("json"),
                 ..Default::default()
             }),
-            ..Default::default()
         };
         c.clone().push_secret(push.clone()).await.expect("push");
         assert_eq!(g.server.latest(PROJECT, "", "pushed").as_deref(), Some(&b"pushed"[..]));
@@ -132,7 +151,6 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
             source_namespace: ns.clone(),
             secret_data: [("k".to_string(), b"x".to_vec())].into(),
             push_secret_data: Some(PushSecretData { secret_key: "k".into(), remote_key: "other".into(), ..Default::default() }),
-            ..Default::default()
         };
         assert_eq!(c.clone().push_secret(foreign).await.expect_err("foreign").code(), Code::PermissionDenied);
         for key in ["pushed", "other"] {
@@ -228,7 +246,16 @@ async fn upstream_workload_identity_stores_exchange_service_account_tokens() {
         // Workload Identity Federation with the ServiceAccount's token and the provider's audience.
         apply_service_account(&client, &ns, "demo-secrets-sa", &[]).await;
         g.server.grant(&subject);
-        apply(&client, &guide("gcpsm-wif-non-native-iam-secret-store.yaml", &ns, &fill)).await;
+        // As printed, the store names the guide's namespace `demo`: another namespace than the
+        // tenant's own, which the boundary refuses before any token is asked for.
+        let mut federated = guide("gcpsm-wif-non-native-iam-secret-store.yaml", &ns, &fill);
+        apply(&client, &federated).await;
+        let e = get(&c, &store, &ns, remote("demo-secret", "", "", "")).await.expect_err("another namespace");
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("outside namespace"), "{e:?}");
+        federated["spec"]["provider"]["gcpsm"]["auth"]["workloadIdentityFederation"]["serviceAccountRef"]["namespace"] =
+            json!(ns);
+        apply(&client, &federated).await;
         assert_eq!(get(&c, &store, &ns, remote("demo-secret", "", "", "")).await.expect("federated"), "s3cret");
         let log = g.server.requests();
         assert!(log.iter().any(|r| r == "POST /v1/token"), "{log:?}");

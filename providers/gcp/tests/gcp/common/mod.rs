@@ -100,7 +100,8 @@ pub async fn apply_config(client: &Client, ns: &str, name: &str, spec: Value) {
 /// Applies a Secret with `data` (text).
 pub async fn apply_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let data: BTreeMap<&str, &str> = data.iter().copied().collect();
-    let obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": data});
+    let obj =
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": data});
     Api::<Secret>::namespaced(client.clone(), ns)
         .patch(name, &PatchParams::apply("keyward-gcp-tests").force(), &Patch::Apply(&obj))
         .await
