@@ -251,7 +251,9 @@ impl Lexer<'_> {
                     let n = ident_len(rest);
                     let id = rest[..n].to_string();
                     self.advance(n);
-                    if self.rest().starts_with('.') && !self.rest()[1..].starts_with(is_space) {
+                    // `now.Unix` chains a field on a function's result; constants have none.
+                    let keyword = matches!(id.as_str(), "true" | "false" | "nil");
+                    if keyword && self.rest().starts_with('.') && !self.rest()[1..].starts_with(is_space) {
                         return Err(self.err(format!("unexpected field access after identifier {id}")));
                     }
                     self.push(Tok::Ident(id), line, sb);

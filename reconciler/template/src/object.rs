@@ -83,7 +83,7 @@ fn time_method(t: &GoTime, name: &str) -> Option<Value> {
         "Nanosecond" => Value::Int(c.nano.into()),
         "YearDay" => Value::Int(c.yday.into()),
         "Weekday" => Value::str(DAYS[c.weekday as usize]),
-        "IsZero" => Value::Bool(*t == GoTime { mono: None, ..GoTime::zero() } || t.nanos == GoTime::zero().nanos),
+        "IsZero" => Value::Bool(t.nanos == GoTime::zero().nanos),
         "UTC" => obj(GoTime { loc: Loc::Utc, ..t.clone() }),
         "Local" => obj(GoTime { loc: Loc::Local, ..t.clone() }),
         "String" => Value::str(t.display()),

@@ -355,6 +355,19 @@ impl Parser<'_> {
         Ok(Cmd { line, args })
     }
 
+    /// A function name, or a call of it followed by fields (`now.Unix`, Go's chain node).
+    fn chained(&mut self, id: String) -> Arg {
+        match self.toks.get(self.pos) {
+            Some(Token { tok: Tok::Field(f), space_before: false, line }) => {
+                let (fields, line) = (f.clone(), *line);
+                self.pos += 1;
+                let cmd = Cmd { line, args: vec![Arg::Func(id)] };
+                Arg::Sub(Box::new(Pipe { line, decl: Vec::new(), assign: false, cmds: vec![cmd] }), fields)
+            }
+            _ => Arg::Func(id),
+        }
+    }
+
     fn operand(&mut self) -> Result<Arg, TemplateError> {
         let Some(tok) = self.next() else { return Err(self.err("unexpected end of input")) };
         let arg = match tok.tok {
@@ -373,12 +386,12 @@ impl Parser<'_> {
                 "true" => Arg::Bool(true),
                 "false" => Arg::Bool(false),
                 "nil" => Arg::Nil,
-                _ if crate::funcs::exists(&id) => Arg::Func(id),
+                _ if crate::funcs::exists(&id) => self.chained(id),
                 _ if self.unknown.is_some() => {
                     if let Some(u) = self.unknown.as_mut() {
                         u.push(id.clone());
                     }
-                    Arg::Func(id)
+                    self.chained(id)
                 }
                 _ => return Err(self.err_prev(format!("function {id:?} not defined"))),
             },

@@ -32,6 +32,8 @@ fn the_clock() {
     let epoch: i64 = run("{{ now | unixEpoch }}").parse().expect("seconds");
     assert!(epoch > 1_700_000_000, "{epoch}");
     assert_eq!(run("{{ (now).Unix | toString | len }}"), "10");
+    // Go chains a field on a function call: `now.Unix`.
+    assert_eq!(run("{{ now.Unix | toString | len }} {{ now.UTC.Year | lt 2000 }}"), "10 true");
     assert_eq!(run("{{ now | dateModify \"-48h\" | ago }}"), "48h0m0s");
     assert_ne!(run("{{ now }}"), run("{{ now }}"));
 }
@@ -172,4 +174,26 @@ fn certificates_with_new_rsa_keys() {
 fn base64_of(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Upstream's `template-v2-from-secret.yaml` snippet: its `templated` and `annotations` items
+/// (`KeysAndValues`), the second stamping the sync time with `now`.
+#[test]
+fn upstreams_snippet_with_now() {
+    let data: BTreeMap<String, Vec<u8>> = [("user", "grafana"), ("password", "p4ss"), ("uri", "oci://registry")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    let templated = "# key and value templated\nmy-application-{{ .user}}: {{ .password | b64enc }}\n# conditional keys\n\
+                     {{- if hasPrefix \"oci://\" .uri }}\nenableOCI: true\n{{- else }}\nenableOCI: false\n{{- end }}\n\
+                     # Fixed values\napplication-type: grafana\n";
+    let out =
+        keyward_template::render_keys_and_values("templated", templated, &data, &Limits::default()).expect("renders");
+    assert_eq!(out["my-application-grafana"], b"cDRzcw==");
+    assert_eq!(out["enableOCI"], b"true");
+    let annotations = "#dynamic timestamp generation\nlast-synced-for-user/{{ .user }}: {{ now }}\n";
+    let out = keyward_template::render_keys_and_values("annotations", annotations, &data, &Limits::default())
+        .expect("renders");
+    let stamp = String::from_utf8(out["last-synced-for-user/grafana"].clone()).expect("text");
+    matches(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \+0000 UTC m=\+\d+\.\d{9}$", &stamp);
 }
