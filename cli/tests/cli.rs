@@ -348,10 +348,10 @@ async fn migrate_lists_stores_keyward_does_not_serve() {
             &ns,
             "apiVersion: external-secrets.io/v1
 kind: SecretStore
-metadata: {name: gcp}
+metadata: {name: alibaba}
 spec:
   provider:
-    gcpsm: {projectID: my-project}
+    alibaba: {regionID: cn-hangzhou}
 ",
         )
         .await;
@@ -372,12 +372,12 @@ spec:
         )
         .await;
         // An upstream manifest leaves the kind out: a SecretStore.
-        apply(&ns, &external_secret("api-key", "gcp").replace(", kind: SecretStore", "")).await;
+        apply(&ns, &external_secret("api-key", "alibaba").replace(", kind: SecretStore", "")).await;
         let explained = stdout(&keyward(&["explain", "es/api-key", "-n", &ns]).await);
         assert!(
             explained.contains(
-                "spec.secretStoreRef -> SecretStore gcp (no kind given: a SecretStore, as upstream): exists, NOT SERVED: \
-                 spec.provider.gcpsm is not served"
+                "spec.secretStoreRef -> SecretStore alibaba (no kind given: a SecretStore, as upstream): exists, NOT SERVED: \
+                 spec.provider.alibaba is not served"
             ),
             "{explained}"
         );
@@ -386,7 +386,7 @@ spec:
         assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
         let text = stdout(&out);
         assert!(
-            text.contains(&format!("SecretStore {ns}/gcp: gcpsm: NOT SERVED: spec.provider.gcpsm is not served")),
+            text.contains(&format!("SecretStore {ns}/alibaba: alibaba: NOT SERVED: spec.provider.alibaba is not served")),
             "{text}"
         );
         assert!(text.contains(&format!("SecretStore {ns}/fake: fake: served by Keyward's fake provider")), "{text}");
@@ -402,15 +402,15 @@ spec:
         assert!(text.contains("docs/migrating.md"), "{text}");
 
         let survey = json_of_any(&keyward(&["migrate", "-o", "json"]).await);
-        let gcp = survey["stores"]
+        let alibaba = survey["stores"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|s| s["name"] == "gcp" && s["namespace"] == ns.as_str())
+            .find(|s| s["name"] == "alibaba" && s["namespace"] == ns.as_str())
             .cloned()
             .unwrap_or_default();
-        assert_eq!(gcp["provider"], json!(["gcpsm"]), "{survey}");
-        assert!(gcp["notServed"].is_string(), "{survey}");
+        assert_eq!(alibaba["provider"], json!(["alibaba"]), "{survey}");
+        assert!(alibaba["notServed"].is_string(), "{survey}");
     })
     .await;
 }

@@ -604,7 +604,7 @@ fn a_secret_store_naming_another_namespace_is_denied_and_a_cluster_secret_store_
             SS,
             "CREATE",
             Some("team-b"),
-            store("SecretStore", json!({"provider": {"gcpsm": {"projectID": "p"}}})),
+            store("SecretStore", json!({"provider": {"alibaba": {"regionID": "r"}}})),
             &c
         )
         .allowed
@@ -649,12 +649,12 @@ fn secret_store_fields_and_cluster_secret_store_conditions_are_validated() {
 #[test]
 fn secret_stores_warn_where_keyward_differs_from_upstream() {
     let c = caches();
-    let unserved = json!({"provider": {"gcpsm": {"projectID": "p"}}});
+    let unserved = json!({"provider": {"alibaba": {"regionID": "r"}}});
     for (review, ns, kind) in [(SS, Some("team-b"), "SecretStore"), (CSS, None, "ClusterSecretStore")] {
         let d = validate(review, "CREATE", ns, store(kind, unserved.clone()), &c);
         assert!(d.allowed, "{d:?}");
         assert_eq!(d.warnings.len(), 1, "{d:?}");
-        assert!(d.warnings[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{d:?}");
+        assert!(d.warnings[0].starts_with("spec.provider.alibaba is not served by this controller"), "{d:?}");
     }
     let vault = json!({"provider": {"vault": {"server": "http://v", "auth": {"gcp": {"role": "r"}}}}});
     let d = validate(SS, "CREATE", Some("team-b"), store("SecretStore", vault), &c);

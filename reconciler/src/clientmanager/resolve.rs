@@ -508,10 +508,10 @@ pub(crate) mod tests {
 
     #[test]
     fn a_store_without_a_served_provider_says_so() {
-        let gcp = secret_store("a", "provider: {gcpsm: {projectID: p}}");
-        let err = resolve(&gcp, "a", None, &stores()).unwrap_err();
+        let alibaba = secret_store("a", "provider: {alibaba: {regionID: r}}");
+        let err = resolve(&alibaba, "a", None, &stores()).unwrap_err();
         assert_eq!(err.reason(), Some("ProviderNotSupported"));
-        assert!(err.to_string().starts_with("SecretStore \"store\": spec.provider.gcpsm is not served"), "{err}");
+        assert!(err.to_string().starts_with("SecretStore \"store\": spec.provider.alibaba is not served"), "{err}");
         // Served by Keyward, but no process configured for it here.
         let vault =
             secret_store("a", "provider: {vault: {server: 'http://v', auth: {tokenSecretRef: {name: t, key: k}}}}");
