@@ -196,8 +196,12 @@ fn gen_ca(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
 /// `genCAWithKey cn days key`.
 fn gen_ca_with_key(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 3)?;
-    let key = parse_key(&s(&a[2])).map_err(|e| err(format!("parsing private key: {}", msg(e))))?;
-    ca(&a, &key)
+    ca(&a, &given_key(&a[2])?)
+}
+
+/// The private key a `…WithKey` function is given.
+fn given_key(v: &Value) -> Result<Key, FnError> {
+    parse_key(&s(v)).map_err(|e| err(format!("parsing private key: {}", msg(e))))
 }
 
 fn msg(e: FnError) -> String {
@@ -216,9 +220,8 @@ fn gen_self_signed(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
 /// `genSelfSignedCertWithKey cn ips dns days key`.
 fn gen_self_signed_with_key(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 5)?;
-    let key = parse_key(&s(&a[4])).map_err(|e| err(format!("parsing private key: {}", msg(e))))?;
-    let p = base_params(&s(&a[0]), &a[1], &a[2], int(&a[3]))?;
-    self_signed(p, &key)
+    let key = given_key(&a[4])?;
+    self_signed(base_params(&s(&a[0]), &a[1], &a[2], int(&a[3]))?, &key)
 }
 
 /// The `Cert` and `Key` of a certificate dict.
@@ -255,8 +258,7 @@ fn gen_signed(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
 /// `genSignedCertWithKey cn ips dns days ca key`.
 fn gen_signed_with_key(_: &FnCtx<'_>, a: Vec<Value>) -> FnResult {
     want(&a, 6)?;
-    let key = parse_key(&s(&a[5])).map_err(|e| err(format!("parsing private key: {}", msg(e))))?;
-    signed(&a, &key)
+    signed(&a, &given_key(&a[5])?)
 }
 
 /// `buildCustomCert b64cert b64key`: a certificate dict from base64 PEM, both checked.
