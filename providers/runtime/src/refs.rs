@@ -114,6 +114,29 @@ pub struct ResolvedConfig<S> {
     pub what: String,
 }
 
+/// A namespaced configuration object kind a provider reads (`Vault`, `Kubernetes`, …).
+pub trait ConfigKind:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> ConfigKind for K where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Reads what configurations name, with the provider's own client; configuration objects and
 /// stores from watches where a call allows ([`ConfigWatches`]).
 #[derive(Clone)]
@@ -147,13 +170,7 @@ impl ClusterRefs {
     /// The configuration object a request names, from [`RequestContext::config_namespace`].
     pub async fn config<K>(&self, ctx: &RequestContext) -> Result<K, ProviderError>
     where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: ConfigKind,
     {
         let ns = ctx.config_namespace();
         if let Some(config) = self.watches.lookup::<K>(&self.client, ctx, Some(ns), &ctx.name).await {
@@ -186,13 +203,7 @@ impl ClusterRefs {
         check: impl FnOnce(&S) -> Result<(), E>,
     ) -> Result<ResolvedConfig<S>, ProviderError>
     where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: ConfigKind,
         E: std::fmt::Display,
     {
         // The store block this process serves: its configuration kind's (a built-in kind's
@@ -237,14 +248,7 @@ impl ClusterRefs {
         kind: &'static ProviderKind,
     ) -> Result<ResolvedConfig<K::Spec>, ProviderError>
     where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + kube::core::object::HasSpec
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: ConfigKind + kube::core::object::HasSpec,
         K::Spec: ProviderSpec + Clone,
     {
         self.watches.serve_store_key(kind.store_key.unwrap_or(kind.provider));
@@ -289,13 +293,7 @@ impl ClusterRefs {
     /// reports why).
     pub async fn generation_of<K>(&self, ctx: &RequestContext) -> Generation
     where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: ConfigKind,
     {
         match store_spec(self, ctx).await {
             Ok(Some((_, generation, _))) => generation,
