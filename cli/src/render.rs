@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use keyward_crds::ExternalSecret;
 use keyward_crds::rules::parse_go_duration;
 use keyward_reconciler::externalsecret::render::{Sources, render_in_pool};
-use keyward_reconciler::externalsecret::target::{data_hash, desired, with_rendered_metadata};
+use keyward_reconciler::externalsecret::target::{HashKey, data_hash, desired, with_rendered_metadata};
 use keyward_reconciler::renders::RenderPool;
 use serde_json::Value;
 
@@ -119,7 +119,8 @@ pub async fn render(
         }
     };
     let data = rendered.as_ref().map_or(data, |r| &r.data);
-    let mut hash = data_hash(data, target.creation_policy, target.immutable);
+    // The cluster's hash key is the release's own: a local render hashes under a key of its own.
+    let mut hash = data_hash(&HashKey::random(), data, target.creation_policy, target.immutable);
     if let Some(r) = &rendered {
         hash = with_rendered_metadata(&hash, r);
     }

@@ -23,8 +23,22 @@ pub const INJECT_MODE_ANNOTATION: &str = "keyward.dev/inject-mode";
 pub const INJECT_POLICY_ANNOTATION: &str = "keyward.dev/inject-policy";
 /// Annotation the webhook writes: what was injected, `externalsecret=secret` pairs.
 pub const INJECTED_ANNOTATION: &str = "keyward.dev/injected";
-/// Workload annotation opting into rollouts when its Secrets rotate (value `"true"`).
+/// Workload annotation opting into rollouts when its Secrets rotate (value `"true"`); effective
+/// on a workload that carries [`RELOAD_LABEL`] too.
 pub const RELOAD_ANNOTATION: &str = "keyward.dev/reload";
+/// Workload label opting into rollouts when its Secrets rotate (value `"true"`). The workloads
+/// webhook (`objectSelector`) and the reconciler's workload watch select by it, so writes of
+/// every other Deployment, StatefulSet and DaemonSet in the cluster never reach Keyward.
+pub const RELOAD_LABEL: &str = "keyward.dev/reload";
+
+/// Whether a workload opted into rollouts on rotation: the label [`RELOAD_LABEL`] or the
+/// annotation [`RELOAD_ANNOTATION`] is `"true"` (the selections by label leave unlabelled
+/// workloads out before this is asked).
+pub fn wants_reload(labels: Option<&BTreeMap<String, String>>, annotations: Option<&BTreeMap<String, String>>) -> bool {
+    let is_true =
+        |m: Option<&BTreeMap<String, String>>, key: &str| m.and_then(|m| m.get(key)).is_some_and(|v| v == "true");
+    is_true(labels, RELOAD_LABEL) || is_true(annotations, RELOAD_ANNOTATION)
+}
 /// Pod template annotation holding the hash of the synced Secrets the workload uses.
 pub const SECRETS_HASH_ANNOTATION: &str = "keyward.dev/secrets-hash";
 /// Label on every Secret Keyward manages; watches select managed Secrets by it.

@@ -84,6 +84,18 @@ pub struct Cli {
     /// rotations causes one rollout.
     #[arg(long, env = "KEYWARD_RELOAD_DEBOUNCE", default_value = "2s", value_parser = duration)]
     pub reload_debounce: Duration,
+    /// File holding the key of the data hashes Keyward writes where `view` can read them
+    /// (status.syncedDataHash, the Secret's data-hash annotation, a workload's secrets hash):
+    /// at least 16 random bytes; the chart mounts the release's key Secret. Unset: a random key
+    /// of this process, so every hash changes on a restart (Secrets are written again and
+    /// opted-in workloads roll once).
+    #[arg(long, env = "KEYWARD_HASH_KEY_FILE")]
+    pub hash_key_file: Option<std::path::PathBuf>,
+    /// Roll workloads labelled keyward.dev/reload=true when their Secrets rotate: watches
+    /// Deployments, StatefulSets and DaemonSets with that label (needs list, watch and patch on
+    /// them). false: no workload is watched or patched (the chart's webhook.workloads.enabled).
+    #[arg(long, env = "KEYWARD_RELOAD_WORKLOADS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub reload_workloads: bool,
     /// Wall-clock limit of one template render (`target.template`, PushSecret `template`,
     /// `rewrite.transform`); on top of each template's CPU budget. A render that runs out of
     /// either sets `Ready=False` (reason `TemplateBudgetExceeded`) and keeps the Secret's data.
@@ -110,6 +122,27 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The key of the data hashes (`--hash-key-file`), read once, so every leadership term of
+    /// the process hashes alike; a random key of this process when no file is given.
+    pub fn hash_key(&self) -> Result<&'static crate::externalsecret::target::HashKey, String> {
+        use crate::externalsecret::target::HashKey;
+        static KEY: std::sync::OnceLock<HashKey> = std::sync::OnceLock::new();
+        if let Some(key) = KEY.get() {
+            return Ok(key);
+        }
+        let key = match &self.hash_key_file {
+            Some(path) => HashKey::from_file(path)?,
+            None => {
+                tracing::warn!(
+                    "no --hash-key-file: data hashes use a random key of this process, so every target Secret is \
+                     written again and opted-in workloads roll once after a restart"
+                );
+                HashKey::random()
+            }
+        };
+        Ok(KEY.get_or_init(|| key))
+    }
+
     /// Where SecretStores and ClusterSecretStores are served.
     pub fn store_providers(&self) -> crate::clientmanager::StoreProviders {
         crate::clientmanager::StoreProviders {

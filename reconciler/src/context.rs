@@ -2,6 +2,7 @@
 //! events, settings, and per-object state (failure counts for error backoff, the last refresh
 //! that wrote nothing). Per-object state is dropped when the caches say the object is gone.
 
+use crate::externalsecret::target::HashKey;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -33,6 +34,8 @@ pub struct Settings {
     pub render_time_limit: Duration,
     /// Template renders that may run at once (one per namespace at most).
     pub render_slots: usize,
+    /// The key of the data hashes written to Secrets and statuses (`--hash-key-file`).
+    pub hash_key: &'static HashKey,
 }
 
 impl Default for Settings {
@@ -44,6 +47,7 @@ impl Default for Settings {
             fetch_concurrency: 8,
             render_time_limit: Duration::from_secs(5),
             render_slots: 2,
+            hash_key: HashKey::of_process(),
         }
     }
 }

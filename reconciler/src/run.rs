@@ -17,6 +17,7 @@ use crate::clientmanager::{
     BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
 };
 use crate::context::{self, Context, Reporter, Settings};
+use crate::externalsecret::target::HashKey;
 use crate::metrics::Metrics;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
@@ -38,6 +39,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // One crypto provider for the whole process (kube client and provider channels).
     let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(&cli.log, LOG_STYLE);
+    cli.hash_key().map_err(anyhow::Error::msg)?;
 
     let cancel = shutdown_token();
     let client = Client::try_default().await.context("connecting to the Kubernetes API")?;
@@ -202,6 +204,8 @@ async fn lead(
             error_backoff_base: cli.error_backoff,
             render_time_limit: cli.template_time_limit,
             render_slots: cli.template_render_slots,
+            // Read and checked at start.
+            hash_key: cli.hash_key().unwrap_or_else(|_| HashKey::of_process()),
             ..Settings::default()
         },
     ));
@@ -228,7 +232,12 @@ async fn lead(
             None
         }
     };
-    let scope = caches::Scope { client: client.clone(), namespace: cli.watch_namespace.clone(), class: class_watch };
+    let scope = caches::Scope {
+        client: client.clone(),
+        namespace: cli.watch_namespace.clone(),
+        class: class_watch,
+        workloads: cli.reload_workloads,
+    };
     let (ready, _watches) = caches.start(&scope);
     tokio::select! {
         _ = ready.wait() => tracing::info!("caches listed"),

@@ -21,7 +21,7 @@ use futures::channel::mpsc;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use keyward_crds::workload::MANAGED_LABEL;
+use keyward_crds::workload::{MANAGED_LABEL, RELOAD_LABEL};
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
 };
@@ -261,6 +261,9 @@ pub struct Scope {
     pub namespace: Option<String>,
     /// Watch configuration of the kinds only this instance's controller class uses.
     pub class: watcher::Config,
+    /// Whether workloads are watched (rollouts on rotation), those labelled
+    /// `keyward.dev/reload=true` only.
+    pub workloads: bool,
 }
 
 impl Scope {
@@ -330,24 +333,28 @@ impl Caches {
             ready("managed Secret", self.managed_secrets.store()),
             ready("provider TLS Secret", self.tls_secrets.store()),
             ready("Namespace", self.namespaces.store()),
-            ready("Deployment", self.deployments.store()),
-            ready("StatefulSet", self.stateful_sets.store()),
-            ready("DaemonSet", self.daemon_sets.store()),
         ];
         let mut watches = vec![
             self.external_secrets.start(scope.api(), all.clone(), strip::object),
             self.push_secrets.start(scope.api(), scope.class.clone(), strip::object),
             self.providers.start(scope.api(), all.clone(), strip::object),
             self.cluster_providers.start(scope.all(), all.clone(), strip::object),
-            self.secret_stores.start(scope.api(), all.clone(), strip::object),
-            self.cluster_secret_stores.start(scope.all(), all.clone(), strip::object),
+            self.secret_stores.start(scope.api(), all.clone(), strip::secret_store),
+            self.cluster_secret_stores.start(scope.all(), all.clone(), strip::cluster_secret_store),
             self.managed_secrets.start(scope.api(), managed, strip::none),
             self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
-            self.namespaces.start(scope.all(), all.clone(), strip::namespace),
-            self.deployments.start(scope.api(), all.clone(), crate::reload::workload::strip),
-            self.stateful_sets.start(scope.api(), all.clone(), crate::reload::workload::strip),
-            self.daemon_sets.start(scope.api(), all, crate::reload::workload::strip),
+            self.namespaces.start(scope.all(), all, strip::namespace),
         ];
+        if scope.workloads {
+            // Only opted-in workloads: every other one stays out of memory and out of reach.
+            let opted_in = watcher::Config::default().labels(&format!("{RELOAD_LABEL}=true"));
+            waits.push(ready("Deployment", self.deployments.store()));
+            waits.push(ready("StatefulSet", self.stateful_sets.store()));
+            waits.push(ready("DaemonSet", self.daemon_sets.store()));
+            watches.push(self.deployments.start(scope.api(), opted_in.clone(), crate::reload::workload::strip));
+            watches.push(self.stateful_sets.start(scope.api(), opted_in.clone(), crate::reload::workload::strip));
+            watches.push(self.daemon_sets.start(scope.api(), opted_in, crate::reload::workload::strip));
+        }
         // Not waited for: they only re-check Providers when a configuration changes, and a kind
         // whose CRD is missing (CRDs installed apart from the chart) must not hold the rest up.
         watches.extend(self.provider_configs.start(&scope.client));

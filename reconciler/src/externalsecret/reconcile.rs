@@ -384,7 +384,7 @@ async fn sync(
         }
     };
     let data = rendered.as_ref().map_or(&fetched.data, |r| &r.data);
-    let mut hash = data_hash(data, target.creation_policy, target.immutable);
+    let mut hash = data_hash(ctx.settings.hash_key, data, target.creation_policy, target.immutable);
     if let Some(r) = &rendered {
         hash = with_rendered_metadata(&hash, r);
     }

@@ -17,17 +17,71 @@ pub const FIELD_MANAGER: &str = "keyward-reconciler";
 // One definition, shared with the webhook and the reload controller.
 pub use keyward_crds::workload::{DATA_HASH_ANNOTATION, MANAGED_LABEL};
 
-/// Hash of the data and of the policy bits that shape the applied object.
-pub fn data_hash(data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immutable: bool) -> String {
-    let mut h = Sha256::new();
+/// The key of the hashes of secret data the reconciler writes where more readers than the
+/// Secret's see them: `status.syncedDataHash` (readable with `view` on ExternalSecrets), the
+/// Secret's `reconcile.external-secrets.io/data-hash`, and through them the pod-template
+/// `keyward.dev/secrets-hash` of workloads. A plain digest there would let anyone who can read
+/// those objects test guesses of a low-entropy secret offline; an HMAC under a key of the
+/// release cannot be tested without the key.
+#[derive(Clone)]
+pub struct HashKey(ring::hmac::Key);
+
+impl std::fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HashKey(..)")
+    }
+}
+
+/// Fewest bytes of key material a [`HashKey`] takes.
+pub const MIN_HASH_KEY_BYTES: usize = 16;
+
+impl HashKey {
+    /// A key from its material (the bytes of the release's key Secret).
+    pub fn new(material: &[u8]) -> Result<Self, String> {
+        let material = material.trim_ascii();
+        if material.len() < MIN_HASH_KEY_BYTES {
+            return Err(format!(
+                "the hash key holds {} bytes; at least {MIN_HASH_KEY_BYTES} random bytes are needed",
+                material.len()
+            ));
+        }
+        Ok(HashKey(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, material)))
+    }
+
+    /// A key from a file (`--hash-key-file`: the chart mounts the release's key Secret).
+    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
+        let material = std::fs::read(path).map_err(|e| format!("reading the hash key {}: {e}", path.display()))?;
+        HashKey::new(&material).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// One random key for this process (no key file given): every hash changes when the
+    /// process restarts.
+    pub fn of_process() -> &'static HashKey {
+        static KEY: std::sync::OnceLock<HashKey> = std::sync::OnceLock::new();
+        KEY.get_or_init(HashKey::random)
+    }
+
+    /// A random key.
+    pub fn random() -> Self {
+        use rand::RngCore;
+        let mut material = [0u8; 32];
+        rand::rng().fill_bytes(&mut material);
+        HashKey(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &material))
+    }
+}
+
+/// Keyed hash (HMAC-SHA256 under `key`) of the data and of the policy bits that shape the
+/// applied object.
+pub fn data_hash(key: &HashKey, data: &BTreeMap<String, Vec<u8>>, policy: CreationPolicy, immutable: bool) -> String {
+    let mut h = ring::hmac::Context::with_key(&key.0);
     for (k, v) in data {
-        h.update((k.len() as u64).to_be_bytes());
+        h.update(&(k.len() as u64).to_be_bytes());
         h.update(k.as_bytes());
-        h.update((v.len() as u64).to_be_bytes());
+        h.update(&(v.len() as u64).to_be_bytes());
         h.update(v);
     }
     h.update(format!("{policy:?}/{immutable}").as_bytes());
-    hex::encode(&h.finalize()[..16])
+    hex::encode(&h.sign().as_ref()[..16])
 }
 
 /// The apply body. `Owner` adds a controller owner reference so the Secret is garbage
@@ -233,13 +287,50 @@ mod tests {
         assert!(!written_by_upstream(&secret, &es, &data, Some(&rendered)), "template label missing");
     }
 
+    fn key(material: &str) -> HashKey {
+        HashKey::new(material.as_bytes()).expect("key")
+    }
+
     #[test]
     fn hash_covers_data_and_policy() {
-        let a = data_hash(&data(), CreationPolicy::Owner, false);
-        assert_eq!(a, data_hash(&data(), CreationPolicy::Owner, false));
-        assert_ne!(a, data_hash(&data(), CreationPolicy::Orphan, false));
-        assert_ne!(a, data_hash(&data(), CreationPolicy::Owner, true));
-        assert_ne!(a, data_hash(&BTreeMap::new(), CreationPolicy::Owner, false));
+        let k = key("release-key-0123456789");
+        let a = data_hash(&k, &data(), CreationPolicy::Owner, false);
+        assert_eq!(a, data_hash(&k, &data(), CreationPolicy::Owner, false));
+        assert_ne!(a, data_hash(&k, &data(), CreationPolicy::Orphan, false));
+        assert_ne!(a, data_hash(&k, &data(), CreationPolicy::Owner, true));
+        assert_ne!(a, data_hash(&k, &BTreeMap::new(), CreationPolicy::Owner, false));
+    }
+
+    /// What `view` reads (status.syncedDataHash, the data-hash annotation) cannot be tested
+    /// against guesses without the release's key: it is no plain digest of the data, and another
+    /// key gives another hash (which is what rotating the key does: every Secret is written again
+    /// with the new hash on its next sync, and opted-in workloads roll once).
+    #[test]
+    fn the_hash_is_keyed() {
+        let (k, other) = (key("release-key-0123456789"), key("another-key-0123456789"));
+        let hash = data_hash(&k, &data(), CreationPolicy::Owner, false);
+        assert_ne!(hash, data_hash(&other, &data(), CreationPolicy::Owner, false), "another key, another hash");
+        let mut plain = Sha256::new();
+        for (k, v) in data() {
+            plain.update((k.len() as u64).to_be_bytes());
+            plain.update(k.as_bytes());
+            plain.update((v.len() as u64).to_be_bytes());
+            plain.update(&v);
+        }
+        plain.update(format!("{:?}/{}", CreationPolicy::Owner, false).as_bytes());
+        assert_ne!(hash, hex::encode(&plain.finalize()[..16]), "not the plain digest");
+        assert_ne!(hash, upstream_data_hash(&data()));
+        // After a rotation the Secret written under the old key is no longer up to date.
+        let es = es(CreationPolicy::Owner, false);
+        let mut secret = Secret::default();
+        secret.metadata.annotations = Some([(DATA_HASH_ANNOTATION.to_string(), hash.clone())].into());
+        secret.metadata.labels = Some([(MANAGED_LABEL.to_string(), "true".to_string())].into());
+        secret.metadata.owner_references = Some(vec![es.controller_owner_ref(&()).expect("owner ref")]);
+        assert!(up_to_date(&secret, &es, &hash));
+        assert!(!up_to_date(&secret, &es, &data_hash(&other, &data(), CreationPolicy::Owner, false)));
+        assert!(HashKey::new(b"short").is_err(), "too little key material is refused");
+        let random = HashKey::random();
+        assert_ne!(data_hash(&random, &data(), CreationPolicy::Owner, false), hash);
     }
 
     #[test]

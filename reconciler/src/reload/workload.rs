@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, Deploymen
 use k8s_openapi::api::core::v1::{
     Container, EnvFromSource, EnvVar, PodSpec, PodTemplateSpec, ProjectedVolumeSource, Volume, VolumeProjection,
 };
-use keyward_crds::workload::{INJECT_ANNOTATION, RELOAD_ANNOTATION, SECRETS_HASH_ANNOTATION};
+use keyward_crds::workload::{INJECT_ANNOTATION, RELOAD_ANNOTATION, RELOAD_LABEL, SECRETS_HASH_ANNOTATION};
 use kube::Resource;
 use kube::api::ObjectMeta;
 
@@ -56,7 +56,7 @@ workload!(DaemonSet, DaemonSetSpec, DaemonSet);
 
 /// Whether the workload asks to be rolled when its Secrets rotate.
 pub fn wants_reload(meta: &ObjectMeta) -> bool {
-    meta.annotations.as_ref().and_then(|a| a.get(RELOAD_ANNOTATION)).map(String::as_str) == Some("true")
+    keyward_crds::workload::wants_reload(meta.labels.as_ref(), meta.annotations.as_ref())
 }
 
 /// The pod template's annotations.
@@ -120,7 +120,7 @@ pub fn strip<W: Workload>(w: &mut W) {
     let reload = wants_reload(w.meta());
     let meta = w.meta_mut();
     meta.managed_fields = None;
-    meta.labels = None;
+    meta.labels = only(&meta.labels, &[RELOAD_LABEL]);
     meta.annotations = only(&meta.annotations, &[RELOAD_ANNOTATION]);
     let template = match (reload, w.template()) {
         (true, Some(t)) => {
@@ -199,6 +199,15 @@ mod tests {
         let volumes = w.template().unwrap().spec.as_ref().unwrap().volumes.clone().unwrap();
         assert_eq!(volumes.len(), 2, "the emptyDir is dropped");
         assert_eq!(volumes[1].projected.as_ref().unwrap().sources.as_ref().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_label_opts_in_and_is_kept() {
+        let mut w = deployment(false);
+        w.metadata.labels = Some([(RELOAD_LABEL.to_string(), "true".to_string())].into());
+        strip(&mut w);
+        assert!(wants_reload(&w.metadata), "the label alone opts in");
+        assert!(w.template().unwrap().spec.is_some());
     }
 
     #[test]

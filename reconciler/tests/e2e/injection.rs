@@ -10,9 +10,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use keyward_crds::workload::RELOAD_LABEL;
 use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::{kubectl, with_temp_namespace};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -23,28 +24,49 @@ const RUN_LABEL: &str = "keyward.dev/injection-e2e";
 const SECRET_VALUE: &str = "s3cret-value-never-in-a-pod";
 
 /// Starts the webhook and registers it for Pods and Deployments of this run's namespaces: only
-/// namespaces that opted in (and belong to this run) ever call it.
+/// namespaces that opted in (and belong to this run) ever call it, and for Deployments only
+/// those labelled `keyward.dev/reload: "true"`, as the chart registers it
+/// (`charts/tests/chart.rs::the_workloads_webhook_sees_labelled_workloads_only_and_its_switch_takes_the_rights_away`).
 async fn start_webhook(client: &Client, pki: &Pki, run_id: &str) -> Webhook {
     let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
     let rule = |group: &str, resource: &str| json!({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]});
-    let config = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": format!("keyward-injection-e2e-{run_id}")},
-        "webhooks": [{
-            "name": "inject.keyward.dev",
+    let entry = |name: &str, rules: serde_json::Value| {
+        json!({
+            "name": name,
             "clientConfig": {"url": format!("{}/mutate", webhook.url()), "caBundle": BASE64.encode(&pki.ca)},
-            "rules": [rule("", "pods"), rule("apps", "deployments")],
+            "rules": rules,
             "namespaceSelector": {"matchLabels": {"keyward.dev/injection": "enabled", RUN_LABEL: run_id}},
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
             "reinvocationPolicy": "IfNeeded",
             "timeoutSeconds": 10,
-        }],
+        })
+    };
+    let mut workloads = entry("workloads.keyward.dev", json!([rule("apps", "deployments")]));
+    workloads["objectSelector"] = json!({"matchLabels": {RELOAD_LABEL: "true"}});
+    workloads["timeoutSeconds"] = json!(2);
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": format!("keyward-injection-e2e-{run_id}")},
+        "webhooks": [entry("inject.keyward.dev", json!([rule("", "pods")])), workloads],
     });
     webhook.register(client, config).await;
     webhook
+}
+
+/// Deployment reviews the webhook answered, from its `/metrics`.
+async fn deployment_reviews(webhook: &Webhook) -> f64 {
+    let out = std::process::Command::new("curl")
+        .args(["-sf", &format!("http://127.0.0.1:{}/metrics", webhook.health)])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("review_duration_seconds_count{") && l.contains(r#"kind="Deployment""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 fn pod(name: &str, annotations: serde_json::Value) -> Pod {
@@ -113,7 +135,7 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
         let providers: Api<Provider> = Api::namespaced(client.clone(), &ns);
         apply(&providers, provider("fake", &ns, &fake.address(), "data")).await;
         let _reconciler = Reconciler::start(&ns, &["--reload-debounce", "2s"]).await;
-        let _webhook = start_webhook(&client, &pki, &run_id).await;
+        let webhook = start_webhook(&client, &pki, &run_id).await;
 
         let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
         apply(&ess, external_secret("db", &ns, "db")).await;
@@ -186,7 +208,7 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
         // Reload: the Deployment's template carries the hash of the Secrets it uses.
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
         let deployment: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "web", "annotations": {"keyward.dev/reload": "true"}},
+            "metadata": {"name": "web", "labels": {RELOAD_LABEL: "true"}},
             "spec": {
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
@@ -207,6 +229,20 @@ async fn pods_get_synced_secrets_and_workloads_roll_once_per_rotation() {
         .await;
         let first = template_hash(&created).expect("hash set at admission");
         let generation = created.metadata.generation.unwrap();
+        let reviews = || async { deployment_reviews(&webhook).await };
+        assert!(reviews().await >= 1.0, "the labelled Deployment was reviewed");
+
+        // A Deployment without the label never reaches the webhook, created or updated.
+        let before = reviews().await;
+        let mut plain = deployment.clone();
+        plain.metadata.name = Some("plain".into());
+        plain.metadata.labels = None;
+        plain.metadata.annotations = Some([("keyward.dev/reload".to_string(), "true".to_string())].into());
+        let plain = deployments.create(&PostParams::default(), &plain).await.expect("admitted");
+        assert!(template_hash(&plain).is_none(), "nothing was added to it");
+        let patch = json!({"metadata": {"annotations": {"touched": "yes"}}});
+        deployments.patch("plain", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        assert_eq!(reviews().await, before, "no review of an unlabelled Deployment");
 
         // No-op refreshes (every second) change nothing.
         tokio::time::sleep(Duration::from_secs(6)).await;

@@ -2,7 +2,8 @@
 //!
 //! Pods in namespaces labelled `keyward.dev/injection: enabled` that name ExternalSecrets in
 //! `keyward.dev/inject` get the synced Secrets wired in by reference; Deployments,
-//! StatefulSets and DaemonSets annotated `keyward.dev/reload: "true"` get a pod-template
+//! StatefulSets and DaemonSets labelled `keyward.dev/reload: "true"` (the only ones the
+//! chart's workloads webhook selects) get a pod-template
 //! annotation hashing the data of the Keyward-managed Secrets they use, so a rotation (which
 //! the reconciler writes into that annotation) rolls them. The rules themselves live in
 //! `keyward_crds::workload`; this module adapts them to admission requests and the caches.
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::core::v1::PodSpec;
-use keyward_crds::workload::{self, INJECTED_ANNOTATION, RELOAD_ANNOTATION, SECRETS_HASH_ANNOTATION, TargetState};
+use keyward_crds::workload::{self, INJECTED_ANNOTATION, SECRETS_HASH_ANNOTATION, TargetState};
 use serde_json::{Value, json};
 
 use crate::cache::State;
@@ -64,8 +65,9 @@ fn pod(namespace: &str, object: &Value, state: &State) -> Decision {
 }
 
 fn workload(req: &Request, namespace: &str, object: &Value, state: &State) -> Decision {
-    let annotations = annotations_at(object, "/metadata/annotations");
-    if annotations.get(RELOAD_ANNOTATION).map(String::as_str) != Some("true") {
+    let (labels, annotations) =
+        (annotations_at(object, "/metadata/labels"), annotations_at(object, "/metadata/annotations"));
+    if !workload::wants_reload(Some(&labels), Some(&annotations)) {
         return Decision::allow();
     }
     let template_annotations = annotations_at(object, "/spec/template/metadata/annotations");

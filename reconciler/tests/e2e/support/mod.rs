@@ -291,6 +291,16 @@ impl Drop for Webhook {
     }
 }
 
+/// The hash key file the reconcilers of the tests share (one fixed key, as a release has one).
+pub fn hash_key_file() -> &'static std::path::Path {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = std::env::temp_dir().join("keyward-e2e-hash-key");
+        std::fs::write(&path, b"e2e-hash-key-of-the-reconciler-tests").unwrap();
+        path
+    })
+}
+
 /// A reconciler process scoped to one namespace and controller class.
 pub struct Reconciler {
     pub process: ChildProcess,
@@ -336,6 +346,9 @@ impl Reconciler {
         let mut cmd = Command::new(binary("keyward-reconciler"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .env("RUST_LOG", "info,keyward_reconciler=debug,kube_runtime=warn")
+            // One hash key for every reconciler of the binary, as a release has: a restarted
+            // reconciler finds its Secrets up to date.
+            .env("KEYWARD_HASH_KEY_FILE", hash_key_file())
             .args(["--controller-class", class])
             .args(["--lease-namespace", lease_ns, "--lease-name", "keyward-reconciler"])
             .args(["--log-format", "text"]);
