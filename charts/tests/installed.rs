@@ -168,7 +168,7 @@ kind: Deployment
 metadata:
   name: app
   namespace: kw-team
-  annotations: {keyward.dev/reload: "true"}
+  labels: {keyward.dev/reload: "true"}
 spec:
   replicas: 1
   selector: {matchLabels: {app: probe}}
