@@ -21,6 +21,7 @@ mod creation_policies;
 mod dashboard;
 mod escape;
 mod externalsecret;
+mod gcp_guides;
 mod generators;
 mod injection;
 mod kubernetes;
