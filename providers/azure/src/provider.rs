@@ -63,7 +63,9 @@ pub fn map_error(e: azure_core::Error, what: &str) -> ProviderError {
             other => other,
         };
     }
-    let msg = format!("{what}: {e}");
+    // The SDK's own message is often generic ("non-transport error…"); Entra ID's and Key
+    // Vault's answers are in its causes.
+    let msg = format!("{what}: {}", keyward_provider_runtime::store_tls::causes(&e));
     match e.http_status() {
         Some(StatusCode::NotFound) => ProviderError::NoSecret(msg),
         Some(StatusCode::Unauthorized) => ProviderError::Unauthenticated(msg),
