@@ -757,3 +757,113 @@ fn default_provider_rules_grant_only_what_the_shipped_configurations_name() {
         "the Kubernetes provider watches its config kind and the store kinds, and reads what they name by name"
     );
 }
+
+/// `clusterNetworks` reach every provider as its denied list: the default, then the cluster's
+/// Pod and Service networks and the API server; unset, the providers keep their default.
+#[test]
+fn cluster_networks_are_denied_to_tenants_beside_the_default_list() {
+    let denied = |objects: &[serde_json::Value]| -> Option<String> {
+        let env = &find(objects, "Deployment", "keyward-provider-kubernetes")["spec"]["template"]["spec"]["containers"]
+            [0]["env"];
+        env.as_array()?.iter().find(|e| e["name"] == "KEYWARD_TENANT_DENIED_NETWORKS")?["value"]
+            .as_str()
+            .map(Into::into)
+    };
+    assert_eq!(denied(&render(&[])), None, "the provider's own default applies");
+    let objects = render(&[
+        "clusterNetworks.podCIDRs={10.244.0.0/16}",
+        "clusterNetworks.serviceCIDRs={10.96.0.0/12,fd00:10:96::/112}",
+        "clusterNetworks.apiServerAddresses={172.18.0.2}",
+    ]);
+    assert_eq!(denied(&objects).as_deref(), Some("default,10.244.0.0/16,10.96.0.0/12,fd00:10:96::/112,172.18.0.2"));
+}
+
+/// The workloads webhook is called for labelled workloads only, with a short timeout, and the
+/// reconciler's rights on workloads follow the same switch.
+#[test]
+fn the_workloads_webhook_sees_labelled_workloads_only_and_its_switch_takes_the_rights_away() {
+    let webhook = |objects: &[serde_json::Value]| -> Option<serde_json::Value> {
+        let config = find(objects, "MutatingWebhookConfiguration", "keyward");
+        config["webhooks"].as_array()?.iter().find(|w| w["name"] == "workloads.mutate.keyward.dev").cloned()
+    };
+    let workload_rules = |objects: &[serde_json::Value]| -> usize {
+        let role = find(objects, "ClusterRole", "keyward-reconciler");
+        let rules = role["rules"].as_array().cloned().unwrap_or_default();
+        rules
+            .iter()
+            .filter(|r| r["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == "deployments")))
+            .count()
+    };
+    let reload_env = |objects: &[serde_json::Value]| -> Option<String> {
+        let env =
+            &find(objects, "Deployment", "keyward-reconciler")["spec"]["template"]["spec"]["containers"][0]["env"];
+        env.as_array()?.iter().find(|e| e["name"] == "KEYWARD_RELOAD_WORKLOADS")?["value"].as_str().map(Into::into)
+    };
+    let on = render(&[]);
+    let w = webhook(&on).expect("registered by default");
+    assert_eq!(w["objectSelector"], serde_json::json!({"matchLabels": {"keyward.dev/reload": "true"}}));
+    assert_eq!(w["timeoutSeconds"], 2);
+    assert_eq!((workload_rules(&on), reload_env(&on).as_deref()), (1, Some("true")));
+    let off = render(&["webhook.workloads.enabled=false"]);
+    assert!(webhook(&off).is_none());
+    assert_eq!((workload_rules(&off), reload_env(&off).as_deref()), (0, Some("false")), "no rights on workloads");
+}
+
+/// The reconciler hashes secret data under the release's key: a Secret the chart makes (or one
+/// of the user's), mounted and named by KEYWARD_HASH_KEY_FILE.
+#[test]
+fn the_reconciler_hashes_under_the_releases_key() {
+    use base64::Engine;
+    let mounted = |objects: &[serde_json::Value]| -> (String, String) {
+        let pod = &find(objects, "Deployment", "keyward-reconciler")["spec"]["template"]["spec"];
+        let volume = pod["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"] == "hash-key")).cloned();
+        let env = pod["containers"][0]["env"].as_array().cloned().unwrap_or_default();
+        let file = env.iter().find(|e| e["name"] == "KEYWARD_HASH_KEY_FILE").map(|e| e["value"].to_string());
+        (volume.map(|v| v["secret"]["secretName"].to_string()).unwrap_or_default(), file.unwrap_or_default())
+    };
+    let objects = render(&[]);
+    let key = find(&objects, "Secret", "keyward-hash-key")["data"]["key"].as_str().expect("a key").to_string();
+    let key = base64::engine::general_purpose::STANDARD.decode(key).expect("base64");
+    assert!(key.len() >= 32, "{} bytes", key.len());
+    assert_eq!(mounted(&objects), ("\"keyward-hash-key\"".into(), "\"/etc/keyward/hash-key/key\"".into()));
+    let own = render(&["hashKey.existingSecret=my-key"]);
+    assert!(!own.iter().any(|o| o["kind"] == "Secret" && o["metadata"]["name"] == "keyward-hash-key"));
+    assert_eq!(mounted(&own).0, "\"my-key\"");
+}
+
+/// Every generator kind, GeneratorStates and ClusterGenerators reach the validating webhook:
+/// their specs' limits and their free-form fields are checked at admission.
+#[test]
+fn every_generator_kind_is_validated_by_the_webhook() {
+    use kube::CustomResourceExt;
+    let objects = render(&[]);
+    let config = find(&objects, "ValidatingWebhookConfiguration", "keyward");
+    let generator_rules = |hook: &str| -> Vec<String> {
+        let hooks = config["webhooks"].as_array().expect("webhooks");
+        let hook = hooks.iter().find(|w| w["name"] == hook).expect("the webhook");
+        let rules = hook["rules"].as_array().expect("rules");
+        rules
+            .iter()
+            .filter(|r| r["apiGroups"][0] == keyward_crds::generators::GENERATOR_GROUP)
+            .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(String::from))
+            .collect()
+    };
+    use keyward_crds::generators::*;
+    let expected: Vec<String> = [
+        Password::crd(),
+        Uuid::crd(),
+        SshKey::crd(),
+        Fake::crd(),
+        VaultDynamicSecret::crd(),
+        EcrAuthorizationToken::crd(),
+        StsSessionToken::crd(),
+        WebhookGenerator::crd(),
+        GeneratorState::crd(),
+    ]
+    .into_iter()
+    .map(|crd| crd.spec.names.plural)
+    .collect();
+    assert_eq!(generator_rules("namespaced.validate.keyward.dev"), expected);
+    assert_eq!(generator_rules("cluster.validate.keyward.dev"), ["clustergenerators"]);
+}

@@ -203,6 +203,17 @@ args:
 {{- end -}}
 
 {{/* The user's variables, after Keyward's: env, then extraEnv. */}}
+{{/* The Secret holding the key of the reconciler's data hashes. */}}
+{{- define "keyward.hashKeySecret" -}}
+{{- .Values.hashKey.existingSecret | default (printf "%s-hash-key" (include "keyward.fullname" .)) -}}
+{{- end -}}
+
+{{/* clusterNetworks as one comma-separated list (empty when none is set). */}}
+{{- define "keyward.clusterNetworks" -}}
+{{- $n := .Values.clusterNetworks | default dict -}}
+{{- concat ($n.podCIDRs | default list) ($n.serviceCIDRs | default list) ($n.apiServerAddresses | default list) | join "," -}}
+{{- end -}}
+
 {{- define "keyward.userEnv" -}}
 {{- with concat (.values.env | default list) (.values.extraEnv | default list) }}
 {{- toYaml . }}
