@@ -55,6 +55,7 @@ fn strings_and_case() {
         (r#"{{ wrapWith 3 "|" "abcdefgh" }}"#, "abc|def|gh"),
         (r#"{{ abbrevboth 5 10 "1234 5678 9123" }}"#, "...5678..."),
         (r#"{{ abbrev 5 "hello world" }}"#, "he..."),
+        (r#"{{ abbrevboth -9223372036854775808 10 "1234 5678 9123" }}"#, "...78 9123"),
         (r#"{{ untitle "First Try" }}"#, "first try"),
         (r#"{{ untitle "Hello-World" }}"#, "hello-World"),
         (r#"{{ trimall "$" "$5.00" }}"#, "5.00"),

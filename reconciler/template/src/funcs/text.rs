@@ -366,7 +366,8 @@ pub(crate) fn abbreviate(b: &[u8], offset: i64, max: i64) -> Vec<u8> {
         return b.to_vec();
     }
     let mut offset = offset.min(len);
-    if len - offset < max - 3 {
+    // Go's int arithmetic wraps: a huge negative offset ends up at the end, as upstream.
+    if len.wrapping_sub(offset) < max - 3 {
         offset = len - (max - 3);
     }
     if offset <= 4 {
