@@ -101,8 +101,7 @@ pub async fn credential(
         AzureAuthType::WorkloadIdentity => workload_identity(refs, ctx, spec, options).await,
         AzureAuthType::ManagedIdentity => {
             let user_assigned_id = spec.identity_id.clone().filter(|s| !s.is_empty()).map(UserAssignedId::ClientId);
-            let options =
-                ManagedIdentityCredentialOptions { user_assigned_id, client_options: options, ..Default::default() };
+            let options = ManagedIdentityCredentialOptions { user_assigned_id, client_options: options };
             Ok(ManagedIdentityCredential::new(Some(options)).map_err(sdk_error("spec.authType ManagedIdentity"))?)
         }
     }

@@ -46,7 +46,6 @@ async fn push(
         source_namespace: ns.into(),
         secret_data: data.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect(),
         push_secret_data: Some(entry),
-        ..Default::default()
     };
     c.clone().push_secret(req).await.map(|_| ())
 }
@@ -66,12 +65,7 @@ async fn find(c: &Grpc, r: &ProviderReference, ns: &str, regexp: &str, tags: &[(
         tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         ..Default::default()
     };
-    let req = GetAllSecretsRequest {
-        provider_ref: Some(r.clone()),
-        source_namespace: ns.into(),
-        find: Some(find),
-        ..Default::default()
-    };
+    let req = GetAllSecretsRequest { provider_ref: Some(r.clone()), source_namespace: ns.into(), find: Some(find) };
     let mut names: Vec<String> =
         c.clone().get_all_secrets(req).await.expect("find").into_inner().secrets.into_keys().collect();
     names.sort();
