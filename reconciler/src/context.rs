@@ -261,6 +261,7 @@ impl Context {
     pub fn forget(&self, key: &ObjectKey) {
         self.objects().remove(key);
         self.manager.recovery().forget(key);
+        self.metrics.controllers.forget(&key.kind.to_ascii_lowercase(), key.namespace(), key.name());
         match key.kind {
             "ExternalSecret" => self.metrics.external_secrets.forget(key.namespace(), key.name()),
             "PushSecret" => self.metrics.push_secrets.forget(key.namespace(), key.name()),

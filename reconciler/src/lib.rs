@@ -8,6 +8,7 @@ pub mod clientmanager;
 pub mod clusterexternalsecret;
 pub mod conditions;
 pub mod context;
+pub mod controller_metrics;
 pub mod externalsecret;
 #[cfg(test)]
 pub(crate) mod fake_api;

@@ -2,16 +2,15 @@
 //! so existing dashboards keep working.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use kube::runtime::controller::Action;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::controller_metrics::ControllerFamilies;
 use crate::object_metrics::{Names, ObjectSeries};
 
 /// Labels of provider condition gauges.
@@ -47,46 +46,20 @@ pub struct StoreLabels {
     pub name: String,
 }
 
-/// Labels of the controller-runtime style per-controller metrics.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ControllerLabels {
-    /// `externalsecret` or `pushsecret` (controller-runtime names controllers by lowercase kind).
-    pub controller: String,
+/// A counter fed with a running total that starts again from zero when its source is built
+/// again (the connection pool of a new leadership term): it adds what the total grew by.
+#[derive(Debug, Clone, Default)]
+pub struct TotalCounter {
+    counter: Counter,
+    last: Arc<AtomicU64>,
 }
 
-/// Labels of `controller_runtime_reconcile_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReconcileResultLabels {
-    /// The controller.
-    pub controller: String,
-    /// `success` (nothing scheduled), `requeue_after` (scheduled again) or `error`.
-    pub result: String,
-}
-
-/// How a reconcile ended, as controller-runtime counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReconcileResult {
-    /// Done until something changes.
-    Success,
-    /// Scheduled again after a delay (a refresh interval, or a failed sync's backoff).
-    RequeueAfter,
-    /// The reconcile returned an error.
-    Error,
-}
-
-impl ReconcileResult {
-    fn as_str(self) -> &'static str {
-        match self {
-            ReconcileResult::Success => "success",
-            ReconcileResult::RequeueAfter => "requeue_after",
-            ReconcileResult::Error => "error",
-        }
+impl TotalCounter {
+    /// Brings the counter up to `total`.
+    pub fn set(&self, total: u64) {
+        let last = self.last.swap(total, Ordering::Relaxed);
+        self.counter.inc_by(if total >= last { total - last } else { total });
     }
-}
-
-/// Buckets of `controller_runtime_reconcile_time_seconds`: 5 ms to about 80 s.
-fn reconcile_time_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.005, 2.0, 15))
 }
 
 /// Every metric of the reconciler.
@@ -103,16 +76,9 @@ pub struct Metrics {
     pub secret_stores: Arc<ObjectSeries>,
     /// The same two, `clustersecretstore_*`, per ClusterSecretStore (`namespace=""`).
     pub cluster_secret_stores: Arc<ObjectSeries>,
-    /// `controller_runtime_reconcile_total{controller,result}`.
-    pub reconcile_total: Family<ReconcileResultLabels, Counter>,
-    /// `controller_runtime_reconcile_errors_total{controller}`.
-    pub reconcile_errors: Family<ControllerLabels, Counter>,
-    /// `controller_runtime_reconcile_time_seconds{controller}`.
-    pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
-    /// `controller_runtime_active_workers{controller}`.
-    pub active_workers: Family<ControllerLabels, Gauge>,
-    /// `controller_runtime_max_concurrent_reconciles{controller}`.
-    pub max_concurrent: Family<ControllerLabels, Gauge>,
+    /// controller-runtime's per-controller and work-queue metrics (`controller_runtime_*`,
+    /// `workqueue_*`).
+    pub controllers: ControllerFamilies,
     /// `provider_status_condition`.
     pub provider_condition: Family<ProviderConditionLabels, Gauge>,
     /// `clientmanager_cache_hits_total`.
@@ -124,9 +90,9 @@ pub struct Metrics {
     /// `grpc_client_pool_connections`.
     pub pool_open: Gauge,
     /// `grpc_client_pool_connections_created_total`.
-    pub pool_created: Gauge<u64, AtomicU64>,
+    pub pool_created: TotalCounter,
     /// `grpc_client_pool_evictions_total`.
-    pub pool_evicted: Gauge<u64, AtomicU64>,
+    pub pool_evicted: TotalCounter,
     /// `clientmanager_cached_clients`.
     pub cached_clients: Gauge,
     /// `clientmanager_provider_recoveries_total`: breakers that closed after being open.
@@ -176,18 +142,14 @@ impl Default for Metrics {
                 condition: "The status condition of a specific Cluster Secret Store",
                 duration: "The duration time to reconcile the Cluster Secret Store (nanoseconds, as upstream)",
             })),
-            reconcile_total: Family::default(),
-            reconcile_errors: Family::default(),
-            reconcile_time: Family::new_with_constructor(reconcile_time_histogram),
-            active_workers: Family::default(),
-            max_concurrent: Family::default(),
+            controllers: ControllerFamilies::default(),
             provider_condition: Family::default(),
             cache_hits: Family::default(),
             cache_misses: Family::default(),
             grpc_requests: Family::default(),
             pool_open: Gauge::default(),
-            pool_created: Gauge::default(),
-            pool_evicted: Gauge::default(),
+            pool_created: TotalCounter::default(),
+            pool_evicted: TotalCounter::default(),
             cached_clients: Gauge::default(),
             provider_recoveries: Counter::default(),
             recovery_waiting: Gauge::default(),
@@ -197,18 +159,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Records one reconcile of `controller` (controller-runtime's metrics).
-    pub fn reconciled(&self, controller: &str, result: ReconcileResult, seconds: f64) {
-        let c = ControllerLabels { controller: controller.into() };
-        self.reconcile_total
-            .get_or_create(&ReconcileResultLabels { controller: controller.into(), result: result.as_str().into() })
-            .inc();
-        if result == ReconcileResult::Error {
-            self.reconcile_errors.get_or_create(&c).inc();
-        }
-        self.reconcile_time.get_or_create(&c).observe(seconds);
-    }
-
     /// Registers every metric in `registry`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register_collector(Box::new(self.external_secrets.clone()));
@@ -216,31 +166,7 @@ impl Metrics {
         registry.register_collector(Box::new(self.cluster_external_secrets.clone()));
         registry.register_collector(Box::new(self.secret_stores.clone()));
         registry.register_collector(Box::new(self.cluster_secret_stores.clone()));
-        registry.register(
-            "controller_runtime_reconcile",
-            "Total number of reconciliations per controller",
-            self.reconcile_total.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            self.reconcile_errors.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            self.reconcile_time.clone(),
-        );
-        registry.register(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            self.active_workers.clone(),
-        );
-        registry.register(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            self.max_concurrent.clone(),
-        );
+        self.controllers.register(registry);
         registry.register(
             "provider_status_condition",
             "Status conditions of Providers and ClusterProviders",
@@ -256,14 +182,14 @@ impl Metrics {
         registry.register("grpc_client_requests", "gRPC calls to providers", self.grpc_requests.clone());
         registry.register("grpc_client_pool_connections", "Pooled provider connections", self.pool_open.clone());
         registry.register(
-            "grpc_client_pool_connections_created_total",
+            "grpc_client_pool_connections_created",
             "Provider connections created",
-            self.pool_created.clone(),
+            self.pool_created.counter.clone(),
         );
         registry.register(
-            "grpc_client_pool_evictions_total",
+            "grpc_client_pool_evictions",
             "Provider connections evicted (idle, expired or closed)",
-            self.pool_evicted.clone(),
+            self.pool_evicted.counter.clone(),
         );
         registry.register(
             "clientmanager_provider_recoveries",
@@ -292,8 +218,9 @@ impl Metrics {
         }
     }
 
-    /// Drops the series of a deleted store of any kind.
+    /// Drops the series of a deleted store of any kind, and its place in its controller's queue.
     pub fn forget_provider(&self, kind: &str, name: &str, namespace: &str) {
+        self.controllers.forget(&kind.to_ascii_lowercase(), namespace, name);
         if let Some(series) = self.store_series(kind) {
             series.forget(namespace, name);
         }
@@ -324,46 +251,6 @@ impl Metrics {
     }
 }
 
-/// Counts a worker busy while it lives (`controller_runtime_active_workers`).
-pub struct ActiveWorker {
-    gauge: Gauge,
-}
-
-impl ActiveWorker {
-    /// Marks one more worker of `controller` busy until dropped.
-    pub fn start(metrics: &Metrics, controller: &str) -> ActiveWorker {
-        // A gauge is a shared handle: the clone counts in the family's series.
-        let gauge = metrics.active_workers.get_or_create(&ControllerLabels { controller: controller.into() }).clone();
-        gauge.inc();
-        ActiveWorker { gauge }
-    }
-}
-
-impl Drop for ActiveWorker {
-    fn drop(&mut self) {
-        self.gauge.dec();
-    }
-}
-
-/// Runs one reconcile of `controller` and records controller-runtime's metrics for it: the
-/// busy worker, the time, and how it ended (an error, scheduled again, or done).
-pub async fn observe<E>(
-    metrics: &Metrics,
-    controller: &str,
-    reconcile: impl std::future::Future<Output = Result<Action, E>>,
-) -> Result<Action, E> {
-    let _busy = ActiveWorker::start(metrics, controller);
-    let started = std::time::Instant::now();
-    let out = reconcile.await;
-    let result = match &out {
-        Err(_) => ReconcileResult::Error,
-        Ok(a) if *a == Action::await_change() => ReconcileResult::Success,
-        Ok(_) => ReconcileResult::RequeueAfter,
-    };
-    metrics.reconciled(controller, result, started.elapsed().as_secs_f64());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,14 +278,10 @@ mod tests {
         store.set_duration("n", "s", std::time::Duration::from_nanos(9));
         m.store_series("ClusterSecretStore").expect("ClusterSecretStore series").set_ready("", "cs", true);
         assert!(m.store_series("Provider").is_none(), "Keyward's own kinds use provider_status_condition");
-        m.reconciled("externalsecret", ReconcileResult::Success, 0.01);
-        m.reconciled("externalsecret", ReconcileResult::Error, 0.01);
-        m.reconciled("pushsecret", ReconcileResult::RequeueAfter, 0.01);
-        m.max_concurrent.get_or_create(&ControllerLabels { controller: "externalsecret".into() }).set(4);
-        {
-            let _busy = ActiveWorker::start(&m, "externalsecret");
-            assert!(encode(&r).unwrap().contains("controller_runtime_active_workers{controller=\"externalsecret\"} 1"));
-        }
+        m.controllers.controller("externalsecret", 4);
+        m.pool_created.set(3);
+        m.pool_created.set(5);
+        m.pool_created.set(1);
         let text = encode(&r).unwrap();
         for line in [
             "externalsecret_sync_calls_total{name=\"a\",namespace=\"n\"} 1",
@@ -414,13 +297,15 @@ mod tests {
             "pushsecret_status_condition{name=\"p\",namespace=\"n\",condition=\"Ready\",status=\"True\"} 0",
             "pushsecret_reconcile_duration{name=\"p\",namespace=\"n\"} 2000000.0",
             "pushsecret_sync_calls_total{name=\"p\",namespace=\"n\"} 1",
-            "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"success\"} 1",
-            "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"error\"} 1",
-            "controller_runtime_reconcile_total{controller=\"pushsecret\",result=\"requeue_after\"} 1",
-            "controller_runtime_reconcile_errors_total{controller=\"externalsecret\"} 1",
-            "controller_runtime_reconcile_time_seconds_count{controller=\"externalsecret\"} 2",
+            // A controller's series exist from its start, errors at 0 (as controller-runtime's).
+            "controller_runtime_reconcile_total{controller=\"externalsecret\",result=\"error\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"externalsecret\"} 0",
             "controller_runtime_max_concurrent_reconciles{controller=\"externalsecret\"} 4",
             "controller_runtime_active_workers{controller=\"externalsecret\"} 0",
+            "workqueue_depth{name=\"externalsecret\",controller=\"externalsecret\"} 0",
+            // A pool built again restarts its total: the counter only grows.
+            "grpc_client_pool_connections_created_total 6",
+            "# TYPE externalsecret_sync_calls_error counter",
             "clusterexternalsecret_status_condition{name=\"c\",namespace=\"\",condition=\"Ready\",status=\"True\"} 1",
             "clusterexternalsecret_reconcile_duration{name=\"c\",namespace=\"\"} 7.0",
             "secretstore_status_condition{name=\"s\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",

@@ -132,7 +132,7 @@ fn family<M: EncodeMetric>(
 
 impl Collector for ObjectSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        use prometheus_client::metrics::MetricType::{Counter, Gauge};
+        use prometheus_client::metrics::MetricType::{Counter, Gauge, Unknown};
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         let (p, n) = (self.names.prefix, &self.names);
         if let Some(help) = n.calls {
@@ -140,11 +140,11 @@ impl Collector for ObjectSeries {
                 if s.calls > 0 { vec![(None, ConstCounter::new(s.calls))] } else { vec![] }
             })?;
         }
-        // A gauge that only goes up: the client appends `_total` to counters, and dashboards
-        // expect upstream's exact name.
+        // A counter under upstream's exact name, without `_total`: untyped here, declared a
+        // counter when written (keyward_process::metrics::Unsuffixed).
         if let Some(help) = n.errors {
-            family(&mut encoder, &table, &format!("{p}_sync_calls_error"), help, Gauge, |s| {
-                if s.errors > 0 { vec![(None, ConstGauge::new(s.errors))] } else { vec![] }
+            family(&mut encoder, &table, &format!("{p}_sync_calls_error"), help, Unknown, |s| {
+                if s.errors > 0 { vec![(None, ConstCounter::new(s.errors))] } else { vec![] }
             })?;
         }
         family(&mut encoder, &table, &format!("{p}_status_condition"), n.condition, Gauge, |s| match s.ready {
@@ -200,6 +200,7 @@ mod tests {
         for line in [
             "thing_sync_calls_total{name=\"a\",namespace=\"n\"} 2",
             "thing_sync_calls_error{name=\"a\",namespace=\"n\"} 1",
+            "# TYPE thing_sync_calls_error counter",
             "thing_status_condition{name=\"a\",namespace=\"n\",condition=\"Ready\",status=\"True\"} 0",
             "thing_status_condition{name=\"a\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
             "thing_reconcile_duration{name=\"a\",namespace=\"n\"} 2000000.0",

@@ -47,12 +47,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     let mut registry = Registry::default();
     metrics.register(&mut registry);
+    keyward_process::metrics::register_process(&mut registry, "reconciler", env!("CARGO_PKG_VERSION"));
+    let identity = cli.identity.clone().unwrap_or_else(default_identity);
+    let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
+    let mut elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
+    if cli.leader_elect {
+        elector = elector.with_status(keyward_process::metrics::register_leader_status(&mut registry, &cli.lease_name));
+    }
     let ready = Arc::new(AtomicBool::new(false));
     let http = serve_operations(cli.health_listen, registry, ready.clone(), cancel.clone()).await?;
 
-    let identity = cli.identity.clone().unwrap_or_else(default_identity);
-    let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
-    let elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
     // Standbys are ready: they are healthy and waiting for the lease.
     ready.store(true, Ordering::Relaxed);
     // Leadership terms: a leader that could not renew its Lease (an API server outage longer

@@ -13,17 +13,21 @@ use kube::{Resource, ResourceExt};
 
 use crate::caches::Packed;
 use crate::context::{Caches, Context, ObjectKey};
+use crate::controller_metrics::ControllerMetrics;
 
 /// A namespaced kind with per-object state in [`Context`].
 pub trait Tracked: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     /// Its [`ObjectKey::kind`].
     const KIND: &'static str;
+    /// Its controller's name in controller-runtime's metrics (the lowercase kind).
+    const CONTROLLER: &'static str;
     /// Its cache.
     fn store(caches: &Caches) -> &Store<Self>;
 }
 
 impl Tracked for Packed<ExternalSecret> {
     const KIND: &'static str = "ExternalSecret";
+    const CONTROLLER: &'static str = "externalsecret";
     fn store(caches: &Caches) -> &Store<Self> {
         &caches.external_secrets
     }
@@ -31,6 +35,7 @@ impl Tracked for Packed<ExternalSecret> {
 
 impl Tracked for PushSecret {
     const KIND: &'static str = "PushSecret";
+    const CONTROLLER: &'static str = "pushsecret";
     fn store(caches: &Caches) -> &Store<Self> {
         &caches.push_secrets
     }
@@ -41,10 +46,10 @@ pub fn key<K: Tracked>(obj: &K) -> ObjectKey {
     ObjectKey::new(K::KIND, &obj.namespace().unwrap_or_default(), &obj.name_any())
 }
 
-/// One reconcile of `obj` by `controller`, observed in the metrics; then, if `obj` was
-/// deleted meanwhile, what the reconcile recorded for it is dropped again.
+/// One reconcile of `obj`, observed in its controller's metrics; then, if `obj` was deleted
+/// meanwhile, what the reconcile recorded for it is dropped again.
 pub async fn reconcile<K, E, Fut>(
-    controller: &str,
+    controller: Arc<ControllerMetrics>,
     obj: Arc<K>,
     ctx: Arc<Context>,
     reconcile: impl FnOnce(Arc<K>, Arc<Context>) -> Fut,
@@ -54,7 +59,8 @@ where
     Fut: Future<Output = Result<Action, E>>,
 {
     let key = key(obj.as_ref());
-    let result = crate::metrics::observe(&ctx.metrics, controller, reconcile(obj, ctx.clone())).await;
+    let name = obj.name_any();
+    let result = controller.observe(Some(key.namespace()), &name, reconcile(obj, ctx.clone())).await;
     ctx.forget_if_gone(&key, K::store(&ctx.caches));
     result
 }
@@ -63,9 +69,10 @@ where
 pub fn error_policy<K: Tracked, E: std::fmt::Display>(obj: Arc<K>, error: &E, ctx: Arc<Context>) -> Action {
     let key = key(obj.as_ref());
     tracing::warn!(object = %key, %error, "reconcile failed");
-    let delay = ctx.failure_delay(&key);
+    let action = Action::requeue(ctx.failure_delay(&key));
+    ctx.metrics.controllers.requeued(K::CONTROLLER, key.namespace(), key.name(), &action);
     ctx.forget_if_gone(&key, K::store(&ctx.caches));
-    Action::requeue(delay)
+    action
 }
 
 #[cfg(test)]

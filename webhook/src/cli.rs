@@ -28,8 +28,9 @@ pub const LOG_STYLE: LogStyle = LogStyle {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "keyward-webhook", version)]
 pub struct Args {
-    /// HTTPS address of the admission endpoints (POST /validate, POST /mutate).
-    #[arg(long, env = "KEYWARD_LISTEN", default_value = "0.0.0.0:9443")]
+    /// HTTPS address of the admission endpoints (POST /validate, POST /mutate). 10250, as
+    /// upstream's: the port a GKE private cluster's control plane may reach on nodes by default.
+    #[arg(long, env = "KEYWARD_LISTEN", default_value = "0.0.0.0:10250")]
     pub listen: SocketAddr,
     /// Plain HTTP address of /healthz, /readyz and /metrics.
     #[arg(long, env = "KEYWARD_HEALTH_LISTEN", default_value = "0.0.0.0:8081")]

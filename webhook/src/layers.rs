@@ -14,7 +14,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use tower::ServiceBuilder;
 
-use crate::metrics::{Metrics, ReviewLabels};
+use crate::metrics::{Metrics, RequestLabels, ReviewLabels, WEBHOOK_PATHS, WebhookLabels};
 use crate::server::{AppState, Limits};
 
 /// What a handler decided, for the observing layer.
@@ -71,7 +71,8 @@ impl FromRequest<AppState> for ReviewBody {
 
 /// Wraps the admission routes: observation outermost (it sees every answer, timeouts
 /// included), then the in-flight budget (a request that does not fit is answered before its body
-/// is read, see [`crate::shed`]), then the time budget, then the body limit.
+/// is read, see [`crate::shed`]), then the time budget, then the body limit, then the in-flight
+/// budget again for what the read body decodes to ([`crate::shed::weigh`]).
 pub fn admission(router: Router, metrics: Arc<Metrics>, limits: Limits) -> Router {
     let budget = limits.request_timeout;
     let in_flight = crate::shed::Budget::new(
@@ -80,13 +81,15 @@ pub fn admission(router: Router, metrics: Arc<Metrics>, limits: Limits) -> Route
         limits.request_timeout,
         metrics.clone(),
     );
+    let in_flight_weighed = in_flight.clone();
     router.layer(
         ServiceBuilder::new()
             .layer(from_fn_with_state(metrics, observe))
             .layer(from_fn_with_state(in_flight, crate::shed::shed))
             .layer(HandleErrorLayer::new(move |_: tower::BoxError| async move { timed_out(budget) }))
             .timeout(budget)
-            .layer(DefaultBodyLimit::max(limits.max_body_bytes)),
+            .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+            .layer(from_fn_with_state(in_flight_weighed, crate::shed::weigh)),
     )
 }
 
@@ -99,10 +102,37 @@ fn timed_out(budget: Duration) -> Response {
     )
 }
 
+/// Counts one request in flight on an admission path while it lives (a request whose client
+/// went away is dropped mid-way, and still leaves the count).
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn start(gauge: &prometheus_client::metrics::gauge::Gauge) -> InFlight {
+        gauge.inc();
+        InFlight(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
+    // controller-runtime's per-path metrics, for the admission paths only (any other path is
+    // answered 404 and would make a series per path a caller invents).
+    let path = WEBHOOK_PATHS.into_iter().find(|p| *p == request.uri().path());
+    let in_flight = path.map(|webhook| InFlight::start(&metrics.in_flight.get_or_create(&WebhookLabels { webhook })));
     let response = next.run(request).await;
     let elapsed = started.elapsed();
+    drop(in_flight);
+    if let Some(webhook) = path {
+        let code = response.status().as_u16().to_string();
+        metrics.requests.get_or_create(&RequestLabels { webhook, code }).inc();
+        metrics.latency.get_or_create(&WebhookLabels { webhook }).observe(elapsed.as_secs_f64());
+    }
     if let Some(r) = response.extensions().get::<Reviewed>() {
         let or_unknown = |s: &str| if s.is_empty() { "unknown".to_string() } else { s.to_string() };
         metrics

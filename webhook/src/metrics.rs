@@ -23,6 +23,25 @@ pub struct ReviewLabels {
     pub decision: &'static str,
 }
 
+/// Labels of controller-runtime's webhook metrics: the path the API server calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `/validate` or `/mutate`.
+    pub webhook: &'static str,
+}
+
+/// Labels of `controller_runtime_webhook_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `/validate` or `/mutate`.
+    pub webhook: &'static str,
+    /// The HTTP status code of the answer.
+    pub code: String,
+}
+
+/// The admission paths, as controller-runtime's `webhook` label names them.
+pub const WEBHOOK_PATHS: [&str; 2] = ["/validate", "/mutate"];
+
 /// Labels of a cache-size gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabels {
@@ -33,6 +52,12 @@ pub struct CacheLabels {
 /// Every metric of the webhook.
 pub struct Metrics {
     registry: Registry,
+    /// `controller_runtime_webhook_requests_total{webhook,code}`: answers by HTTP status.
+    pub requests: Family<RequestLabels, Counter>,
+    /// `controller_runtime_webhook_latency_seconds{webhook}`.
+    pub latency: Family<WebhookLabels, Histogram>,
+    /// `controller_runtime_webhook_requests_in_flight{webhook}`.
+    pub in_flight: Family<WebhookLabels, Gauge>,
     /// Review latency in seconds.
     pub review_seconds: Family<ReviewLabels, Histogram>,
     /// Requests answered with an error instead of a review (malformed, too large, too slow).
@@ -68,10 +93,46 @@ impl Default for Metrics {
     }
 }
 
+/// controller-runtime's buckets of `controller_runtime_webhook_latency_seconds`: 10 ns to
+/// 1000 s.
+fn request_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(10e-9, 10.0, 12))
+}
+
 impl Metrics {
-    /// Registers every metric under the `keyward_webhook` prefix.
+    /// Registers controller-runtime's webhook metrics under its names, the process' own, and
+    /// Keyward's under the `keyward_webhook` prefix.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("keyward_webhook");
+        let mut root = Registry::default();
+        keyward_process::metrics::register_process(&mut root, "webhook", env!("CARGO_PKG_VERSION"));
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<WebhookLabels, Histogram>::new_with_constructor(request_histogram as fn() -> _);
+        let in_flight = Family::<WebhookLabels, Gauge>::default();
+        // Every path starts with its likeliest answers at 0, as controller-runtime does, so an
+        // error ratio is 0 (not empty) before the first error.
+        for webhook in WEBHOOK_PATHS {
+            for code in ["200", "500"] {
+                requests.get_or_create(&RequestLabels { webhook, code: code.into() }).inc_by(0);
+            }
+            in_flight.get_or_create(&WebhookLabels { webhook }).set(0);
+            let _created = latency.get_or_create(&WebhookLabels { webhook });
+        }
+        root.register(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by HTTP status code",
+            requests.clone(),
+        );
+        root.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            latency.clone(),
+        );
+        root.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served",
+            in_flight.clone(),
+        );
+        let registry = root.sub_registry_with_prefix("keyward_webhook");
         let review_seconds = Family::<ReviewLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
         registry.register("review_duration_seconds", "Time to answer an admission review", review_seconds.clone());
         let bad_requests = Counter::default();
@@ -109,7 +170,10 @@ impl Metrics {
             cert_expiry.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
+            requests,
+            latency,
+            in_flight,
             review_seconds,
             bad_requests,
             cert_reloads,

@@ -1203,6 +1203,20 @@ mod https {
         assert_eq!(status, 200);
         assert!(text.contains("keyward_webhook_review_duration_seconds_count{webhook=\"validate\",kind=\"ExternalSecret\",operation=\"CREATE\",decision=\"denied\"} 2"), "{text}");
         assert!(text.contains("keyward_webhook_bad_requests_total 1"), "{text}");
+        // controller-runtime's names, by path and HTTP status; unknown paths make no series.
+        for line in [
+            "controller_runtime_webhook_requests_total{webhook=\"/validate\",code=\"200\"} 3",
+            "controller_runtime_webhook_requests_total{webhook=\"/validate\",code=\"400\"} 1",
+            "controller_runtime_webhook_requests_total{webhook=\"/validate\",code=\"500\"} 0",
+            "controller_runtime_webhook_requests_total{webhook=\"/mutate\",code=\"200\"} 1",
+            "controller_runtime_webhook_latency_seconds_count{webhook=\"/validate\"} 4",
+            "controller_runtime_webhook_requests_in_flight{webhook=\"/validate\"} 0",
+            "keyward_build_info{component=\"webhook\",",
+            "# TYPE process_resident_memory_bytes gauge",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("nowhere"), "{text}");
         assert_eq!(http_get(s.health, "/healthz").await.0, 200);
         assert_eq!(http_get(s.health, "/readyz").await.0, 200);
     }

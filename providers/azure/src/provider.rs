@@ -37,6 +37,14 @@ use crate::{auth, push};
 /// Most secrets a find lists.
 const MAX_LISTED: usize = 10_000;
 
+/// The times of a secret's, key's or certificate's attributes (three types of one shape).
+macro_rules! attribute_times {
+    ($attributes:expr) => {{
+        let a = $attributes;
+        [a.and_then(|a| a.created), a.and_then(|a| a.updated), a.and_then(|a| a.expires), a.and_then(|a| a.not_before)]
+    }};
+}
+
 /// The three SDK clients of one configuration.
 pub struct Vault {
     secrets: SecretClient,
@@ -216,16 +224,8 @@ impl Vault {
                     .and_then(|r| r.into_model())
                     .map_err(|e| map_error(e, &format!("reading {what}")))?;
                 if fetch {
-                    let a = k.attributes.as_ref();
-                    let meta = objects::metadata(
-                        k.tags.as_ref(),
-                        &[
-                            ("created", rfc3339(a.and_then(|a| a.created))),
-                            ("updated", rfc3339(a.and_then(|a| a.updated))),
-                            ("expires", rfc3339(a.and_then(|a| a.expires))),
-                            ("notBefore", rfc3339(a.and_then(|a| a.not_before))),
-                        ],
-                    );
+                    let times = attribute_times!(k.attributes.as_ref());
+                    let meta = object_metadata(k.tags.as_ref(), times);
                     return objects::metadata_value(&meta, &r.property, &r.key);
                 }
                 let jwk = serde_json::to_value(k.key.unwrap_or_default())
@@ -244,16 +244,8 @@ impl Vault {
                     .and_then(|r| r.into_model())
                     .map_err(|e| map_error(e, &format!("reading {what}")))?;
                 if fetch {
-                    let a = c.attributes.as_ref();
-                    let meta = objects::metadata(
-                        c.tags.as_ref(),
-                        &[
-                            ("created", rfc3339(a.and_then(|a| a.created))),
-                            ("updated", rfc3339(a.and_then(|a| a.updated))),
-                            ("expires", rfc3339(a.and_then(|a| a.expires))),
-                            ("notBefore", rfc3339(a.and_then(|a| a.not_before))),
-                        ],
-                    );
+                    let times = attribute_times!(c.attributes.as_ref());
+                    let meta = object_metadata(c.tags.as_ref(), times);
                     return objects::metadata_value(&meta, &r.property, &r.key);
                 }
                 Ok(c.cer.unwrap_or_default())
@@ -437,18 +429,25 @@ impl Vault {
     }
 }
 
-/// A secret's tags and attributes, as upstream's metadata.
-fn secret_metadata(s: &Secret) -> std::collections::BTreeMap<String, String> {
-    let a = s.attributes.as_ref();
+/// Upstream's metadata of an object: its tags, and its times as `attribute.*` (RFC 3339).
+fn object_metadata(
+    tags: Option<&std::collections::HashMap<String, String>>,
+    [created, updated, expires, not_before]: [Option<azure_core::time::OffsetDateTime>; 4],
+) -> std::collections::BTreeMap<String, String> {
     objects::metadata(
-        s.tags.as_ref(),
+        tags,
         &[
-            ("created", rfc3339(a.and_then(|a| a.created))),
-            ("updated", rfc3339(a.and_then(|a| a.updated))),
-            ("expires", rfc3339(a.and_then(|a| a.expires))),
-            ("notBefore", rfc3339(a.and_then(|a| a.not_before))),
+            ("created", rfc3339(created)),
+            ("updated", rfc3339(updated)),
+            ("expires", rfc3339(expires)),
+            ("notBefore", rfc3339(not_before)),
         ],
     )
+}
+
+/// A secret's tags and attributes, as upstream's metadata.
+fn secret_metadata(s: &Secret) -> std::collections::BTreeMap<String, String> {
+    object_metadata(s.tags.as_ref(), attribute_times!(s.attributes.as_ref()))
 }
 
 #[tonic::async_trait]

@@ -83,12 +83,19 @@ impl CesContext {
     }
 }
 
+/// The controller's name in controller-runtime's metrics.
+const CONTROLLER: &str = "clusterexternalsecret";
+
+/// Reconciles run at once.
+const CONCURRENCY: u16 = 4;
+
 fn error_policy(ces: Arc<ClusterExternalSecret>, error: &reconcile::Error, cx: Arc<CesContext>) -> Action {
     let key = ObjectKey::cluster_external_secret(&ces.name_any());
     tracing::warn!(object = %key, %error, "reconcile failed");
-    let delay = cx.ctx.failure_delay(&key);
+    let action = Action::requeue(cx.ctx.failure_delay(&key));
+    cx.ctx.metrics.controllers.requeued(CONTROLLER, "", &ces.name_any(), &action);
     cx.forget_if_gone(&ces.name_any());
-    Action::requeue(delay)
+    action
 }
 
 /// Whether the state of a namespace that selection depends on changed: its labels, whether it
@@ -139,11 +146,22 @@ pub fn controller(
     external_secret_hook(caches, cx.clone(), ces_store.clone(), trigger.clone());
     namespace_hook(caches, cx.clone(), ces_store.clone(), trigger);
 
+    let metrics = ctx.metrics.controllers.controller(CONTROLLER, CONCURRENCY);
     Controller::for_shared_stream(futures::stream::pending(), ces_store)
-        .reconcile_on(triggers)
-        .with_config(ControllerConfig::default().concurrency(4))
+        .reconcile_on(metrics.queued(triggers))
+        .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, error_policy, cx)
+        .run(
+            move |ces, cx| {
+                let metrics = metrics.clone();
+                async move {
+                    let name = ces.name_any();
+                    metrics.observe(None, &name, reconcile::reconcile(ces, cx)).await
+                }
+            },
+            error_policy,
+            cx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "ClusterExternalSecret controller event");

@@ -244,6 +244,7 @@ async fn provision(ces: Arc<ClusterExternalSecret>, cx: &CesContext) -> Result<A
             ..previous.clone()
         };
         write_status(cx, &ces, &previous, status).await?;
+        crate::controller_metrics::failed();
         return Ok(Action::await_change());
     }
     let es_name = ces.external_secret_name();
@@ -316,6 +317,9 @@ async fn provision(ces: Arc<ClusterExternalSecret>, cx: &CesContext) -> Result<A
         )],
     };
     write_status(cx, &ces, &previous, status).await?;
+    if !ready {
+        crate::controller_metrics::failed();
+    }
 
     if transient {
         return Ok(Action::requeue(cx.ctx.failure_delay(&key)));

@@ -18,10 +18,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::caches::{self, Caches, Change, Packed};
 use crate::context::{Context, ObjectKey};
-use crate::tracked;
-
-/// The controller's name in controller-runtime style metrics.
-const CONTROLLER: &str = "externalsecret";
+use crate::tracked::{self, Tracked};
 
 /// Whether `obj` belongs to this instance's controller class (every object when none is set).
 pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
@@ -93,16 +90,13 @@ pub fn controller(
     // ExternalSecrets that waited on a provider are requeued when it answers again (paced by
     // the client manager's recovery), instead of when their own backoff runs out.
     let recovered = ctx.manager.recovery().requeues::<Packed<ExternalSecret>>();
-    ctx.metrics
-        .max_concurrent
-        .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
-        .set(i64::from(concurrency));
+    let metrics = ctx.metrics.controllers.controller(Packed::<ExternalSecret>::CONTROLLER, concurrency);
     Controller::for_shared_stream(futures::stream::pending(), caches.external_secrets.store())
-        .reconcile_on(futures::stream::select(triggers, recovered))
+        .reconcile_on(metrics.queued(futures::stream::select(triggers, recovered)))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
-            |obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile_cached),
+            move |obj, ctx| tracked::reconcile(metrics.clone(), obj, ctx, reconcile::reconcile_cached),
             tracked::error_policy,
             ctx,
         )

@@ -258,6 +258,7 @@ async fn report_failure(
 ) -> Result<Action, Error> {
     let ns = es.namespace().unwrap_or_default();
     let name = es.name_any();
+    crate::controller_metrics::failed();
     tracing::info!(namespace = %ns, name = %name, reason = failed.reason, message = %failed.message, "sync failed");
     let conditions = vec![conditions::ready(
         &status.conditions,

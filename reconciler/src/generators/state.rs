@@ -44,6 +44,12 @@ pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 /// Retry delay after an API call failed.
 const RETRY: Duration = Duration::from_secs(10);
 
+/// The controller's name in controller-runtime's metrics (upstream's).
+const CONTROLLER: &str = "generatorstate";
+
+/// States looked at once: a garbage collector, in no hurry.
+const CONCURRENCY: u16 = 2;
+
 /// Reason of `Ready=False` when the kind's cleanup is not served.
 pub const REASON_NOT_SERVED: &str = "CleanupNotServed";
 /// Reason of `Ready=False` when the deadline cannot be read.
@@ -215,10 +221,23 @@ pub fn controller(
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &resource),
         None => Api::all_with(ctx.client.clone(), &resource),
     };
+    // Its own watch: its triggers and deletions are not seen, so its queue is not followed.
+    let metrics = ctx.metrics.controllers.watching_controller(CONTROLLER, CONCURRENCY);
     let ctx = Arc::new(Ctx { ctx, resource: resource.clone() });
     Controller::new_with(api, watcher::Config::default(), resource)
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            move |obj, ctx| {
+                let metrics = metrics.clone();
+                async move {
+                    let (ns, name) = (obj.namespace(), obj.name_any());
+                    metrics.observe(ns.as_deref(), &name, reconcile(obj, ctx)).await
+                }
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "GeneratorState controller event");

@@ -91,6 +91,10 @@ where
         .await?;
     }
     report(ctx, &object.object_ref(&()), &previous, &checked).await;
+    if !checked.ready {
+        // A store that does not answer is a failed check, as upstream's store controllers count it.
+        crate::controller_metrics::failed();
+    }
     Ok(next(interval.unwrap_or(ctx.settings.provider_check_interval), checked.ready))
 }
 
@@ -112,9 +116,12 @@ fn next(interval: std::time::Duration, ready: bool) -> Action {
     Action::requeue(if ready { interval } else { interval.min(std::time::Duration::from_secs(10)) })
 }
 
-fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy<K: Store>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(name = %obj.name_any(), %error, "provider reconcile failed");
-    Action::requeue(std::time::Duration::from_secs(5))
+    let action = Action::requeue(std::time::Duration::from_secs(5));
+    let ns = obj.namespace().unwrap_or_default();
+    ctx.metrics.controllers.requeued(K::CONTROLLER, &ns, &obj.name_any(), &action);
+    action
 }
 
 /// Which Providers (or ClusterProviders) reach their provider with the TLS Secret of a namespace,
@@ -158,6 +165,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The kind-specific parts of the store controllers.
 trait Store: Cached {
+    /// The controller's name in controller-runtime's metrics (the lowercase kind).
+    const CONTROLLER: &'static str;
     fn store_object(self: Arc<Self>) -> StoreObject;
     /// The configuration object it names (none for a store with its configuration inline).
     fn provider_ref(&self) -> Option<&keyward_crds::ProviderRef>;
@@ -165,6 +174,7 @@ trait Store: Cached {
 }
 
 impl Store for Provider {
+    const CONTROLLER: &'static str = "provider";
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::Provider(self)
     }
@@ -177,6 +187,7 @@ impl Store for Provider {
 }
 
 impl Store for ClusterProvider {
+    const CONTROLLER: &'static str = "clusterprovider";
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::ClusterProvider(self)
     }
@@ -190,6 +201,7 @@ impl Store for ClusterProvider {
 }
 
 impl Store for SecretStore {
+    const CONTROLLER: &'static str = "secretstore";
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::SecretStore(self)
     }
@@ -202,6 +214,7 @@ impl Store for SecretStore {
 }
 
 impl Store for ClusterSecretStore {
+    const CONTROLLER: &'static str = "clustersecretstore";
     fn store_object(self: Arc<Self>) -> StoreObject {
         StoreObject::ClusterSecretStore(self)
     }
@@ -284,6 +297,9 @@ fn follow<K: Store>(
     triggers
 }
 
+/// Checks each store controller runs at once.
+const CONCURRENCY: u16 = 8;
+
 /// One store controller, on the shared caches.
 fn run_controller<K, F, Fut>(
     store: kube::runtime::reflector::Store<K>,
@@ -299,13 +315,17 @@ where
 {
     let cache = store.clone();
     let mut reconcile = reconcile;
+    let metrics = ctx.metrics.controllers.controller(K::CONTROLLER, CONCURRENCY);
+    let observed = metrics.clone();
     // A store deleted while its check ran (its namespace going away, say) has had its series
     // dropped by the cache's hook already; what the check then recorded is dropped again, or it
     // would name the deleted store for the life of the process.
     let reconcile = move |obj: Arc<K>, ctx: Arc<Context>| {
         let (cache, checked) = (cache.clone(), reconcile(obj.clone(), ctx.clone()));
+        let metrics = observed.clone();
         async move {
-            let result = checked.await;
+            let ns = obj.namespace();
+            let result = metrics.observe(ns.as_deref(), &obj.name_any(), checked).await;
             if cache.get(&caches::key(obj.as_ref())).is_none() {
                 ctx.metrics.forget_provider(&K::kind(&()), &obj.name_any(), &obj.namespace().unwrap_or_default());
             }
@@ -313,8 +333,8 @@ where
         }
     };
     Controller::for_shared_stream(futures::stream::pending(), store)
-        .reconcile_on(triggers)
-        .with_config(ControllerConfig::default().concurrency(8))
+        .reconcile_on(metrics.queued(triggers))
+        .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})

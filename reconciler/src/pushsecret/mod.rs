@@ -16,10 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::caches::{self, Caches, Change};
 use crate::context::{Context, ObjectKey};
-use crate::tracked;
-
-/// The controller's name in controller-runtime style metrics.
-const CONTROLLER: &str = "pushsecret";
+use crate::tracked::{self, Tracked};
 
 /// Registers the controller on the shared caches and returns it; it runs until `shutdown`
 /// resolves. It is triggered when a PushSecret's spec changes and when the provider it failed
@@ -49,15 +46,16 @@ pub fn controller(
     }
     // PushSecrets that waited on a provider are requeued when it answers again.
     let recovered = ctx.manager.recovery().requeues::<PushSecret>();
-    ctx.metrics
-        .max_concurrent
-        .get_or_create(&crate::metrics::ControllerLabels { controller: CONTROLLER.into() })
-        .set(i64::from(concurrency));
+    let metrics = ctx.metrics.controllers.controller(PushSecret::CONTROLLER, concurrency);
     Controller::for_shared_stream(futures::stream::pending(), caches.push_secrets.store())
-        .reconcile_on(futures::stream::select(triggers, recovered))
+        .reconcile_on(metrics.queued(futures::stream::select(triggers, recovered)))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(|obj, ctx| tracked::reconcile(CONTROLLER, obj, ctx, reconcile::reconcile), tracked::error_policy, ctx)
+        .run(
+            move |obj, ctx| tracked::reconcile(metrics.clone(), obj, ctx, reconcile::reconcile),
+            tracked::error_policy,
+            ctx,
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "PushSecret controller event");

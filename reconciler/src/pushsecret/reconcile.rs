@@ -220,6 +220,7 @@ async fn fail(
         // Another render of the namespace holds its slot: not this object's failure.
         return Ok(Action::requeue(ctx.failure_delay(&key(&ns, &ps.name_any()))));
     }
+    crate::controller_metrics::failed();
     match waiting_on {
         Some(provider) => ctx.manager.recovery().wait(key(&ns, &ps.name_any()), *provider),
         None => ctx.manager.recovery().forget(&key(&ns, &ps.name_any())),
