@@ -605,7 +605,9 @@ fn matches_filter(filter: &str, name: &str, labels: &Map<String, Value>, state: 
     Ok(true)
 }
 
-fn page<T>(items: Vec<T>, query: &HashMap<String, String>) -> Result<(Vec<T>, String), ApiError> {
+/// A list answer: one page of `items` under `field`, with `totalSize` and `nextPageToken` as
+/// Secret Manager writes them (an empty page and an empty token are left out).
+fn page(field: &str, items: Vec<Value>, query: &HashMap<String, String>) -> Result<Value, ApiError> {
     let size: usize = match query.get("pageSize").map(String::as_str) {
         None | Some("") | Some("0") => 25_000,
         Some(n) => n.parse().map_err(|_| invalid("Invalid page size."))?,
@@ -615,9 +617,15 @@ fn page<T>(items: Vec<T>, query: &HashMap<String, String>) -> Result<(Vec<T>, St
         Some(t) => t.parse().map_err(|_| invalid("Invalid page token."))?,
     };
     let total = items.len();
-    let out: Vec<T> = items.into_iter().skip(start).take(size).collect();
-    let next = if start + out.len() < total { (start + out.len()).to_string() } else { String::new() };
-    Ok((out, next))
+    let out: Vec<Value> = items.into_iter().skip(start).take(size).collect();
+    let mut answer = json!({"totalSize": total});
+    if start + out.len() < total {
+        answer["nextPageToken"] = json!((start + out.len()).to_string());
+    }
+    if !out.is_empty() {
+        answer[field] = json!(out);
+    }
+    Ok(answer)
 }
 
 fn list_secrets(
@@ -634,16 +642,7 @@ fn list_secrets(
             out.push(render(parent, id, s));
         }
     }
-    let total = out.len();
-    let (secrets, next) = page(out, q)?;
-    let mut answer = json!({"totalSize": total});
-    if !secrets.is_empty() {
-        answer["secrets"] = json!(secrets);
-    }
-    if !next.is_empty() {
-        answer["nextPageToken"] = json!(next);
-    }
-    Ok(answer)
+    page("secrets", out, q)
 }
 
 fn check_id(id: &str) -> Result<(), ApiError> {
@@ -822,16 +821,7 @@ fn list_versions(
             out.push(version_json(parent, id, i + 1, v));
         }
     }
-    let total = out.len();
-    let (versions, next) = page(out, q)?;
-    let mut answer = json!({"totalSize": total});
-    if !versions.is_empty() {
-        answer["versions"] = json!(versions);
-    }
-    if !next.is_empty() {
-        answer["nextPageToken"] = json!(next);
-    }
-    Ok(answer)
+    page("versions", out, q)
 }
 
 fn version(
