@@ -16,6 +16,7 @@ mod patterns;
 mod reach;
 mod secret_store;
 mod selector;
+mod server_url;
 mod stores;
 mod sync_window;
 mod validate;
@@ -45,6 +46,7 @@ pub use secret_store::{
     store_refresh_interval, store_retry, validate_secret_store,
 };
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
+pub use server_url::{check_key_selector, check_server_url};
 pub use stores::{validate_secrets_manager, validate_vault};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{

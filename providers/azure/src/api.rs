@@ -10,7 +10,9 @@
 
 use keyward_crds::SecretKeySelector;
 use keyward_crds::provider_config::ServiceAccountSelector;
-use keyward_crds::rules::{Ambient, FieldError, NamedKind, NamedObject, Reach, ValidationErrors};
+use keyward_crds::rules::{
+    Ambient, FieldError, NamedKind, NamedObject, Reach, ValidationErrors, check_key_selector, check_server_url,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -159,34 +161,10 @@ impl AzureKeyVaultSpec {
     }
 }
 
-/// Whether `url` is an `https://` URL with a host and no credentials, query or fragment.
+/// Whether `url` is an `https://` URL with a host (Azure's SDK sends bearer tokens over HTTPS
+/// only).
 pub fn check_https_url(url: &str) -> Result<(), String> {
-    let Some(rest) = url.get(..8).filter(|s| s.eq_ignore_ascii_case("https://")).map(|_| &url[8..]) else {
-        return Err("must be an https:// URL (Azure's SDK sends bearer tokens over HTTPS only)".into());
-    };
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("must not contain spaces or control characters".into());
-    }
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    if authority.is_empty() || authority.starts_with(':') {
-        return Err("has no host".into());
-    }
-    if authority.contains('@') {
-        return Err("must not carry credentials (user@host)".into());
-    }
-    if rest[authority.len()..].contains(['?', '#']) {
-        return Err("must not have a query or fragment".into());
-    }
-    Ok(())
-}
-
-fn check_selector(errs: &mut Vec<FieldError>, field: &str, sel: &SecretKeySelector) {
-    if sel.name.is_empty() {
-        errs.push(FieldError::new(format!("{field}.name"), "is required"));
-    }
-    if sel.key.as_deref().is_none_or(str::is_empty) {
-        errs.push(FieldError::new(format!("{field}.key"), "is required"));
-    }
+    check_server_url(url, true)
 }
 
 /// The field errors of an `AzureKeyVault` configuration (or a store's `spec.provider.azurekv`),
@@ -206,7 +184,7 @@ pub fn validate_azure(spec: &AzureKeyVaultSpec) -> Result<(), ValidationErrors> 
         (CLIENT_CERTIFICATE_FIELD, auth.and_then(|a| a.client_certificate.as_ref())),
     ] {
         if let Some(sel) = sel {
-            check_selector(&mut errs, field, sel);
+            check_key_selector(&mut errs, field, sel);
         }
     }
     match spec.auth() {

@@ -9,7 +9,9 @@
 //! Secret).
 
 use keyward_crds::SecretKeySelector;
-use keyward_crds::rules::{FieldError, NamedKind, NamedObject, Reach, ValidationErrors};
+use keyward_crds::rules::{
+    FieldError, NamedKind, NamedObject, Reach, ValidationErrors, check_key_selector, check_server_url,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -88,51 +90,7 @@ pub const PASSWORD_FIELD: &str = "spec.auth.password.secretRef";
 
 /// Whether `url` is an `http://` or `https://` URL with a host (and a numeric port, if any).
 pub fn check_http_url(url: &str) -> Result<(), String> {
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    let rest = if lower.starts_with("https://") {
-        &url[8..]
-    } else if lower.starts_with("http://") {
-        &url[7..]
-    } else {
-        return Err("must start with http:// or https://".into());
-    };
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("must not contain spaces or control characters".into());
-    }
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    if authority.contains('@') {
-        return Err("must not carry credentials (user@host)".into());
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6.split_once(']').ok_or("has an IPv6 host without its closing ]")?;
-        (h, after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    if host.is_empty() {
-        return Err("has no host".into());
-    }
-    if let Some(p) = port
-        && p.parse::<u16>().is_err()
-    {
-        return Err(format!("has a port {p:?} that is not a number up to 65535"));
-    }
-    if rest[authority.len()..].contains(['?', '#']) {
-        return Err("must not have a query or fragment".into());
-    }
-    Ok(())
-}
-
-fn check_selector(errs: &mut Vec<FieldError>, field: &str, sel: &SecretKeySelector) {
-    if sel.name.is_empty() {
-        errs.push(FieldError::new(format!("{field}.name"), "is required"));
-    }
-    if sel.key.as_deref().is_none_or(str::is_empty) {
-        errs.push(FieldError::new(format!("{field}.key"), "is required"));
-    }
+    check_server_url(url, false)
 }
 
 /// The field errors of a `Barbican` configuration, with paths as in the configuration object
@@ -156,12 +114,12 @@ pub fn validate_barbican(spec: &BarbicanSpec) -> Result<(), ValidationErrors> {
     match (user.value.is_empty(), &user.secret_ref) {
         (true, None) => errs.push(FieldError::new("spec.auth.username", "requires either value or secretRef")),
         (false, Some(_)) => errs.push(FieldError::new("spec.auth.username", "takes value or secretRef, not both")),
-        (true, Some(sel)) => check_selector(&mut errs, USERNAME_FIELD, sel),
+        (true, Some(sel)) => check_key_selector(&mut errs, USERNAME_FIELD, sel),
         (false, None) => {}
     }
     match &spec.auth.password.secret_ref {
         None => errs.push(FieldError::new(PASSWORD_FIELD, "is required")),
-        Some(sel) => check_selector(&mut errs, PASSWORD_FIELD, sel),
+        Some(sel) => check_key_selector(&mut errs, PASSWORD_FIELD, sel),
     }
     ValidationErrors(errs).into_result()
 }
