@@ -24,6 +24,9 @@ use keyward_chart_tests::{
 use keyward_e2e::{control_plane, spawn_logged, with_temp_namespace, workspace_binary};
 use kube::{Api, Client};
 
+#[path = "chart/monitoring.rs"]
+mod monitoring;
+
 /// The objects of a rendered chart.
 fn objects(rendered: &str) -> Vec<serde_json::Value> {
     rendered
@@ -314,15 +317,15 @@ async fn assert_common_objects(client: &Client, ns: &str, f: &str) {
     pdb.get(&format!("{f}-webhook")).await.expect("webhook PodDisruptionBudget");
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     for name in [
-        "webhook",
-        "webhook-metrics",
-        "reconciler-metrics",
-        "provider-kubernetes",
-        "provider-kubernetes-metrics",
-        "provider-fake",
-        "provider-fake-metrics",
+        format!("{f}-webhook"),
+        format!("external-secrets-{f}-webhook-metrics"),
+        format!("external-secrets-{f}-reconciler-metrics"),
+        format!("{f}-provider-kubernetes"),
+        format!("external-secrets-{f}-provider-kubernetes-metrics"),
+        format!("{f}-provider-fake"),
+        format!("external-secrets-{f}-provider-fake-metrics"),
     ] {
-        services.get(&format!("{f}-{name}")).await.unwrap_or_else(|e| panic!("Service {f}-{name}: {e}"));
+        services.get(&name).await.unwrap_or_else(|e| panic!("Service {name}: {e}"));
     }
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     for name in ["webhook", "reconciler", "provider-kubernetes", "provider-fake"] {
@@ -672,13 +675,15 @@ async fn network_policies_admit_only_the_reconciler_to_provider_ports_and_can_be
                 assert_eq!(ingress_peers(&policies, &labels, 9443), Some(vec![]), "{provider}: no other port");
             }
             let webhook = pod_labels("webhook");
-            assert_eq!(ingress_peers(&policies, &webhook, 9443), None, "the API server may be anywhere");
+            assert_eq!(ingress_peers(&policies, &webhook, 10250), None, "the API server may be anywhere");
             assert_eq!(ingress_peers(&policies, &webhook, 8081), None);
             assert_eq!(ingress_peers(&policies, &webhook, 8443), Some(vec![]));
             assert_eq!(ingress_peers(&policies, &reconciler, 8080), None);
             assert_eq!(ingress_peers(&policies, &reconciler, 8443), Some(vec![]), "the reconciler serves nothing else");
             if !cert_manager {
-                assert_eq!(ingress_peers(&policies, &pod_labels("certs"), 8080), Some(vec![]), "keyward-certs: nothing");
+                let certs = pod_labels("certs");
+                assert_eq!(ingress_peers(&policies, &certs, 8080), None, "keyward-certs: metrics from anywhere");
+                assert_eq!(ingress_peers(&policies, &certs, 8443), Some(vec![]), "keyward-certs: nothing else");
             }
         }
 
@@ -699,7 +704,7 @@ async fn network_policies_admit_only_the_reconciler_to_provider_ports_and_can_be
         let ip_block = serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/8"}}]);
         let monitoring =
             serde_json::json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]);
-        assert_eq!(ingress_peers(&policies, &labels("webhook"), 9443).map(serde_json::Value::from), Some(ip_block));
+        assert_eq!(ingress_peers(&policies, &labels("webhook"), 10250).map(serde_json::Value::from), Some(ip_block));
         for c in ["webhook", "reconciler", "provider-kubernetes"] {
             let port = if c == "webhook" { 8081 } else { 8080 };
             assert_eq!(

@@ -90,6 +90,8 @@ fn template(values: &str, files: &[&Path]) -> std::process::Command {
     let file = write_values(&dir, &name, values);
     let mut cmd = helm(Path::new("/nonexistent"));
     cmd.args(["template", "kw"]).arg(chart_dir()).args(["-n", "keyward"]);
+    // As on a cluster with the prometheus-operator's CRDs, where a ServiceMonitor is rendered.
+    cmd.args(["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"]);
     for f in files {
         cmd.arg("-f").arg(f);
     }
@@ -473,7 +475,12 @@ fn service_monitor_takes_interval_timeout_relabelings_namespace_and_labels() {
     let sm = r.get("ServiceMonitor", "keyward");
     assert_eq!(sm["metadata"]["namespace"], "keyward");
     let endpoint = sm["spec"]["endpoints"][0].as_object().expect("endpoint");
-    assert_eq!(endpoint.keys().collect::<Vec<_>>(), ["interval", "path", "port"], "nothing else by default");
+    assert_eq!(
+        endpoint.keys().collect::<Vec<_>>(),
+        ["honorLabels", "interval", "path", "port"],
+        "nothing else by default"
+    );
+    assert_eq!(endpoint["honorLabels"], true, "an ExternalSecret's namespace survives the scrape");
     assert!(render("{}").of_kind("ServiceMonitor").is_empty());
 }
 
@@ -616,6 +623,7 @@ fn the_all_values_file_sets_every_value_and_each_reaches_its_object() {
     let r = Rendered(objects(&run({
         let mut cmd = helm(Path::new("/nonexistent"));
         cmd.args(["template", "keyward"]).arg(chart_dir()).args(["-n", "keyward", "-f"]).arg(all_values());
+        cmd.args(["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"]);
         cmd
     })));
     for (c, name) in COMPONENTS {

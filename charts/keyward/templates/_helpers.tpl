@@ -36,6 +36,33 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "keyward.caSecret" -}}{{ include "keyward.fullname" . }}-ca{{- end -}}
 {{/* The reconciler's provider client TLS Secret: its name is a contract between components. */}}
 {{- define "keyward.clientSecret" -}}keyward-provider-tls{{- end -}}
+{{/* A component's metrics Service: (dict "root" $ "component" "reconciler"). Named so the
+prometheus-operator's `service` label matches External Secrets' dashboards and alerts
+(metrics.service.namePrefix); refused when longer than a Service name may be. */}}
+{{- define "keyward.metricsService" -}}
+{{- $prefix := .root.Values.metrics.service.namePrefix -}}
+{{- $name := printf "%s-%s-metrics" (include "keyward.fullname" .root) .component -}}
+{{- if and $prefix (not (hasPrefix $prefix $name)) }}{{ $name = printf "%s-%s" $prefix $name }}{{ end -}}
+{{- if gt (len $name) 63 }}
+{{- fail (printf "the metrics Service name %q is longer than 63 characters: shorten fullnameOverride or the provider's name, or set metrics.service.namePrefix to \"\"" $name) }}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/* Whether to render a prometheus-operator object: (dict "root" $ "values" $sm "kind" "ServiceMonitor").
+"true" when enabled and its kind exists in the cluster, or renderMode says to render it anyway;
+fails the install with failIfMissing when the kind is missing. */}}
+{{- define "keyward.renderMonitoring" -}}
+{{- if .values.enabled -}}
+{{- $has := .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) -}}
+{{- $mode := .values.renderMode | default "skipIfMissing" -}}
+{{- if or $has (eq $mode "alwaysRender") -}}true
+{{- else if eq $mode "failIfMissing" -}}
+{{- fail (printf "metrics: %s is enabled but the cluster has no monitoring.coreos.com/v1 %s (install the prometheus-operator's CRDs, or set renderMode: skipIfMissing)" .kind .kind) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "keyward.providerService" -}}{{ include "keyward.fullname" .root }}-provider-{{ .provider.name }}{{- end -}}
 {{- define "keyward.providerSecret" -}}{{ include "keyward.fullname" .root }}-provider-{{ .provider.name }}-tls{{- end -}}
 
