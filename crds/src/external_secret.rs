@@ -31,10 +31,17 @@ fn default_refresh_interval() -> String {
     category = "external-secrets",
     namespaced,
     status = "ExternalSecretStatus",
+    printcolumn = r#"{"name":"StoreType","type":"string","jsonPath":".spec.secretStoreRef.kind"}"#,
     printcolumn = r#"{"name":"Store","type":"string","jsonPath":".spec.secretStoreRef.name"}"#,
     printcolumn = r#"{"name":"Refresh Interval","type":"string","jsonPath":".spec.refreshInterval"}"#,
     printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.refreshTime"}"#,
+    // `kubectl get es --field-selector spec.secretStoreRef.name=x`, as upstream.
+    selectable = ".spec.secretStoreRef.name",
+    selectable = ".spec.secretStoreRef.kind",
+    selectable = ".spec.target.name",
+    selectable = ".spec.refreshInterval"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalSecretSpec {

@@ -30,7 +30,8 @@ fn default_refresh_interval() -> String {
     namespaced,
     status = "PushSecretStatus",
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.refreshTime"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PushSecretSpec {

@@ -107,16 +107,33 @@ async fn printer_columns_show_in_kubectl_get() {
     with_temp_namespace(&[], |_client, ns| async move {
         for (_, manifest) in fixtures("valid").into_iter().filter(|(p, _)| {
             let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-            name == "externalsecret-data.yaml" || name == "provider.yaml"
+            ["externalsecret-data.yaml", "externalsecret-datafrom.yaml", "provider.yaml", "pushsecret.yaml"]
+                .contains(&name.as_str())
         }) {
             accepts_in(&ns, &manifest);
         }
         let es = run(&["get", "externalsecrets", "-n", &ns]);
         let header = es.lines().next().unwrap_or_default();
-        for column in ["NAME", "STORE", "REFRESH INTERVAL", "STATUS", "READY"] {
-            assert!(header.contains(column), "ExternalSecret columns: {header}");
+        // Upstream's columns, in its order.
+        let columns: Vec<&str> = header.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(
+            columns,
+            ["NAME", "STORETYPE", "STORE", "REFRESH INTERVAL", "STATUS", "READY", "LAST SYNC"],
+            "ExternalSecret columns"
+        );
+        assert!(es.contains("team-store") && es.contains("15m") && es.contains("Provider"), "{es}");
+        let pushes = run(&["get", "ps", "-n", &ns]);
+        assert!(pushes.lines().next().unwrap_or_default().contains("LAST SYNC"), "PushSecret columns: {pushes}");
+        // Upstream's selectable fields.
+        for (selector, want) in [
+            ("spec.secretStoreRef.name=team-store", "externalsecret.external-secrets.io/db-credentials\n"),
+            ("spec.secretStoreRef.kind=ClusterProvider", "externalsecret.external-secrets.io/app-config\n"),
+            ("spec.target.name=db-credentials", "externalsecret.external-secrets.io/db-credentials\n"),
+            ("spec.refreshInterval=15m", "externalsecret.external-secrets.io/db-credentials\n"),
+        ] {
+            let got = run(&["get", "es", "-n", &ns, "--field-selector", selector, "-o", "name"]);
+            assert_eq!(got, want, "--field-selector {selector}");
         }
-        assert!(es.contains("team-store") && es.contains("15m"), "{es}");
         let providers = run(&["get", "prov", "-n", &ns]);
         let header = providers.lines().next().unwrap_or_default();
         for column in ["READY", "ADDRESS", "AGE"] {
