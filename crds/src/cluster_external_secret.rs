@@ -67,19 +67,20 @@ pub struct ClusterExternalSecretSpec {
     pub refresh_time: String,
 }
 
-/// Labels and annotations of the ExternalSecrets a ClusterExternalSecret creates.
+/// Labels and annotations of the objects a ClusterExternalSecret or ClusterPushSecret creates.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalSecretMetadata {
-    /// Annotations of the ExternalSecrets.
+    /// Annotations of the objects.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
-    /// Labels of the ExternalSecrets.
+    /// Labels of the objects.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
 }
 
-/// A namespace where the ExternalSecret could not be created, updated or removed.
+/// A selected namespace where the ExternalSecret (or PushSecret) could not be created, updated or
+/// removed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterExternalSecretNamespaceFailure {

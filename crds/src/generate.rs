@@ -11,7 +11,8 @@ use crate::generators::{
 };
 use crate::registry::ProviderKind;
 use crate::{
-    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
+    ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret, SecretStore,
 };
 
 /// The provider configuration kinds to generate for: `keyward_provider_registry::PROVIDER_KINDS`.
@@ -26,6 +27,7 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         with_retired_versions(ExternalSecret::crd()),
         with_retired_versions(ClusterExternalSecret::crd()),
         PushSecret::crd(),
+        ClusterPushSecret::crd(),
         Provider::crd(),
         ClusterProvider::crd(),
         with_retired_versions(SecretStore::crd()),

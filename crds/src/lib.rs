@@ -2,6 +2,7 @@
 //! webhook and the reconciler both apply, and the CRD generator.
 
 pub mod cluster_external_secret;
+pub mod cluster_push_secret;
 pub mod common;
 pub mod external_secret;
 pub mod generate;
@@ -18,6 +19,7 @@ pub mod vault;
 pub mod workload;
 
 pub use cluster_external_secret::{ClusterExternalSecret, ClusterExternalSecretSpec, ClusterExternalSecretStatus};
+pub use cluster_push_secret::{ClusterPushSecret, ClusterPushSecretSpec, ClusterPushSecretStatus};
 pub use common::{Condition, LocalObjectReference, SecretKeySelector, SecretStoreRef, StoreKind};
 pub use external_secret::{ExternalSecret, ExternalSecretSpec, ExternalSecretStatus};
 pub use provider::{

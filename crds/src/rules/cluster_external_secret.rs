@@ -4,6 +4,8 @@
 
 use std::borrow::Cow;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use super::ValidationErrors;
 use super::namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted};
 use super::selector::{label_selector_matches, validate_label_selector};
@@ -20,11 +22,15 @@ use crate::provider::ClusterProviderCondition;
 /// it changes anything.
 pub fn selects_namespace(spec: &ClusterExternalSecretSpec, ns: NamespaceView<'_>) -> bool {
     spec.namespaces.iter().any(|n| n == ns.name)
-        || spec
-            .namespace_selector
-            .iter()
-            .chain(&spec.namespace_selectors)
-            .any(|s| label_selector_matches(s, ns.labels) == Ok(true))
+        || any_selector_matches(spec.namespace_selector.iter().chain(&spec.namespace_selectors), ns)
+}
+
+/// Whether any of `selectors` matches the namespace's labels (a malformed one matches nothing).
+pub(crate) fn any_selector_matches<'a>(
+    mut selectors: impl Iterator<Item = &'a LabelSelector>,
+    ns: NamespaceView<'_>,
+) -> bool {
+    selectors.any(|s| label_selector_matches(s, ns.labels) == Ok(true))
 }
 
 /// The first store of `spec` whose namespace conditions do not admit namespace `ns`, if any.
@@ -37,17 +43,29 @@ pub fn refused_store<'a, F>(spec: &ExternalSecretSpec, ns: NamespaceView<'_>, co
 where
     F: Fn(StoreKind, &str) -> Option<Cow<'a, [ClusterProviderCondition]>>,
 {
+    refused_store_of(spec.store_refs().into_iter().map(|(_, r)| (r.kind, r.name.as_str())), ns, conditions)
+}
+
+/// [`refused_store`] over store references given as (kind, name).
+pub(crate) fn refused_store_of<'a, 'r, F>(
+    refs: impl Iterator<Item = (Option<StoreKind>, &'r str)>,
+    ns: NamespaceView<'_>,
+    conditions: F,
+) -> Option<NamespaceDenied>
+where
+    F: Fn(StoreKind, &str) -> Option<Cow<'a, [ClusterProviderCondition]>>,
+{
     let mut checked: Vec<(StoreKind, &str)> = Vec::new();
-    for (_, r) in spec.store_refs() {
+    for (kind, name) in refs {
         // An omitted kind is a namespaced store (`store_ref_kind`): nothing to admit.
-        let Some(kind) = r.kind else { continue };
+        let Some(kind) = kind else { continue };
         let cluster_scoped = matches!(kind, StoreKind::ClusterProvider | StoreKind::ClusterSecretStore);
-        if !cluster_scoped || r.name.is_empty() || checked.contains(&(kind, r.name.as_str())) {
+        if !cluster_scoped || name.is_empty() || checked.contains(&(kind, name)) {
             continue;
         }
-        checked.push((kind, &r.name));
-        let Some(conds) = conditions(kind, &r.name) else { continue };
-        if let Err(denied) = check_namespace_admitted(kind, &r.name, &conds, ns) {
+        checked.push((kind, name));
+        let Some(conds) = conditions(kind, name) else { continue };
+        if let Err(denied) = check_namespace_admitted(kind, name, &conds, ns) {
             return Some(denied);
         }
     }
@@ -58,30 +76,14 @@ where
 /// under `spec.externalSecretSpec`.
 pub fn validate_cluster_external_secret(spec: &ClusterExternalSecretSpec) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    if let Err(inner) = validate_external_secret(&spec.external_secret_spec) {
-        for e in inner.0 {
-            let rest = e.field.strip_prefix("spec").unwrap_or(&e.field);
-            errs.push(format!("spec.externalSecretSpec{rest}"), e.message);
-        }
-    }
-    if let Some(name) = &spec.external_secret_name
-        && !is_dns_subdomain(name)
-    {
-        errs.push(
-            "spec.externalSecretName",
-            format!("{name:?} is not a valid object name (lower-case letters, digits, '-' and '.', at most 253)"),
-        );
-    }
+    nest_errors(&mut errs, "spec.externalSecretSpec", validate_external_secret(&spec.external_secret_spec));
+    check_object_name(&mut errs, "spec.externalSecretName", spec.external_secret_name.as_deref());
     if let Some(s) = &spec.namespace_selector
         && let Err(e) = validate_label_selector(s)
     {
         errs.push("spec.namespaceSelector", e.to_string());
     }
-    for (i, s) in spec.namespace_selectors.iter().enumerate() {
-        if let Err(e) = validate_label_selector(s) {
-            errs.push(format!("spec.namespaceSelectors[{i}]"), e.to_string());
-        }
-    }
+    check_selectors(&mut errs, &spec.namespace_selectors);
     for (i, n) in spec.namespaces.iter().enumerate() {
         if !is_dns_label(n) {
             errs.push(format!("spec.namespaces[{i}]"), format!("{n:?} is not a valid namespace name"));
@@ -89,6 +91,35 @@ pub fn validate_cluster_external_secret(spec: &ClusterExternalSecretSpec) -> Res
     }
     check_duration(&mut errs, "spec.refreshTime", &spec.refresh_time);
     errs.into_result()
+}
+
+/// Adds the errors of an embedded spec, their `spec` prefix moved under `path`.
+pub(crate) fn nest_errors(errs: &mut ValidationErrors, path: &str, inner: Result<(), ValidationErrors>) {
+    for e in inner.err().map(|e| e.0).unwrap_or_default() {
+        let rest = e.field.strip_prefix("spec").unwrap_or(&e.field);
+        errs.push(format!("{path}{rest}"), e.message);
+    }
+}
+
+/// The name a cluster-scoped kind gives the objects it creates, when set.
+pub(crate) fn check_object_name(errs: &mut ValidationErrors, field: &str, name: Option<&str>) {
+    if let Some(name) = name
+        && !is_dns_subdomain(name)
+    {
+        errs.push(
+            field,
+            format!("{name:?} is not a valid object name (lower-case letters, digits, '-' and '.', at most 253)"),
+        );
+    }
+}
+
+/// `spec.namespaceSelectors`: each a valid label selector.
+pub(crate) fn check_selectors(errs: &mut ValidationErrors, selectors: &[LabelSelector]) {
+    for (i, s) in selectors.iter().enumerate() {
+        if let Err(e) = validate_label_selector(s) {
+            errs.push(format!("spec.namespaceSelectors[{i}]"), e.to_string());
+        }
+    }
 }
 
 #[cfg(test)]

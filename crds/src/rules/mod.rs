@@ -7,6 +7,7 @@ mod address;
 mod auth;
 mod boundary;
 mod cluster_external_secret;
+mod cluster_push_secret;
 mod cluster_store;
 mod duration;
 mod generators;
@@ -29,6 +30,7 @@ pub use boundary::{
     push_namespace,
 };
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
+pub use cluster_push_secret::{push_refused_store, push_selects_namespace, validate_cluster_push_secret};
 pub use cluster_store::cluster_secret_store_references;
 pub use duration::{DurationError, parse_go_duration};
 pub use generators::{
