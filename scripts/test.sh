@@ -24,7 +24,7 @@ bash e2e/scripts/cluster.sh node-prepare
 step "chart test tools: helm, cert-manager's CRDs, controller and CA injector (built once, then cached)"
 bash e2e/scripts/build-tools.sh
 
-step "store servers for the provider tests: Vault from its Go module, moto, Keystone and Barbican, Google's Secret Manager client and Microsoft's Key Vault clients from PyPI, slapd from Debian; Prometheus from Debian for the dashboard test (once, then cached)"
+step "store servers for the provider tests: Vault from its Go module, moto, Keystone and Barbican, Google's Secret Manager client and Microsoft's Key Vault clients from PyPI, slapd from Debian; Prometheus and promtool from Debian for the dashboard and alert-rule tests (once, then cached)"
 bash e2e/scripts/build-vault.sh
 bash e2e/scripts/install-moto.sh
 bash e2e/scripts/install-openstack.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs Prometheus (Debian's prometheus package) with apt-get, so the dashboard test can run
 # a throwaway Prometheus on loopback that scrapes Keyward's processes and answers the dashboard's
-# queries. Needs root the first time; later runs only check. Prints the directory holding the
-# prometheus binary.
+# queries, and the chart's alert rules run through `promtool test rules` (the package ships
+# promtool beside prometheus). Needs root the first time; later runs only check. Prints the
+# directory holding the prometheus and promtool binaries.
 set -euo pipefail
 cache_root="${KEYWARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/keyward}"
 mkdir -p "$cache_root/tools"
@@ -11,7 +12,7 @@ exec 9>"$cache_root/tools/prometheus.lock"
 flock 9
 find_prometheus() {
   for d in /usr/bin /usr/local/bin /bin; do
-    if [[ -x "$d/prometheus" ]]; then
+    if [[ -x "$d/prometheus" && -x "$d/promtool" ]]; then
       echo "$d"
       return 0
     fi
