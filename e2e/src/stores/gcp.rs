@@ -1,7 +1,8 @@
 //! A protocol test server for Google Cloud Secret Manager v1 (HTTP/JSON, the transport of
 //! Google's Rust client and of the Python client's REST transport) and the token endpoints its
 //! authentication calls: OAuth 2.0's JWT-bearer grant (`/token`), STS's token exchange
-//! (`/v1/token`) and IAM Credentials' `generateAccessToken`.
+//! (`/v1/token`, for Kubernetes ServiceAccount tokens and signed AWS requests: [`aws`]) and IAM
+//! Credentials' `generateAccessToken`.
 //!
 //! No Secret Manager emulator can be installed from the package registries, so the GCP
 //! provider's tests run against this server, and `google-cloud-secret-manager` (Google's own
@@ -30,6 +31,8 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Map, Value, json};
+
+mod aws;
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 
@@ -73,6 +76,8 @@ struct Inner {
     impersonation: HashSet<(String, String)>,
     /// Public keys (RSAPublicKey DER) of the Kubernetes issuers STS trusts.
     issuers: Vec<Vec<u8>>,
+    /// AWS access key IDs STS accepts signed requests of → (secret access key, ARN).
+    aws_keys: HashMap<String, (String, String)>,
     /// Every request, as `METHOD path`, for tests that count calls.
     log: Vec<String>,
     etags: u64,
@@ -253,6 +258,12 @@ impl SecretManagerServer {
     pub fn trust_kubernetes(&self, sa_pub: &Path) {
         let der = rsa_public_key_der(sa_pub);
         self.lock().issuers.push(der);
+    }
+
+    /// Makes STS accept `GetCallerIdentity` requests signed with this AWS key: the caller is
+    /// then `subject/<arn>`.
+    pub fn trust_aws_key(&self, access_key_id: &str, secret_access_key: &str, arn: &str) {
+        self.lock().aws_keys.insert(access_key_id.into(), (secret_access_key.into(), arn.into()));
     }
 
     /// Every request so far, as `METHOD /path`.
@@ -937,10 +948,18 @@ fn sts_token(inner: &mut Inner, _: &HeaderMap, body: &[u8]) -> Result<Value, Api
     if get("grant_type", "grantType") != "urn:ietf:params:oauth:grant-type:token-exchange" {
         return Err(invalid("Invalid value for \"grant_type\"."));
     }
-    if get("subject_token_type", "subjectTokenType") != "urn:ietf:params:oauth:token-type:jwt" {
-        return Err(invalid("Invalid value for \"subject_token_type\"."));
-    }
     let audience = get("audience", "audience");
+    let subject = get("subject_token", "subjectToken");
+    match get("subject_token_type", "subjectTokenType").as_str() {
+        "urn:ietf:params:oauth:token-type:jwt" => {}
+        "urn:ietf:params:aws:token-type:aws4_request" => {
+            let arn = aws::verify(&subject, &audience, &inner.aws_keys, SystemTime::now()).map_err(|e| {
+                ApiError(400, "INVALID_ARGUMENT", format!("invalid_grant: The AWS subject token is refused: {e}."))
+            })?;
+            return Ok(federated(inner, &arn));
+        }
+        _ => return Err(invalid("Invalid value for \"subject_token_type\".")),
+    }
     let expected = match audience.strip_prefix("identitynamespace:") {
         Some(rest) => rest.split(':').next().unwrap_or_default().to_string(),
         None => audience.clone(),
@@ -949,7 +968,7 @@ fn sts_token(inner: &mut Inner, _: &HeaderMap, body: &[u8]) -> Result<Value, Api
         return Err(invalid("Invalid value for \"audience\"."));
     }
     let keys: Vec<&[u8]> = inner.issuers.iter().map(Vec::as_slice).collect();
-    let Some((_, claims)) = verify_jwt(&get("subject_token", "subjectToken"), &keys) else {
+    let Some((_, claims)) = verify_jwt(&subject, &keys) else {
         return Err(ApiError(
             400,
             "INVALID_ARGUMENT",
@@ -968,14 +987,18 @@ fn sts_token(inner: &mut Inner, _: &HeaderMap, body: &[u8]) -> Result<Value, Api
             format!("invalid_grant: The audience in the subject token does not match {expected}."),
         ));
     }
-    let sub = claims["sub"].as_str().unwrap_or_default();
+    Ok(federated(inner, claims["sub"].as_str().unwrap_or_default()))
+}
+
+/// STS's answer: a federated token of the principal `subject/<sub>`.
+fn federated(inner: &mut Inner, sub: &str) -> Value {
     let token = new_token(inner, &format!("subject/{sub}"));
-    Ok(json!({
+    json!({
         "access_token": token,
         "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
         "token_type": "Bearer",
         "expires_in": 3600,
-    }))
+    })
 }
 
 /// IAM Credentials `generateAccessToken`: a token of `email` for a caller allowed to

@@ -261,6 +261,12 @@ pub fn validate_gcpsm(spec: &GCPSecretManagerSpec) -> Result<(), ValidationError
         }
         if let Some(a) = &f.aws_security_credentials {
             require(&mut errs, &format!("{base}.awsSecurityCredentials.region"), &a.region);
+            if !a.region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                errs.push(FieldError::new(
+                    format!("{base}.awsSecurityCredentials.region"),
+                    format!("{:?} is not an AWS region (lowercase letters, digits and -)", a.region),
+                ));
+            }
             match &a.aws_credentials_secret_ref {
                 None => errs.push(FieldError::new(WIF_AWS_FIELD, "is required")),
                 Some(r) => require(&mut errs, &format!("{WIF_AWS_FIELD}.name"), &r.name),
@@ -400,6 +406,10 @@ mod tests {
                 "spec.auth.workloadIdentityFederation.gcpServiceAccountEmail"
             ]
         );
+        // The region names the STS host of the signed request: a region's characters only.
+        let aws = parse(json!({"projectID": "p", "auth": {"workloadIdentityFederation": {"audience": "a",
+            "awsSecurityCredentials": {"region": "evil.example/x", "awsCredentialsSecretRef": {"name": "aws"}}}}}));
+        assert_eq!(fields(&aws), ["spec.auth.workloadIdentityFederation.awsSecurityCredentials.region"]);
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! - `auth.workloadIdentityFederation.serviceAccountRef`: the same exchange with the workload
 //!   identity provider's `audience`, impersonating `gcpServiceAccountEmail` (or the annotated
 //!   account) when one is named.
+//! - `auth.workloadIdentityFederation.awsSecurityCredentials`: the Secret's AWS keys sign a
+//!   `GetCallerIdentity` request ([`aws_subject_token`]), exchanged at STS for the `audience`,
+//!   then impersonating `gcpServiceAccountEmail` when one is named.
 //! - no `auth`: the provider's own Application Default Credentials (operator configurations
 //!   only; the tenant boundary refuses it for a tenant's before anything is read).
 //!
@@ -30,7 +33,10 @@ use crate::provider::PROVIDER_NAME;
 pub const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// The ServiceAccount annotation naming the Google service account to impersonate.
 pub const GCP_SA_ANNOTATION: &str = "iam.gke.io/gcp-service-account";
-const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+/// The subject token type of a Kubernetes ServiceAccount token.
+pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+/// The subject token type of a signed AWS `GetCallerIdentity` request.
+pub const AWS_TOKEN_TYPE: &str = "urn:ietf:params:aws:token-type:aws4_request";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
@@ -235,11 +241,12 @@ impl TokenExchange {
         Ok(answer)
     }
 
-    /// Exchanges a Kubernetes ServiceAccount token at STS for a federated access token.
+    /// Exchanges a subject token of `token_type` (a Kubernetes ServiceAccount token, a signed AWS
+    /// request) at STS for a federated access token.
     ///
     /// # Errors
     /// `PERMISSION_DENIED` when STS refuses the token, `UNAVAILABLE` when it cannot be reached.
-    pub async fn sts(&self, subject_token: &str, audience: &str) -> Result<Token, ProviderError> {
+    pub async fn sts(&self, subject_token: &str, token_type: &str, audience: &str) -> Result<Token, ProviderError> {
         let url = format!("{}/v1/token", self.endpoints.sts.trim_end_matches('/'));
         let answer = self
             .post(
@@ -251,7 +258,7 @@ impl TokenExchange {
                     "audience": audience,
                     "scope": CLOUD_PLATFORM,
                     "requested_token_type": ACCESS_TOKEN_TYPE,
-                    "subject_token_type": JWT_TOKEN_TYPE,
+                    "subject_token_type": token_type,
                     "subject_token": subject_token,
                 }),
             )
@@ -288,4 +295,49 @@ impl TokenExchange {
             .map_or_else(|| SystemTime::now() + Duration::from_secs(3600), SystemTime::from);
         Ok(Token { value, expires })
     }
+}
+
+/// The subject token of an AWS workload identity provider, as Google's STS reads it: a
+/// `GetCallerIdentity` request to STS of `region`, signed (SigV4) with `creds` at `time`, its
+/// signed headers including `x-goog-cloud-target-resource: audience` (so a token made for one
+/// workload identity provider is refused by another); the JSON of its URL, method and headers,
+/// URL-encoded.
+///
+/// # Errors
+/// `INTERNAL` when the request cannot be signed.
+pub fn aws_subject_token(
+    creds: &aws_credential_types::Credentials,
+    region: &str,
+    audience: &str,
+    time: SystemTime,
+) -> Result<String, ProviderError> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    let host = format!("sts.{region}.amazonaws.com");
+    let url = format!("https://{host}?Action=GetCallerIdentity&Version=2011-06-15");
+    let headers = [("host".to_string(), host), ("x-goog-cloud-target-resource".to_string(), audience.to_string())];
+    let fail = |e: &dyn std::fmt::Display| ProviderError::Internal(format!("signing the AWS subject token: {e}"));
+    let identity = creds.clone().into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("sts")
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| fail(&e))?
+        .into();
+    let signable = SignableRequest::new(
+        "POST",
+        &url,
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(b""),
+    )
+    .map_err(|e| fail(&e))?;
+    let (signed, _) = sign(signable, &params).map_err(|e| fail(&e))?.into_parts();
+    let mut all: Vec<(String, String)> = headers.into_iter().collect();
+    all.extend(signed.headers().map(|(k, v)| (k.to_ascii_lowercase(), v.to_string())));
+    all.sort();
+    let headers: Vec<Value> = all.into_iter().map(|(key, value)| json!({"key": key, "value": value})).collect();
+    let token = json!({"url": url, "method": "POST", "headers": headers}).to_string();
+    Ok(keyward_provider_runtime::keys::url_path([token.as_str()]))
 }

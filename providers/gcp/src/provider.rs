@@ -19,8 +19,8 @@ use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, named_n
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap, body, client_cache, store_calls};
 
 use crate::api::{
-    GCPSecretManager, GCPSecretManagerSpec, KEY_FIELD, KIND, SecretVersionSelectionPolicy, WI_FIELD, WIF_SA_FIELD,
-    check_secret_id,
+    GCPSecretManager, GCPSecretManagerSpec, KEY_FIELD, KIND, SecretVersionSelectionPolicy, WI_FIELD, WIF_AWS_FIELD,
+    WIF_SA_FIELD, check_secret_id,
 };
 use crate::auth::{self, BearerToken, Endpoints, GCP_SA_ANNOTATION, TokenExchange};
 use crate::value::{self, PushMetadata};
@@ -208,9 +208,13 @@ impl GcpProvider {
                     .exchanged(ns, &sa.name, &audiences, &f.audience, &f.gcp_service_account_email, WIF_SA_FIELD)
                     .await;
             }
+            if let Some(a) = &f.aws_security_credentials {
+                let subject = self.aws_subject(ctx, a, &f.audience).await?;
+                return self.federated(&subject, auth::AWS_TOKEN_TYPE, &f.audience, &f.gcp_service_account_email).await;
+            }
             return Err(ProviderError::Unsupported(
-                "spec.auth.workloadIdentityFederation: credConfig and awsSecurityCredentials are not served yet; use \
-                 serviceAccountRef"
+                "spec.auth.workloadIdentityFederation.credConfig is not served yet; use serviceAccountRef or \
+                 awsSecurityCredentials"
                     .into(),
             ));
         }
@@ -242,14 +246,51 @@ impl GcpProvider {
             )));
         }
         let subject = self.refs.service_account_token(ns, sa, audiences, SA_TOKEN_SECONDS, field).await?;
-        let federated = self.exchange.sts(&subject, audience).await?;
-        let token = if annotated.is_empty() {
-            federated
-        } else {
-            self.exchange.impersonate(&federated.value, &annotated).await?
-        };
+        self.federated(&subject, auth::JWT_TOKEN_TYPE, audience, &annotated).await
+    }
+
+    /// `subject` exchanged at STS for `audience`, then impersonating `email` when there is one.
+    async fn federated(
+        &self,
+        subject: &str,
+        token_type: &str,
+        audience: &str,
+        email: &str,
+    ) -> Result<google_cloud_auth::credentials::Credentials, ProviderError> {
+        let federated = self.exchange.sts(subject, token_type, audience).await?;
+        let token =
+            if email.is_empty() { federated } else { self.exchange.impersonate(&federated.value, email).await? };
         client_cache::note_expiry(token.expires);
         BearerToken::credentials(&token.value)
+    }
+
+    /// The subject token of `awsSecurityCredentials`: a `GetCallerIdentity` request signed with
+    /// the keys of the Secret it names (upstream's key names).
+    async fn aws_subject(
+        &self,
+        ctx: &RequestContext,
+        a: &crate::api::AwsCredentialsConfig,
+        audience: &str,
+    ) -> Result<String, ProviderError> {
+        let r = a
+            .aws_credentials_secret_ref
+            .as_ref()
+            .ok_or_else(|| ProviderError::BadConfig(format!("{WIF_AWS_FIELD} is required")))?;
+        let ns = named_namespace(ctx, WIF_AWS_FIELD, NamedKind::Secret, &r.name, r.namespace.as_deref())?;
+        let secret = self.refs.secret(ns, &r.name, WIF_AWS_FIELD).await?;
+        let key = |k: &str| {
+            let v =
+                secret.data.as_ref().and_then(|d| d.get(k)).map(|v| String::from_utf8_lossy(&v.0).trim().to_string());
+            v.filter(|v| !v.is_empty())
+        };
+        let (Some(id), Some(secret_key)) = (key("aws_access_key_id"), key("aws_secret_access_key")) else {
+            return Err(ProviderError::BadConfig(format!(
+                "{WIF_AWS_FIELD}: Secret {ns}/{} needs the keys aws_access_key_id and aws_secret_access_key",
+                r.name
+            )));
+        };
+        let creds = aws_credential_types::Credentials::new(id, secret_key, key("aws_session_token"), None, "keyward");
+        auth::aws_subject_token(&creds, &a.region, audience, std::time::SystemTime::now())
     }
 
     /// The payload of `version` of secret `id` (`LatestOrFetch`: the newest enabled version

@@ -260,6 +260,26 @@ async fn upstream_workload_identity_stores_exchange_service_account_tokens() {
         let log = g.server.requests();
         assert!(log.iter().any(|r| r == "POST /v1/token"), "{log:?}");
         assert!(log.iter().any(|r| r.ends_with(":generateAccessToken")), "{log:?}");
+
+        // Workload Identity Federation with AWS keys: a signed GetCallerIdentity request is the
+        // subject token, checked by STS (signature, target resource); a wrong key is refused.
+        let arn = "arn:aws:sts::123456789012:assumed-role/eso/keyward";
+        g.server.trust_aws_key("AKIDKEYWARDGCP", "aws-s3cret", arn);
+        apply_secret(&client, &ns, "aws-creds", &[("aws_access_key_id", "AKIDKEYWARDGCP"), ("aws_secret_access_key", "wrong")])
+            .await;
+        let aws = json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+            "metadata": {"name": "aws-store", "namespace": ns},
+            "spec": {"provider": {"gcpsm": {"projectID": PROJECT, "auth": {"workloadIdentityFederation": {
+                "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/aws",
+                "awsSecurityCredentials": {"region": "eu-west-1", "awsCredentialsSecretRef": {"name": "aws-creds"}}}}}}}});
+        apply(&client, &aws).await;
+        let aws_store = provider_ref("SecretStore", "aws-store", "", "SecretStore");
+        let e = get(&c, &aws_store, &ns, remote("demo-secret", "", "", "")).await.expect_err("wrong AWS key");
+        assert!(e.message().contains("signature does not match"), "{e:?}");
+        apply_secret(&client, &ns, "aws-creds", &[("aws_access_key_id", "AKIDKEYWARDGCP"), ("aws_secret_access_key", "aws-s3cret")])
+            .await;
+        g.server.grant(&format!("subject/{arn}"));
+        assert_eq!(get(&c, &aws_store, &ns, remote("demo-secret", "", "", "")).await.expect("AWS federated"), "s3cret");
     })
     .await;
 }
