@@ -77,13 +77,26 @@ pub struct CaProvider {
     pub type_: CaProviderType,
     /// Name of the object.
     pub name: String,
-    /// Key holding the PEM bundle.
+    /// Key holding the PEM bundle; left out (upstream does not require it), `ca.crt`
+    /// ([`CaProvider::key_or_default`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub key: String,
     /// Namespace of the object. Only a configuration owned by the cluster operator (reached
     /// through a ClusterProvider with `authenticationScope: ProviderNamespace`) may name another
     /// namespace than its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+}
+
+impl CaProvider {
+    /// The key read when `key` is left out: the one `kube-root-ca.crt` ConfigMaps and
+    /// cert-manager's Secrets hold the CA under.
+    pub const DEFAULT_KEY: &str = "ca.crt";
+
+    /// The key holding the PEM bundle: `key`, or [`Self::DEFAULT_KEY`] when it is empty.
+    pub fn key_or_default(&self) -> &str {
+        if self.key.is_empty() { Self::DEFAULT_KEY } else { &self.key }
+    }
 }
 
 /// Kind of object holding a CA bundle.

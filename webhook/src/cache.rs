@@ -216,6 +216,9 @@ pub struct State {
     pub refs: RefIndex,
     /// ExternalSecret targets and managed Secret data hashes, for Pod injection and reload.
     pub injection: crate::inject::index::InjectionIndex,
+    /// Namespaces whose own configurations may use a provider's identity (the operator's
+    /// `--provider-identity-namespaces`, set once at start).
+    pub provider_identity: keyward_crds::rules::ProviderIdentityNamespaces,
 }
 
 impl State {

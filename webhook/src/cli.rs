@@ -61,6 +61,17 @@ pub struct Args {
     /// closed port would fail, and Keyward's own kinds fail closed).
     #[arg(long, env = "KEYWARD_SHUTDOWN_DELAY", value_parser = parse_duration, default_value = "5s")]
     pub shutdown_delay: Duration,
+    /// Namespaces whose own stores and configurations may use a provider's identity (IRSA, the
+    /// provider's ServiceAccount), comma-separated, or `*` for every namespace, as upstream lets
+    /// every SecretStore; the providers take the same list. Empty (the default): only the
+    /// operator's stores may.
+    #[arg(
+        long,
+        env = "KEYWARD_PROVIDER_IDENTITY_NAMESPACES",
+        default_value = "",
+        value_parser = keyward_crds::rules::ProviderIdentityNamespaces::parse
+    )]
+    pub provider_identity_namespaces: keyward_crds::rules::ProviderIdentityNamespaces,
     /// How long shutdown waits for in-flight reviews.
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,
@@ -81,6 +92,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
     let caches = Arc::new(Caches::new());
+    caches.write().provider_identity = args.provider_identity_namespaces.clone();
     crate::watch::spawn_watches(client, caches.clone());
 
     let mut state = AppState::new(caches, metrics);

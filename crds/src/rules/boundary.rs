@@ -205,23 +205,41 @@ pub struct Ambient {
     pub what: &'static str,
 }
 
-/// Whether a configuration may use the provider's own identity: only an operator-owned one.
-/// A tenant's would act as the provider, which can reach every namespace's credentials.
-pub fn ambient_refusal(owner: ConfigOwner, config_namespace: &str, what: &str) -> Result<(), String> {
-    match owner {
-        ConfigOwner::Operator => Ok(()),
-        ConfigOwner::Tenant => Err(format!(
-            "{what} uses the provider's own credentials, which only a configuration owned by the cluster operator \
-             (reached through a ClusterProvider with authenticationScope ProviderNamespace) may do; name credentials \
-             in namespace {config_namespace:?} instead"
-        )),
+/// Whether a configuration may use the provider's own identity: an operator-owned one, or one
+/// living in a namespace the operator lists in `identity` ([`super::ProviderIdentityNamespaces`]).
+/// Any other tenant's would act as the provider, which can reach every namespace's credentials.
+pub fn ambient_refusal(
+    owner: ConfigOwner,
+    config_namespace: &str,
+    what: &str,
+    identity: &super::ProviderIdentityNamespaces,
+) -> Result<(), String> {
+    if owner == ConfigOwner::Operator || identity.admits(config_namespace) {
+        return Ok(());
     }
+    Err(format!(
+        "{what} uses the provider's own credentials, which only a configuration owned by the cluster operator \
+         (reached through a ClusterProvider with authenticationScope ProviderNamespace) may do, or one in a namespace \
+         the operator lets use them ({} {config_namespace}, chart value providerIdentityNamespaces); name \
+         credentials in namespace {config_namespace:?} instead",
+        super::PROVIDER_IDENTITY_FLAG
+    ))
 }
 
 /// Checks everything a configuration living in `config_namespace` reaches against the boundary:
 /// every object it names, its use of the provider's own identity, and whether it may let pushes
 /// choose their namespace. The errors list every offending field.
 pub fn check_boundary(owner: ConfigOwner, config_namespace: &str, reach: &Reach<'_>) -> Result<(), ValidationErrors> {
+    check_boundary_with(owner, config_namespace, reach, &super::ProviderIdentityNamespaces::NONE)
+}
+
+/// [`check_boundary`], with the namespaces whose configurations may use the provider's identity.
+pub fn check_boundary_with(
+    owner: ConfigOwner,
+    config_namespace: &str,
+    reach: &Reach<'_>,
+    identity: &super::ProviderIdentityNamespaces,
+) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
     for object in &reach.named {
         if let Err(v) = named_namespace(owner, config_namespace, object) {
@@ -229,7 +247,7 @@ pub fn check_boundary(owner: ConfigOwner, config_namespace: &str, reach: &Reach<
         }
     }
     for a in &reach.ambient {
-        if let Err(m) = ambient_refusal(owner, config_namespace, a.what) {
+        if let Err(m) = ambient_refusal(owner, config_namespace, a.what, identity) {
             errs.push(a.field, m);
         }
     }
@@ -375,6 +393,15 @@ mod tests {
         assert!(errs.0[1].message.contains("in namespace \"team-a\""), "{}", errs.0[1].message);
         assert_eq!(check_boundary(ConfigOwner::Operator, "keyward", &reach), Ok(()));
         assert_eq!(check_boundary(ConfigOwner::Tenant, "team-a", &Reach::default()), Ok(()));
+        assert!(errs.0[1].message.contains("--provider-identity-namespaces team-a"), "{}", errs.0[1].message);
+        // The operator's switch lets a listed namespace use the provider's identity; references
+        // to other namespaces and push overrides stay refused.
+        let switch = super::super::ProviderIdentityNamespaces::parse("team-a").expect("list");
+        let errs = check_boundary_with(ConfigOwner::Tenant, "team-a", &reach, &switch).unwrap_err();
+        let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.a.namespace", "spec.allowRemoteNamespaceOverride"]);
+        let errs = check_boundary_with(ConfigOwner::Tenant, "team-b", &reach, &switch).unwrap_err();
+        assert_eq!(errs.0.len(), 3, "another namespace is not listed");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod cluster_push_secret;
 mod cluster_store;
 mod duration;
 mod generators;
+mod identity;
 mod keys;
 mod namespace;
 mod patterns;
@@ -26,8 +27,8 @@ pub use address::{Address, parse_address, tls_secret_namespace};
 pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
 pub use boundary::{
     Ambient, BoundaryViolation, ConfigOwner, NamedKind, NamedObject, Reach, ambient_refusal, check_boundary,
-    check_config_namespace, check_push_override, config_owner, named_namespace, push_metadata_remote_namespace,
-    push_namespace,
+    check_boundary_with, check_config_namespace, check_push_override, config_owner, named_namespace,
+    push_metadata_remote_namespace, push_namespace,
 };
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
 pub use cluster_push_secret::{push_refused_store, push_selects_namespace, validate_cluster_push_secret};
@@ -37,6 +38,7 @@ pub use generators::{
     AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
     check_generator_namespace_admitted, cluster_generator_spec, generator_target, unserved_generator_warning,
 };
+pub use identity::{PROVIDER_IDENTITY_FLAG, ProviderIdentityNamespaces};
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted, conditions_admit};
 pub use reach::{
@@ -49,7 +51,7 @@ pub use secret_store::{
 };
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use server_url::{check_key_selector, check_server_url};
-pub use stores::{validate_secrets_manager, validate_vault};
+pub use stores::{validate_secrets_manager, validate_vault, vault_warnings};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
     is_dns_subdomain, validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,

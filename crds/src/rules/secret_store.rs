@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::boundary::{ConfigOwner, Reach, check_boundary};
+use super::ProviderIdentityNamespaces;
+use super::boundary::{ConfigOwner, Reach, check_boundary_with};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
 use super::stores::{validate_secrets_manager, validate_vault};
 use super::validate::{check_conditions, validate_fake, validate_kubernetes};
@@ -213,6 +214,7 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
     let mut out = Vec::new();
     retry_cap_warnings(spec, &mut out);
     if let Some(v) = &spec.provider.vault {
+        out.extend(super::vault_warnings(v).into_iter().map(|w| format!("spec.provider.vault{}", &w["spec".len()..])));
         for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
             out.push(format!(
                 "spec.provider.vault.auth.{m}: this Vault login is not served by this controller; the store reports \
@@ -357,16 +359,19 @@ pub fn validate_secret_store(
 /// own namespace only, whereas a ClusterSecretStore's is the operator's (upstream honours
 /// `namespace` in a store's references for ClusterSecretStores only). The providers check the
 /// same again on every request.
+/// A namespace `identity` lists may use the provider's own identity, as upstream lets every
+/// SecretStore.
 pub fn secret_store_boundary(
     namespace: &str,
     spec: &SecretStoreSpec,
     plugins: Plugins<'_>,
+    identity: &ProviderIdentityNamespaces,
 ) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
     let Ok(backend) = store_backend(&spec.provider, plugins) else { return Ok(()) };
     let prefix = format!("spec.provider.{}", backend.store_key());
     let mut judge = |reach: &Reach<'_>| {
-        let boundary = check_boundary(ConfigOwner::Tenant, namespace, reach)
+        let boundary = check_boundary_with(ConfigOwner::Tenant, namespace, reach, identity)
             .map_err(|e| ValidationErrors(e.0.into_iter().map(boundary_error).collect()));
         prefixed(&mut errs, &prefix, boundary);
     };
@@ -410,7 +415,7 @@ mod tests {
     /// Field errors, then (for a SecretStore) boundary errors, as admission reports them.
     fn errors(ns: Option<&str>, yaml: &str) -> Vec<String> {
         let s = spec(yaml);
-        let boundary = ns.map(|ns| secret_store_boundary(ns, &s, &[]));
+        let boundary = ns.map(|ns| secret_store_boundary(ns, &s, &[], &ProviderIdentityNamespaces::NONE));
         [validate_secret_store(ns, &s, &[])]
             .into_iter()
             .chain(boundary)
@@ -492,8 +497,14 @@ mod tests {
         assert_eq!(denied.len(), 1, "{denied:?}");
         assert!(denied[0].starts_with("spec.provider.vault.auth.cert.clientCert"), "{denied:?}");
         assert!(errors(None, cross).is_empty());
-        let ambient = errors(Some("a"), "provider: {aws: {service: SecretsManager, region: eu-west-1}}");
+        let irsa = "provider: {aws: {service: SecretsManager, region: eu-west-1}}";
+        let ambient = errors(Some("a"), irsa);
         assert!(ambient.len() == 1 && ambient[0].starts_with("spec.provider.aws.auth"), "{ambient:?}");
+        assert!(ambient[0].contains("--provider-identity-namespaces a"), "names the operator's switch: {ambient:?}");
+        // The operator's switch: a listed namespace's SecretStore may use the provider's identity.
+        let listed = ProviderIdentityNamespaces::parse("a").expect("list");
+        assert_eq!(secret_store_boundary("a", &spec(irsa), &[], &listed), Ok(()));
+        assert!(secret_store_boundary("b", &spec(irsa), &[], &listed).is_err(), "another namespace is not listed");
     }
 
     #[test]
@@ -640,9 +651,10 @@ mod tests {
         let errs = validate_secret_store(Some("a"), &unreadable, plugins).unwrap_err().to_string();
         assert!(errs.contains("spec.provider.example: not a Example configuration"), "{errs}");
         let across = spec("provider: {example: {auth: {token: {bearerToken: {name: t, key: k, namespace: other}}}}}");
-        let errs = secret_store_boundary("a", &across, plugins).unwrap_err().to_string();
+        let none = &ProviderIdentityNamespaces::NONE;
+        let errs = secret_store_boundary("a", &across, plugins, none).unwrap_err().to_string();
         assert!(errs.contains("spec.provider.example.auth.token.bearerToken"), "{errs}");
-        assert_eq!(secret_store_boundary("a", &s, plugins), Ok(()));
+        assert_eq!(secret_store_boundary("a", &s, plugins, none), Ok(()));
     }
 
     #[test]

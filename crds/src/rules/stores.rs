@@ -18,13 +18,8 @@ pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&
     if bundle.is_some() && provider.is_some() {
         errs.push(path, "set caBundle or caProvider, not both");
     }
-    if let Some(p) = provider {
-        if p.name.is_empty() {
-            errs.push(format!("{path}.caProvider.name"), "must not be empty");
-        }
-        if p.key.is_empty() {
-            errs.push(format!("{path}.caProvider.key"), "must not be empty: name the key holding the PEM bundle");
-        }
+    if provider.is_some_and(|p| p.name.is_empty()) {
+        errs.push(format!("{path}.caProvider.name"), "must not be empty");
     }
 }
 
@@ -159,21 +154,21 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
             errs.push("spec.auth.kubernetes.role", "must not be empty: name the Vault role");
         }
         check_mount(&mut errs, "spec.auth.kubernetes.mountPath", &k.mount_path);
+        // Both set: the ServiceAccount is used, as upstream ([`vault_warnings`] says so). A
+        // Secret without a key holds the token under `token`, as upstream.
         match (&k.service_account_ref, &k.secret_ref) {
-            (Some(_), Some(_)) => {
-                errs.push("spec.auth.kubernetes", "set serviceAccountRef or secretRef, not both");
-            }
-            (Some(sa), None) if sa.name.is_empty() => {
+            (Some(sa), _) if sa.name.is_empty() => {
                 errs.push("spec.auth.kubernetes.serviceAccountRef.name", "must not be empty");
             }
-            (None, Some(s)) => check_secret_key(&mut errs, "spec.auth.kubernetes.secretRef", s, true),
+            (None, Some(s)) => check_secret_key(&mut errs, "spec.auth.kubernetes.secretRef", s, false),
             _ => {}
         }
     }
     if let Some(j) = &auth.jwt {
         check_mount(&mut errs, "spec.auth.jwt.path", &j.path);
+        // Both set: the Secret is used, as upstream ([`vault_warnings`] says so).
         match (&j.secret_ref, &j.kubernetes_service_account_token) {
-            (Some(s), None) => check_secret_key(&mut errs, "spec.auth.jwt.secretRef", s, true),
+            (Some(s), _) => check_secret_key(&mut errs, "spec.auth.jwt.secretRef", s, true),
             (None, Some(t)) => {
                 if t.service_account_ref.name.is_empty() {
                     errs.push(
@@ -194,6 +189,35 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
         }
     }
     errs.into_result()
+}
+
+/// Where a Vault login names two credential sources, the one upstream's precedence takes (and
+/// the provider uses): `kubernetes` takes `serviceAccountRef` over `secretRef`, `jwt` takes
+/// `secretRef` over `kubernetesServiceAccountToken`. Fields are named as in a configuration
+/// (`spec.auth…`).
+pub fn vault_warnings(spec: &VaultSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(k) = &spec.auth.kubernetes
+        && k.service_account_ref.is_some()
+        && k.secret_ref.is_some()
+    {
+        out.push(
+            "spec.auth.kubernetes: serviceAccountRef and secretRef are both set; the ServiceAccount's token is used \
+             and secretRef is ignored, as upstream: remove one"
+                .to_string(),
+        );
+    }
+    if let Some(j) = &spec.auth.jwt
+        && j.secret_ref.is_some()
+        && j.kubernetes_service_account_token.is_some()
+    {
+        out.push(
+            "spec.auth.jwt: secretRef and kubernetesServiceAccountToken are both set; the token in secretRef is used \
+             and kubernetesServiceAccountToken is ignored, as upstream: remove one"
+                .to_string(),
+        );
+    }
+    out
 }
 
 /// Headers the provider itself sets per request: a configured one must not replace them.
@@ -300,10 +324,6 @@ mod tests {
             ),
             ("server: http://v\nauth: {kubernetes: {role: ''}}", "spec.auth.kubernetes.role: must not be empty"),
             (
-                "server: http://v\nauth: {kubernetes: {role: r, serviceAccountRef: {name: a}, secretRef: {name: s, key: k}}}",
-                "spec.auth.kubernetes: set serviceAccountRef or secretRef, not both",
-            ),
-            (
                 "server: http://v\nauth: {jwt: {role: r}}",
                 "spec.auth.jwt: set exactly one of secretRef or kubernetesServiceAccountToken",
             ),
@@ -366,6 +386,30 @@ mod tests {
                     auth: {namespace: admin, jwt: {path: oidc, role: r, kubernetesServiceAccountToken: \
                     {serviceAccountRef: {name: app, audiences: [vault]}, expirationSeconds: 600}}}";
         assert_eq!(fields(vault(full)), Vec::<String>::new());
+        // Two credential sources: upstream's precedence, with a warning.
+        for (two, used) in [
+            (
+                "server: http://v\nauth: {kubernetes: {role: r, serviceAccountRef: {name: a}, secretRef: {name: s}}}",
+                "the ServiceAccount's token is used",
+            ),
+            (
+                "server: http://v\nauth: {jwt: {role: r, secretRef: {name: s, key: k}, kubernetesServiceAccountToken: \
+                 {serviceAccountRef: {name: a}}}}",
+                "the token in secretRef is used",
+            ),
+        ] {
+            assert_eq!(fields(vault(two)), Vec::<String>::new(), "{two}");
+            let w = vault_warnings(&serde_yaml::from_str(two).expect("parses"));
+            assert!(w.len() == 1 && w[0].contains(used), "{w:?}");
+        }
+        assert!(vault_warnings(&serde_yaml::from_str(full).expect("parses")).is_empty());
+        // caProvider needs a type and a name, as upstream; the key defaults to ca.crt.
+        let ca = "server: https://v\ncaProvider: {type: ConfigMap, name: kube-root-ca.crt}\nauth: {tokenSecretRef: {name: t, key: k}}";
+        assert_eq!(fields(vault(ca)), Vec::<String>::new());
+        let spec: VaultSpec = serde_yaml::from_str(ca).expect("parses");
+        let p = spec.ca_provider.expect("caProvider");
+        assert_eq!(p.key_or_default(), "ca.crt");
+        assert!(serde_json::to_value(&p).expect("json").get("key").is_none(), "kept as written");
         let iam = "server: https://v\nauth: {iam: {path: aws-prod, region: eu-west-1, role: 'arn:aws:iam::1:role/r', \
                    externalID: x, vaultAwsIamServerID: vault.example.com, vaultRole: app, secretRef: \
                    {accessKeyIDSecretRef: {name: a, key: id}, secretAccessKeySecretRef: {name: a, key: secret}, \

@@ -54,6 +54,17 @@ pub struct RuntimeArgs {
         value_parser = crate::netguard::DeniedNetworks::parse
     )]
     pub tenant_denied_networks: crate::netguard::DeniedNetworks,
+    /// Namespaces whose own configurations (SecretStores, Providers and their configuration
+    /// objects) may use this provider's identity (its ServiceAccount token, its cloud credentials
+    /// chain), comma-separated, or `*` for every namespace, as upstream lets every SecretStore.
+    /// Empty (the default): only the operator's configurations may. Give the webhook the same list.
+    #[arg(
+        long,
+        env = "KEYWARD_PROVIDER_IDENTITY_NAMESPACES",
+        default_value = "",
+        value_parser = keyward_crds::rules::ProviderIdentityNamespaces::parse
+    )]
+    pub provider_identity_namespaces: keyward_crds::rules::ProviderIdentityNamespaces,
     /// Watch Secrets and ConfigMaps (metadata only), so a cached store client sees at once that
     /// one it was built from changed; needs `list` and `watch` on them. Off: such a change is
     /// seen by a GET of the object within two minutes.
@@ -95,6 +106,7 @@ impl RuntimeArgs {
             tls_dir: self.tls_dir.clone(),
             shutdown_timeout: self.shutdown_timeout,
             allowed_clients: crate::tls::AllowedClients::new(self.allowed_client_names.clone())?,
+            provider_identity: self.provider_identity_namespaces.clone(),
             ..ServerOptions::default()
         })
     }

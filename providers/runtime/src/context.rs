@@ -65,6 +65,9 @@ pub struct RequestContext {
     /// How old an answer the caller accepts (GetSecret's and GetSecretMap's
     /// `max_age_millis`; zero for every other call): what [`crate::read_cache`] may serve.
     pub max_age: std::time::Duration,
+    /// The namespaces whose own configurations may use the provider's identity (the process's
+    /// `--provider-identity-namespaces`; none unless the operator lists some).
+    pub provider_identity: std::sync::Arc<keyward_crds::rules::ProviderIdentityNamespaces>,
 }
 
 impl RequestContext {
@@ -188,6 +191,7 @@ pub fn check_provider_ref(
         authentication_scope,
         source_namespace: source_namespace.to_string(),
         max_age: std::time::Duration::ZERO,
+        provider_identity: Default::default(),
     })
 }
 

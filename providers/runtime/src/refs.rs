@@ -14,7 +14,9 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use keyward_crds::provider_config::{CaProvider, CaProviderType};
 use keyward_crds::registry::{ProviderKind, ProviderSpec};
-use keyward_crds::rules::{ConfigOwner, NamedObject, Plugins, Reach, StoreBackend, ambient_refusal, check_boundary};
+use keyward_crds::rules::{
+    ConfigOwner, NamedObject, Plugins, Reach, StoreBackend, ambient_refusal, check_boundary_with,
+};
 use keyward_crds::{ClusterSecretStore, SecretKeySelector, SecretStore, SecretStoreSpec};
 use keyward_proto::ProviderError;
 use kube::api::PostParams;
@@ -56,9 +58,10 @@ pub fn named_namespace<'a>(
 
 /// Whether the configuration may use the provider process's own identity (ambient
 /// credentials: its ServiceAccount token file, its cloud credentials chain). Only the cluster
-/// operator's configurations may; a tenant's must name credentials of its namespace.
+/// operator's configurations may, and those of the namespaces the operator lists
+/// (`--provider-identity-namespaces`); any other tenant's must name credentials of its namespace.
 pub fn require_operator_owned(ctx: &RequestContext, what: &str) -> Result<(), ProviderError> {
-    ambient_refusal(ctx.owner(), ctx.config_namespace(), what).map_err(|m| {
+    ambient_refusal(ctx.owner(), ctx.config_namespace(), what, &ctx.provider_identity).map_err(|m| {
         ProviderError::PermissionDenied(format!("{} {}/{}: {m}", ctx.kind, ctx.config_namespace(), ctx.name))
     })
 }
@@ -67,7 +70,7 @@ pub fn require_operator_owned(ctx: &RequestContext, what: &str) -> Result<(), Pr
 /// the refusal lists every offending field (`keyward_crds::rules::check_boundary`).
 pub fn check_reach(ctx: &RequestContext, reach: &Reach<'_>) -> Result<(), ProviderError> {
     let ns = ctx.config_namespace();
-    check_boundary(ctx.owner(), ns, reach)
+    check_boundary_with(ctx.owner(), ns, reach, &ctx.provider_identity)
         .map_err(|e| ProviderError::PermissionDenied(format!("{} {ns}/{}: {e}", ctx.kind, ctx.name)))
 }
 
@@ -460,11 +463,11 @@ impl ClusterRefs {
         let pem = match p.type_ {
             CaProviderType::Secret => {
                 let ns = named_namespace(ctx, &f, NamedKind::Secret, &p.name, p.namespace.as_deref())?;
-                self.secret_key(ns, &p.name, &p.key, &f).await?
+                self.secret_key(ns, &p.name, p.key_or_default(), &f).await?
             }
             CaProviderType::ConfigMap => {
                 let ns = named_namespace(ctx, &f, NamedKind::ConfigMap, &p.name, p.namespace.as_deref())?;
-                self.config_map_key(ns, &p.name, &p.key, &f).await?.into_bytes()
+                self.config_map_key(ns, &p.name, p.key_or_default(), &f).await?.into_bytes()
             }
         };
         pem_to_der(&pem, &f).map(Some)
@@ -589,6 +592,12 @@ mod tests {
             assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
             assert!(e.to_string().contains("the default credentials chain uses the provider's own credentials"), "{e}");
         }
+        // The operator's switch: a listed namespace's own configurations may; others still not.
+        let listed = std::sync::Arc::new(keyward_crds::rules::ProviderIdentityNamespaces::parse("team-a").unwrap());
+        let with = |c: RequestContext| RequestContext { provider_identity: listed.clone(), ..c };
+        assert!(require_operator_owned(&with(ctx("team-a", "Provider")), "x").is_ok());
+        assert!(require_operator_owned(&with(ctx("", "Provider")), "x").is_ok(), "team-a is the source namespace");
+        assert!(require_operator_owned(&with(ctx("keyward", "ClusterProvider")), "x").is_err(), "keyward is not listed");
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct ServerOptions {
     pub shutdown_timeout: Duration,
     /// Client certificate names allowed to call (the reconciler's by default).
     pub allowed_clients: AllowedClients,
+    /// Namespaces whose own configurations may use the provider's identity (none by default).
+    pub provider_identity: keyward_crds::rules::ProviderIdentityNamespaces,
 }
 
 impl Default for ServerOptions {
@@ -49,6 +51,7 @@ impl Default for ServerOptions {
             handshake_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(25),
             allowed_clients: AllowedClients::default(),
+            provider_identity: Default::default(),
         }
     }
 }
@@ -172,7 +175,7 @@ pub async fn serve<P: Provider>(
 
     let (incoming, acceptor) = spawn_acceptor(grpc_listener, tls, options.handshake_timeout);
     let mut grpc_stop = stop_rx.clone();
-    let service = ProviderService::new(provider, metrics);
+    let service = ProviderService::new(provider, metrics).with_provider_identity(options.provider_identity.clone());
     // Every provider serves GeneratorProvider: one that generates nothing answers UNIMPLEMENTED
     // from the trait's default, with the same logs and metrics as its other calls.
     let generators = GeneratorProviderServer::new(service.clone());

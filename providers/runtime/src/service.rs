@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keyward_crds::rules::ProviderIdentityNamespaces;
 use keyward_proto::ProviderError;
 use keyward_proto::v1::generator_provider_server::GeneratorProvider;
 use keyward_proto::v1::secret_store_provider_server::SecretStoreProvider;
@@ -31,6 +32,8 @@ pub struct ProviderService<P> {
     reads: Arc<ReadCache<Vec<u8>>>,
     /// GetSecretMap answers, likewise.
     maps: Arc<ReadCache<HashMap<String, Vec<u8>>>>,
+    /// Namespaces whose own configurations may use the provider's identity.
+    identity: Arc<ProviderIdentityNamespaces>,
 }
 
 impl<P> Clone for ProviderService<P> {
@@ -40,6 +43,7 @@ impl<P> Clone for ProviderService<P> {
             metrics: self.metrics.clone(),
             reads: self.reads.clone(),
             maps: self.maps.clone(),
+            identity: self.identity.clone(),
         }
     }
 }
@@ -47,7 +51,14 @@ impl<P> Clone for ProviderService<P> {
 impl<P: Provider> ProviderService<P> {
     /// Wraps a provider; calls are recorded in `metrics`.
     pub fn new(provider: Arc<P>, metrics: Metrics) -> Self {
-        ProviderService { provider, metrics, reads: Arc::default(), maps: Arc::default() }
+        ProviderService { provider, metrics, reads: Arc::default(), maps: Arc::default(), identity: Arc::default() }
+    }
+
+    /// Lets the configurations of these namespaces use the provider's identity (the operator's
+    /// `--provider-identity-namespaces`).
+    pub fn with_provider_identity(mut self, identity: ProviderIdentityNamespaces) -> Self {
+        self.identity = Arc::new(identity);
+        self
     }
 
     /// Runs one call: the span carries the method, ProviderReference and source namespace so
@@ -63,6 +74,7 @@ impl<P: Provider> ProviderService<P> {
         Fut: Future<Output = Result<T, ProviderError>>,
     {
         let start = Instant::now();
+        let checked = checked.map(|ctx| RequestContext { provider_identity: self.identity.clone(), ..ctx });
         let span = match &checked {
             Ok(ctx) => tracing::info_span!(
                 "rpc",
@@ -267,6 +279,7 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
                 authentication_scope: None,
                 source_namespace: req.source_namespace.clone(),
                 max_age: Duration::ZERO,
+                provider_identity: Arc::default(),
             })
         });
         self.run(
@@ -297,6 +310,7 @@ fn check_generate(req: &GenerateRequest) -> Result<RequestContext, ProviderError
         authentication_scope: None,
         source_namespace: req.namespace.clone(),
         max_age: Duration::ZERO,
+        provider_identity: Arc::default(),
     })
 }
 

@@ -340,7 +340,11 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
                 let field = "spec.auth.kubernetes.serviceAccountRef";
                 sa_token(refs, ctx, field, sa, &sa.audiences, SA_TOKEN_SECONDS).await?
             }
-            (None, Some(s)) => refs.selected_secret_text(ctx, "spec.auth.kubernetes.secretRef", s).await?,
+            // A Secret without a key holds the token under `token`, as upstream.
+            (None, Some(s)) => {
+                let token = refs.selected_secret_key(ctx, "spec.auth.kubernetes.secretRef", s, "token").await?;
+                String::from_utf8_lossy(&token).trim().to_string()
+            }
             (None, None) => {
                 require_operator_owned(ctx, &format!("{field} without serviceAccountRef or secretRef"))?;
                 tokio::fs::read_to_string(OWN_TOKEN_FILE).await.map(|t| t.trim().to_string()).map_err(|e| {

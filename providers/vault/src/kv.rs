@@ -176,15 +176,32 @@ pub fn secret_data(
     data.and_then(|d| d.as_object()).cloned()
 }
 
+/// The KV v2 system metadata that `metadataPolicy: Fetch` and `find.tags` see beside the custom
+/// metadata, as upstream exposes them.
+pub const SYSTEM_METADATA_KEYS: [&str; 3] = ["created_time", "current_version", "delete_version_after"];
+
+/// What `metadataPolicy: Fetch` reads from a KV v2 metadata response, as upstream: the system
+/// keys of [`SYSTEM_METADATA_KEYS`] as text (a number as its digits), then the custom metadata,
+/// which wins where a key is in both.
+pub fn fetched_metadata(body: &serde_json::Value) -> BTreeMap<String, String> {
+    let data = body.get("data");
+    let mut out: BTreeMap<String, String> = SYSTEM_METADATA_KEYS
+        .iter()
+        .filter_map(|k| data?.get(*k).filter(|v| !v.is_null()).map(|v| (k.to_string(), metadata_text(v))))
+        .collect();
+    out.extend(custom_metadata(body));
+    out
+}
+
+fn metadata_text(v: &serde_json::Value) -> String {
+    v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())
+}
+
 /// The custom metadata of a KV v2 metadata response.
 pub fn custom_metadata(body: &serde_json::Value) -> BTreeMap<String, String> {
     body.pointer("/data/custom_metadata")
         .and_then(|m| m.as_object())
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
-                .collect()
-        })
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), metadata_text(v))).collect())
         .unwrap_or_default()
 }
 
@@ -323,6 +340,17 @@ mod tests {
         let meta = serde_json::json!({"data": {"custom_metadata": {"managed-by": "external-secrets"}}});
         assert_eq!(custom_metadata(&meta)[MANAGED_BY_KEY], MANAGED_BY_VALUE);
         assert!(custom_metadata(&serde_json::json!({"data": {"custom_metadata": null}})).is_empty());
+        // Fetch sees the system metadata too, as text; a custom key of the same name wins.
+        let meta = serde_json::json!({"data": {"created_time": "2026-01-02T03:04:05.5Z", "current_version": 3,
+            "delete_version_after": "0s", "max_versions": 0, "versions": {"3": {}},
+            "custom_metadata": {"dev": "alice", "delete_version_after": "custom"}}});
+        let fetched = fetched_metadata(&meta);
+        assert_eq!(fetched.get("created_time").map(String::as_str), Some("2026-01-02T03:04:05.5Z"));
+        assert_eq!(fetched.get("current_version").map(String::as_str), Some("3"));
+        assert_eq!(fetched.get("delete_version_after").map(String::as_str), Some("custom"), "custom wins");
+        assert_eq!(fetched.get("dev").map(String::as_str), Some("alice"));
+        assert_eq!(fetched.len(), 4, "max_versions and versions are not exposed: {fetched:?}");
+        assert!(!custom_metadata(&meta).contains_key("current_version"), "pushes see custom metadata only");
     }
 
     #[test]

@@ -36,8 +36,8 @@ use serde_json::{Map, Value, json};
 
 use crate::client::{TokenCache, VaultClient};
 use crate::kv::{
-    Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, check_kv_mount, custom_metadata, locate, locate_folder,
-    parse_push_metadata, secret_data,
+    Location, MANAGED_BY_KEY, MANAGED_BY_VALUE, check_kv_mount, custom_metadata, fetched_metadata, locate,
+    locate_folder, parse_push_metadata, secret_data,
 };
 
 /// Most secrets a find walks through (listing stops there).
@@ -335,17 +335,35 @@ impl VaultProvider {
     }
 
     /// KV v2 custom metadata; `None` when the secret has no metadata at all.
-    async fn metadata(
+    async fn metadata(&self, target: &Target, loc: &Location) -> Result<Option<Metadata>, ProviderError> {
+        self.read_metadata(target, loc, custom_metadata).await
+    }
+
+    /// KV v2 metadata read by `pick` (custom only, or what a Fetch sees); `None` when the secret
+    /// has no metadata at all.
+    async fn read_metadata(
         &self,
         target: &Target,
         loc: &Location,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ProviderError> {
+        pick: fn(&Value) -> Metadata,
+    ) -> Result<Option<Metadata>, ProviderError> {
         let what = format!("metadata of {}/{}", loc.mount, loc.path);
         match target.client.ok(Method::GET, &loc.metadata(), None, &[], &what).await {
-            Ok(body) => Ok(Some(custom_metadata(&body))),
+            Ok(body) => Ok(Some(pick(&body))),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(self.fail(target, e)),
         }
+    }
+
+    /// What `metadataPolicy: Fetch` reads: the system and custom metadata of a KV v2 secret
+    /// ([`fetched_metadata`]).
+    async fn fetch_metadata(&self, target: &Target, loc: &Location) -> Result<Metadata, ProviderError> {
+        if loc.version == VaultKvVersion::V1 {
+            return Err(ProviderError::InvalidArgument("metadataPolicy Fetch needs a KV v2 engine".into()));
+        }
+        self.read_metadata(target, loc, fetched_metadata)
+            .await?
+            .ok_or_else(|| ProviderError::NoSecret(format!("secret {}/{} not found", loc.mount, loc.path)))
     }
 
     async fn write(&self, target: &Target, loc: &Location, data: &Map<String, Value>) -> Result<(), ProviderError> {
@@ -413,8 +431,11 @@ impl VaultProvider {
     }
 }
 
+/// KV v2 metadata, key by key.
+type Metadata = std::collections::BTreeMap<String, String>;
+
 /// Whether custom metadata carries the marker of pushed secrets.
-fn managed(custom: &std::collections::BTreeMap<String, String>) -> bool {
+fn managed(custom: &Metadata) -> bool {
     custom.get(MANAGED_BY_KEY).map(String::as_str) == Some(MANAGED_BY_VALUE)
 }
 
@@ -428,17 +449,11 @@ impl Provider for VaultProvider {
         let target = self.target(ctx).await?;
         let loc = self.located(&target, &remote_ref.key).await?;
         if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
-            if loc.version == VaultKvVersion::V1 {
-                return Err(ProviderError::InvalidArgument("metadataPolicy Fetch needs a KV v2 engine".into()));
-            }
-            let meta = self
-                .metadata(&target, &loc)
-                .await?
-                .ok_or_else(|| ProviderError::NoSecret(format!("secret {}/{} not found", loc.mount, loc.path)))?;
+            let meta = self.fetch_metadata(&target, &loc).await?;
             return match remote_ref.property.as_str() {
                 "" => serde_json::to_vec(&meta).map_err(|e| ProviderError::Internal(e.to_string())),
                 p => meta.get(p).map(|v| v.clone().into_bytes()).ok_or_else(|| {
-                    ProviderError::NoSecret(format!("secret {}/{} has no custom metadata {p:?}", loc.mount, loc.path))
+                    ProviderError::NoSecret(format!("secret {}/{} has no metadata {p:?}", loc.mount, loc.path))
                 }),
             };
         }
@@ -457,7 +472,13 @@ impl Provider for VaultProvider {
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
         let loc = self.located(&target, &remote_ref.key).await?;
-        let data = self.read_shared(ctx, &target, &loc, &remote_ref.version).await?.bytes()?;
+        let data = if remote_ref.metadata_policy.eq_ignore_ascii_case("Fetch") {
+            // Upstream extracts the same map a Fetch without a property returns.
+            serde_json::to_vec(&self.fetch_metadata(&target, &loc).await?)
+                .map_err(|e| ProviderError::Internal(e.to_string()))?
+        } else {
+            self.read_shared(ctx, &target, &loc, &remote_ref.version).await?.bytes()?
+        };
         value_map(&data, &format!("{}/{}", loc.mount, loc.path), &remote_ref.property)
     }
 
@@ -492,7 +513,8 @@ impl Provider for VaultProvider {
             }
             let loc = root.at(&path)?;
             if !find.tags.is_empty() {
-                let meta = self.metadata(&target, &loc).await?.unwrap_or_default();
+                // Upstream matches tags against what a Fetch sees: custom and system metadata.
+                let meta = self.read_metadata(&target, &loc, fetched_metadata).await?.unwrap_or_default();
                 if !find.tags.iter().all(|(k, v)| meta.get(k) == Some(v)) {
                     continue;
                 }

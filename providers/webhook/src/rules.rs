@@ -201,13 +201,8 @@ pub fn validate_webhook(spec: &WebhookSpec) -> Result<(), ValidationErrors> {
     if spec.ca_bundle.is_some() && spec.ca_provider.is_some() {
         errs.push(FieldError::new("spec.caProvider", "set caBundle or caProvider, not both"));
     }
-    if let Some(p) = &spec.ca_provider {
-        if p.name.is_empty() {
-            errs.push(FieldError::new("spec.caProvider.name", "is required"));
-        }
-        if p.key.is_empty() {
-            errs.push(FieldError::new("spec.caProvider.key", "is required"));
-        }
+    if spec.ca_provider.as_ref().is_some_and(|p| p.name.is_empty()) {
+        errs.push(FieldError::new("spec.caProvider.name", "is required"));
     }
     ValidationErrors(errs).into_result()
 }

@@ -96,7 +96,7 @@ impl Admitted for SecretStore {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_secret_store(Some(cx.ns), &self.spec, PROVIDER_KINDS));
-        check.policy(secret_store_boundary(cx.ns, &self.spec, PROVIDER_KINDS));
+        check.policy(secret_store_boundary(cx.ns, &self.spec, PROVIDER_KINDS, &cx.state.provider_identity));
         check.warnings.extend(secret_store_warnings(&self.spec, PROVIDER_KINDS));
     }
 }

@@ -11,8 +11,8 @@ use keyward_crds::external_secret::GeneratorRef;
 use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind};
 use keyward_crds::rules::{
     CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
-    check_boundary, check_generator_namespace_admitted, check_namespace_admitted, check_push_override, config_owner,
-    push_metadata_remote_namespace, unserved_generator_warning,
+    check_boundary_with, check_generator_namespace_admitted, check_namespace_admitted, check_push_override,
+    config_owner, push_metadata_remote_namespace, unserved_generator_warning,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore,
@@ -334,7 +334,7 @@ impl Check {
     /// The tenant boundary of a provider configuration in namespace `ns`: what it names, its use
     /// of the provider's own identity, its push override.
     fn boundary(&mut self, state: &State, ns: &str, reach: &Reach<'_>) {
-        if let Err(errs) = check_boundary(namespace_owner(state, ns), ns, reach) {
+        if let Err(errs) = check_boundary_with(namespace_owner(state, ns), ns, reach, &state.provider_identity) {
             self.denied.extend(errs.0.iter().map(|e| {
                 format!(
                     "{e} (a namespace counts as the operator's once a ClusterProvider with authenticationScope \

@@ -119,6 +119,26 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
         let mut fetch = get(&r, &ns, &key, "team", "");
         fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
         assert_eq!(get_text(c, fetch).await.unwrap(), "a", "metadataPolicy Fetch reads custom metadata");
+        // And the system metadata, as upstream (its Vault guide reads current_version).
+        let mut fetch = get(&r, &ns, &key, "current_version", "");
+        fetch.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
+        assert_eq!(get_text(c, fetch).await.unwrap(), "2", "two versions written");
+        let mut fetch_all = get(&r, &ns, &key, "", "");
+        fetch_all.remote_ref.as_mut().unwrap().metadata_policy = "Fetch".into();
+        let all: serde_json::Value = serde_json::from_str(&get_text(c, fetch_all.clone()).await.unwrap()).unwrap();
+        assert_eq!(all["team"], "a");
+        assert_eq!(all["current_version"], "2");
+        assert_eq!(all["delete_version_after"], "0s");
+        assert!(all["created_time"].as_str().is_some_and(|t| t.ends_with('Z')), "{all}");
+        let map = c.get_secret_map(GetSecretMapRequest {
+            provider_ref: fetch_all.provider_ref.clone(),
+            source_namespace: ns.clone(),
+            remote_ref: fetch_all.remote_ref.clone(),
+            max_age_millis: 0,
+        });
+        let map = map.await.unwrap().into_inner().secrets;
+        assert_eq!(names(map.clone()), ["created_time", "current_version", "delete_version_after", "team"]);
+        assert_eq!(map["current_version"], b"2", "extract with Fetch is the metadata map, as upstream");
         let nomount = provider_ref("Vault", "nomount", "", "Provider");
         assert_eq!(get_text(c, get(&nomount, &ns, &format!("secret/{key}"), "user", "")).await.unwrap(), "app");
         let kv1 = provider_ref("Vault", "kv1", "", "Provider");
@@ -142,6 +162,10 @@ async fn reads_kv2_and_kv1_versions_metadata_and_finds() {
         assert_eq!(names(found.clone()), [format!("{ns}/web/token")]);
         assert_eq!(found[&format!("{ns}/web/token")], br#"{"token":"t0k"}"#);
         let found = c.get_all_secrets(find(&r, "", &ns, &[("team", "a")])).await.unwrap().into_inner().secrets;
+        assert_eq!(names(found), vec![key.to_string()]);
+        // Tags match the system metadata too: only app/db has two versions.
+        let found =
+            c.get_all_secrets(find(&r, "", &ns, &[("current_version", "2")])).await.unwrap().into_inner().secrets;
         assert_eq!(names(found), vec![key.to_string()]);
         let found = c.get_all_secrets(find(&r, "", &format!("{ns}/app"), &[])).await.unwrap().into_inner().secrets;
         assert_eq!(names(found), vec![key.to_string()]);
