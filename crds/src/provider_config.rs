@@ -77,8 +77,7 @@ pub struct CaProvider {
     pub type_: CaProviderType,
     /// Name of the object.
     pub name: String,
-    /// Key holding the PEM bundle; left out (upstream does not require it), `ca.crt`
-    /// ([`CaProvider::key_or_default`]).
+    /// Key holding the PEM bundle; `ca.crt` when left out.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub key: String,
     /// Namespace of the object. Only a configuration owned by the cluster operator (reached
