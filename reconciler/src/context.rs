@@ -266,6 +266,7 @@ impl Context {
             "ExternalSecret" => self.metrics.external_secrets.forget(key.namespace(), key.name()),
             "PushSecret" => self.metrics.push_secrets.forget(key.namespace(), key.name()),
             "ClusterExternalSecret" => self.metrics.cluster_external_secrets.forget("", key.name()),
+            "ClusterPushSecret" => self.metrics.cluster_push_secrets.forget("", key.name()),
             _ => {}
         }
     }

@@ -1,17 +1,20 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
-//! Keyward's reconciler: the ExternalSecret, ClusterExternalSecret, PushSecret, Provider and
-//! ClusterProvider controllers, and the client manager they reach providers through.
+//! Keyward's reconciler: the ExternalSecret, ClusterExternalSecret, PushSecret,
+//! ClusterPushSecret, Provider and ClusterProvider controllers, and the client manager they
+//! reach providers through.
 
 pub mod caches;
 pub mod cli;
 pub mod clientmanager;
 pub mod clusterexternalsecret;
+pub mod clusterpushsecret;
 pub mod conditions;
 pub mod context;
 pub mod controller_metrics;
 pub mod externalsecret;
 #[cfg(test)]
 pub(crate) mod fake_api;
+pub mod fanout;
 pub mod generators;
 pub mod keys;
 pub mod metrics;

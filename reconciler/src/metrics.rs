@@ -72,6 +72,8 @@ pub struct Metrics {
     /// `clusterexternalsecret_status_condition` and `_reconcile_duration`, per
     /// ClusterExternalSecret (`namespace=""`, as upstream labels cluster-scoped objects).
     pub cluster_external_secrets: Arc<ObjectSeries>,
+    /// The same two, `clusterpushsecret_*`, per ClusterPushSecret (`namespace=""`).
+    pub cluster_push_secrets: Arc<ObjectSeries>,
     /// `secretstore_status_condition` and `_reconcile_duration` (the status check), per SecretStore.
     pub secret_stores: Arc<ObjectSeries>,
     /// The same two, `clustersecretstore_*`, per ClusterSecretStore (`namespace=""`).
@@ -128,6 +130,13 @@ impl Default for Metrics {
                 condition: "The status condition of a specific Cluster External Secret",
                 duration: "The duration time to reconcile the Cluster External Secret (nanoseconds, as upstream)",
             })),
+            cluster_push_secrets: Arc::new(ObjectSeries::new(Names {
+                prefix: "clusterpushsecret",
+                calls: None,
+                errors: None,
+                condition: "The status condition of a specific Cluster Push Secret",
+                duration: "The duration time to reconcile the Cluster Push Secret (nanoseconds, as upstream)",
+            })),
             secret_stores: Arc::new(ObjectSeries::new(Names {
                 prefix: "secretstore",
                 calls: None,
@@ -164,6 +173,7 @@ impl Metrics {
         registry.register_collector(Box::new(self.external_secrets.clone()));
         registry.register_collector(Box::new(self.push_secrets.clone()));
         registry.register_collector(Box::new(self.cluster_external_secrets.clone()));
+        registry.register_collector(Box::new(self.cluster_push_secrets.clone()));
         registry.register_collector(Box::new(self.secret_stores.clone()));
         registry.register_collector(Box::new(self.cluster_secret_stores.clone()));
         self.controllers.register(registry);
@@ -273,6 +283,8 @@ mod tests {
         m.push_secrets.set_duration("n", "p", std::time::Duration::from_millis(2));
         m.cluster_external_secrets.set_ready("", "c", true);
         m.cluster_external_secrets.set_duration("", "c", std::time::Duration::from_nanos(7));
+        m.cluster_push_secrets.set_ready("", "cp", false);
+        m.cluster_push_secrets.set_duration("", "cp", std::time::Duration::from_nanos(8));
         let store = m.store_series("SecretStore").expect("SecretStore series");
         store.set_ready("n", "s", false);
         store.set_duration("n", "s", std::time::Duration::from_nanos(9));
@@ -308,6 +320,8 @@ mod tests {
             "# TYPE externalsecret_sync_calls_error counter",
             "clusterexternalsecret_status_condition{name=\"c\",namespace=\"\",condition=\"Ready\",status=\"True\"} 1",
             "clusterexternalsecret_reconcile_duration{name=\"c\",namespace=\"\"} 7.0",
+            "clusterpushsecret_status_condition{name=\"cp\",namespace=\"\",condition=\"Ready\",status=\"False\"} 1",
+            "clusterpushsecret_reconcile_duration{name=\"cp\",namespace=\"\"} 8.0",
             "secretstore_status_condition{name=\"s\",namespace=\"n\",condition=\"Ready\",status=\"False\"} 1",
             "secretstore_reconcile_duration{name=\"s\",namespace=\"n\"} 9.0",
             "clustersecretstore_status_condition{name=\"cs\",namespace=\"\",condition=\"Ready\",status=\"True\"} 1",

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use keyward_crds::{ClusterExternalSecret, ClusterPushSecret};
 use kube::Client;
 use kube::runtime::watcher;
 use prometheus_client::registry::Registry;
@@ -18,6 +19,7 @@ use crate::clientmanager::{
 };
 use crate::context::{self, Context, Reporter, Settings};
 use crate::externalsecret::target::HashKey;
+use crate::fanout;
 use crate::metrics::Metrics;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
@@ -227,13 +229,19 @@ async fn lead(
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
     // Its own watch, not waited for: a cluster whose CRDs predate GeneratorState only logs it.
     let states = crate::generators::state::controller(ctx.clone(), cli.watch_namespace.clone(), shutdown.clone());
-    // A ClusterExternalSecret writes into any namespace: only an instance that watches them all
-    // runs its controller.
-    let ces = match &cli.watch_namespace {
-        None => Some(crate::clusterexternalsecret::controller(&mut caches, ctx.clone(), shutdown.clone())),
+    // A ClusterExternalSecret or ClusterPushSecret writes into any namespace: only an instance
+    // that watches them all runs their controllers.
+    let (ces, cps) = match &cli.watch_namespace {
+        None => (
+            Some(fanout::controller::<ClusterExternalSecret>(&mut caches, ctx.clone(), shutdown.clone())),
+            Some(fanout::controller::<ClusterPushSecret>(&mut caches, ctx.clone(), shutdown.clone())),
+        ),
         Some(ns) => {
-            tracing::info!(namespace = %ns, "ClusterExternalSecret controller off: this instance watches one namespace");
-            None
+            tracing::info!(
+                namespace = %ns,
+                "ClusterExternalSecret and ClusterPushSecret controllers off: this instance watches one namespace"
+            );
+            (None, None)
         }
     };
     let scope = caches::Scope {
@@ -261,6 +269,12 @@ async fn lead(
                 if let Some(ces) = ces {
                     ces.await;
                     tracing::info!(controller = "clusterexternalsecret", "controller stopped");
+                }
+            },
+            async move {
+                if let Some(cps) = cps {
+                    cps.await;
+                    tracing::info!(controller = "clusterpushsecret", "controller stopped");
                 }
             },
         );

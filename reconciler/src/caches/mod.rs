@@ -23,7 +23,8 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::workload::{MANAGED_LABEL, RELOAD_LABEL};
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
+    ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret, SecretStore,
 };
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -226,6 +227,8 @@ pub struct Caches {
     /// ClusterExternalSecrets of this controller class; watched only by an instance that
     /// watches every namespace.
     pub cluster_external_secrets: Watched<ClusterExternalSecret>,
+    /// ClusterPushSecrets of this controller class; likewise only with every namespace watched.
+    pub cluster_push_secrets: Watched<ClusterPushSecret>,
     /// PushSecrets of this controller class.
     pub push_secrets: Watched<PushSecret>,
     /// Providers in scope, of every class (an ExternalSecret may use any).
@@ -361,6 +364,9 @@ impl Caches {
         if scope.namespace.is_none() {
             waits.push(ready("ClusterExternalSecret", self.cluster_external_secrets.store()));
             watches.push(self.cluster_external_secrets.start(scope.all(), scope.class.clone(), strip::object));
+            // Not waited for: a cluster whose CRDs predate ClusterPushSecret keeps the rest
+            // running (the watch logs the missing kind); its controller starts from what lists.
+            watches.push(self.cluster_push_secrets.start(scope.all(), scope.class.clone(), strip::object));
         }
         (Ready(waits), Running(watches))
     }

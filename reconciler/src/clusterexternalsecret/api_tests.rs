@@ -1,17 +1,21 @@
 //! The ClusterExternalSecret reconcile against the fake API server: the ExternalSecrets it
 //! writes and deletes, the status it reports, and the cleanup on deletion.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
+use keyward_crds::cluster_external_secret::ClusterExternalSecretStatus;
 use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Action;
 
 use super::*;
 use crate::caches::Packed;
-use crate::clusterexternalsecret::index::OwnedIndex;
 use crate::context::Context;
 use crate::fake_api;
+use crate::fanout::FanContext;
+use crate::fanout::reconcile::{Error, reconcile};
+
+type CesContext = FanContext<ClusterExternalSecret>;
 
 const ES_A: &str = "/apis/external-secrets.io/v1/namespaces/a/externalsecrets/db";
 const CES: &str = "/apis/external-secrets.io/v1/clusterexternalsecrets/shared";
@@ -59,20 +63,27 @@ fn external_secret(ns: &str, owned: bool) -> ExternalSecret {
 /// A controller context over `client`, with these namespaces and ExternalSecrets cached (and
 /// indexed by their label, as the cache hook does).
 fn context(client: kube::Client, namespaces: Vec<PartialObjectMeta<Namespace>>, es: Vec<ExternalSecret>) -> CesContext {
-    let mut owned = OwnedIndex::default();
+    context_with(client, namespaces, es, fake_api::store([]))
+}
+
+fn context_with(
+    client: kube::Client,
+    namespaces: Vec<PartialObjectMeta<Namespace>>,
+    es: Vec<ExternalSecret>,
+    cluster_secret_stores: Store<keyward_crds::ClusterSecretStore>,
+) -> CesContext {
+    let cx = FanContext::new(
+        Arc::new(Context::for_tests(client)),
+        fake_api::store(es.iter().map(Packed::pack)),
+        fake_api::store(namespaces),
+        fake_api::store([]),
+        cluster_secret_stores,
+        fake_api::store([]),
+    );
     for e in &es {
-        owned.set(ObjectRef::from_obj(e), e.labels().get(CLUSTER_EXTERNAL_SECRET_LABEL).cloned());
+        cx.index(ObjectRef::from_obj(e), e.labels().get(CLUSTER_EXTERNAL_SECRET_LABEL).cloned());
     }
-    CesContext {
-        ctx: Arc::new(Context::for_tests(client)),
-        external_secrets: fake_api::store(es.iter().map(Packed::pack)),
-        namespaces: fake_api::store(namespaces),
-        cluster_providers: fake_api::store([]),
-        cluster_secret_stores: fake_api::store([]),
-        cluster_external_secrets: fake_api::store([]),
-        owned: Mutex::new(owned),
-        applied: Mutex::new(HashMap::new()),
-    }
+    cx
 }
 
 /// Answers: no ExternalSecret `db` in namespace `a` until it is applied, then the applied one;
@@ -153,10 +164,7 @@ async fn a_namespace_its_store_refuses_gets_no_external_secret() {
         "spec": {"conditions": [{"namespaces": ["elsewhere"]}], "provider": {"fake": {"data": []}}},
     }))
     .unwrap();
-    let cx = CesContext {
-        cluster_secret_stores: fake_api::store([closed]),
-        ..context(client, vec![namespace("a", &[("team", "yes")])], vec![])
-    };
+    let cx = context_with(client, vec![namespace("a", &[("team", "yes")])], vec![], fake_api::store([closed]));
     let mut through_closed = Arc::unwrap_or_clone(ces(json!({})));
     through_closed.spec.external_secret_spec.secret_store_ref =
         serde_json::from_value(json!({"name": "closed", "kind": "ClusterSecretStore"})).unwrap();
@@ -186,15 +194,12 @@ async fn a_current_namespace_is_not_written_again() {
     assert_eq!(status["conditions"][0]["message"], "ExternalSecret \"db\" is current in 1 namespaces");
 
     // The next reconcile sees what it applied in the cache and its own status: nothing to do.
-    let cx = Arc::into_inner(cx).unwrap();
+    let applied = cx.last_applied(&ObjectRef::new("db").within("a")).unwrap();
     let (client, requests) = fake_api::client(api);
-    let cx = CesContext {
-        ctx: Arc::new(Context::for_tests(client)),
-        external_secrets: fake_api::store([Packed::pack(&external_secret("a", true))]),
-        ..cx
-    };
+    let cx = context(client, vec![namespace("a", &[("team", "yes")])], vec![external_secret("a", true)]);
+    cx.record_applied(ObjectRef::new("db").within("a"), applied);
     let mut again = Arc::unwrap_or_clone(ces(json!({})));
-    again.status = Some(serde_json::from_value(status).unwrap());
+    again.status = Some(serde_json::from_value::<ClusterExternalSecretStatus>(status).unwrap());
     let (result, _) = run(cx, Arc::new(again)).await;
     assert_eq!(result.unwrap(), Action::requeue(std::time::Duration::from_secs(3600)));
     assert_eq!(requests.all(), Vec::<String>::new());

@@ -1,21 +1,29 @@
-//! Which ExternalSecrets carry which ClusterExternalSecret's label, and what this process last
-//! applied to each, so a reconcile neither lists ExternalSecrets nor writes what is current.
+//! Which objects belong to which cluster-scoped owner (by its label or controller reference,
+//! `FanOut::owner_of`), and what this process last applied to each, so a reconcile neither
+//! lists them nor writes what is current.
 
 use std::collections::{HashMap, HashSet};
 
-use keyward_crds::ExternalSecret;
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
-/// ExternalSecrets by the ClusterExternalSecret named in their label, both ways.
-#[derive(Debug, Default)]
-pub struct OwnedIndex {
-    by_owner: HashMap<String, HashSet<ObjectRef<ExternalSecret>>>,
-    owner_of: HashMap<ObjectRef<ExternalSecret>, String>,
+/// Objects by the owner they name, both ways.
+#[derive(Debug)]
+pub struct OwnedIndex<K: Resource<DynamicType = ()>> {
+    by_owner: HashMap<String, HashSet<ObjectRef<K>>>,
+    owner_of: HashMap<ObjectRef<K>, String>,
 }
 
-impl OwnedIndex {
-    /// Records that `es` is labelled for `owner` (or for none); returns the owner it had.
-    pub fn set(&mut self, es: ObjectRef<ExternalSecret>, owner: Option<String>) -> Option<String> {
+// By hand: a derive would ask `K: Default`.
+impl<K: Resource<DynamicType = ()>> Default for OwnedIndex<K> {
+    fn default() -> Self {
+        OwnedIndex { by_owner: HashMap::new(), owner_of: HashMap::new() }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> OwnedIndex<K> {
+    /// Records that `es` belongs to `owner` (or to none); returns the owner it had.
+    pub fn set(&mut self, es: ObjectRef<K>, owner: Option<String>) -> Option<String> {
         let before = self.owner_of.remove(&es);
         if let Some(b) = &before
             && let Some(set) = self.by_owner.get_mut(b)
@@ -32,19 +40,19 @@ impl OwnedIndex {
         before
     }
 
-    /// The ExternalSecrets labelled for `owner`.
-    pub fn of(&self, owner: &str) -> Vec<ObjectRef<ExternalSecret>> {
+    /// The objects of `owner`.
+    pub fn of(&self, owner: &str) -> Vec<ObjectRef<K>> {
         self.by_owner.get(owner).into_iter().flatten().cloned().collect()
     }
 
-    /// The owners with an ExternalSecret in namespace `ns`.
+    /// The owners with an object in namespace `ns`.
     pub fn owners_in(&self, ns: &str) -> HashSet<String> {
         self.owner_of.iter().filter(|(es, _)| es.namespace.as_deref() == Some(ns)).map(|(_, o)| o.clone()).collect()
     }
 }
 
-/// What was applied to one ExternalSecret: the hash of the applied manifest, and the object it
-/// produced. The ExternalSecret is current while its uid and generation are still those.
+/// What was applied to one object: the hash of the applied manifest, and the object it
+/// produced. The object is current while its uid and generation are still those.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     /// Hash of the applied manifest (namespace aside).
@@ -57,6 +65,8 @@ pub struct Applied {
 
 #[cfg(test)]
 mod tests {
+    use keyward_crds::ExternalSecret;
+
     use super::*;
 
     fn es(ns: &str, name: &str) -> ObjectRef<ExternalSecret> {
