@@ -401,13 +401,17 @@ async fn helm_install_self_managed_and_the_certs_loop_fills_secrets_and_ca_bundl
         assert!(!can_i(kc, &ns, &sa("webhook"), "watch", "secrets"), "the webhook watches no Secrets");
         assert!(!can_i(kc, &ns, &sa("reconciler"), "patch", &format!("mutatingwebhookconfigurations/{f}")));
         assert!(can_i(kc, &ns, &sa("reconciler"), "create", "secrets"));
-        // ClusterExternalSecrets: their finalizer and status, and the ExternalSecrets they keep.
+        // ClusterExternalSecrets: their finalizer and status, and the ExternalSecrets they keep;
+        // ClusterPushSecrets and the PushSecrets they keep.
         for (verb, resource) in [
             ("patch", "clusterexternalsecrets.external-secrets.io"),
             ("create", "externalsecrets.external-secrets.io"),
             ("patch", "externalsecrets.external-secrets.io"),
             ("delete", "externalsecrets.external-secrets.io"),
+            ("watch", "clusterpushsecrets.external-secrets.io"),
+            ("create", "pushsecrets.external-secrets.io"),
             ("patch", "pushsecrets.external-secrets.io"),
+            ("delete", "pushsecrets.external-secrets.io"),
         ] {
             assert!(can_i(kc, &ns, &sa("reconciler"), verb, resource), "reconciler may {verb} {resource}");
         }

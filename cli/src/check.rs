@@ -55,6 +55,7 @@ pub fn check(docs: &[Document], default_namespace: &str) -> Vec<Checked> {
                 | "ClusterProvider"
                 | "ClusterSecretStore"
                 | "ClusterExternalSecret"
+                | "ClusterPushSecret"
                 | "ClusterGenerator"
                 | "CustomResourceDefinition"
         );

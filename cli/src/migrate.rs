@@ -7,8 +7,8 @@ use keyward_crds::external_secret::GeneratorRef;
 use keyward_crds::registry::{PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION};
 use keyward_crds::rules::{generator_target, store_backend};
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
-    SecretStoreSpec,
+    ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret, SecretStore, SecretStoreSpec,
 };
 use keyward_provider_registry::PROVIDER_KINDS;
 use kube::discovery::ApiResource;
@@ -122,6 +122,9 @@ pub struct Survey {
     pub refused: Vec<Refused>,
     /// Templates that would fail at sync.
     pub templates: Vec<TemplateProblem>,
+    /// ClusterExternalSecrets and ClusterPushSecrets: served only by a reconciler that watches
+    /// every namespace.
+    pub cluster_wide: Vec<ObjectRef>,
     /// Where the steps are.
     pub guide: &'static str,
 }
@@ -176,6 +179,10 @@ pub fn unserved_generators(kind: &str, object: &Value) -> Vec<(String, String, S
             .pointer("/spec/selector/generatorRef")
             .map(|g| vec![("spec.selector.generatorRef".to_string(), g)])
             .unwrap_or_default(),
+        "ClusterPushSecret" => object
+            .pointer("/spec/pushSecretSpec/selector/generatorRef")
+            .map(|g| vec![("spec.pushSecretSpec.selector.generatorRef".to_string(), g)])
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     refs.into_iter()
@@ -197,6 +204,7 @@ fn admitted_kinds() -> Vec<(String, ApiResource)> {
         ("ExternalSecret".to_string(), ApiResource::erase::<ExternalSecret>(&())),
         ("PushSecret".into(), ApiResource::erase::<PushSecret>(&())),
         ("ClusterExternalSecret".into(), ApiResource::erase::<ClusterExternalSecret>(&())),
+        ("ClusterPushSecret".into(), ApiResource::erase::<ClusterPushSecret>(&())),
         ("SecretStore".into(), ApiResource::erase::<SecretStore>(&())),
         ("ClusterSecretStore".into(), ApiResource::erase::<ClusterSecretStore>(&())),
         ("Provider".into(), ApiResource::erase::<Provider>(&())),
@@ -224,12 +232,16 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
         generators: Vec::new(),
         refused: Vec::new(),
         templates: Vec::new(),
+        cluster_wide: Vec::new(),
         guide: GUIDE,
     };
     for (kind, resource) in admitted_kinds() {
         for o in list(client, &resource, None).await? {
             let value = with_kind(&o, &resource)?;
             let object = object_ref(&kind, &o);
+            if matches!(kind.as_str(), "ClusterExternalSecret" | "ClusterPushSecret") {
+                survey.cluster_wide.push(object.clone());
+            }
             if matches!(kind.as_str(), "SecretStore" | "ClusterSecretStore") {
                 let s = store(object.clone(), value.get("spec").unwrap_or(&Value::Null));
                 survey.providers_needed.extend(s.served_by.clone());
@@ -289,6 +301,15 @@ pub fn text(s: &Survey) -> String {
     }
     for t in &s.templates {
         out.push_str(&format!("  {}: {}\n", t.object, t.problem));
+    }
+    if !s.cluster_wide.is_empty() {
+        out.push_str(
+            "ClusterExternalSecrets and ClusterPushSecrets (served by a reconciler that watches every namespace: \
+             not with the chart's scopedNamespace or --watch-namespace):\n",
+        );
+        for o in &s.cluster_wide {
+            out.push_str(&format!("  {o}\n"));
+        }
     }
     out.push_str(&format!("How to switch: {}\n", s.guide));
     out
@@ -351,6 +372,7 @@ mod tests {
             generators: Vec::new(),
             refused: Vec::new(),
             templates: found,
+            cluster_wide: vec![ObjectRef { kind: "ClusterPushSecret".into(), namespace: None, name: "cps".into() }],
             guide: GUIDE,
         };
         assert!(!survey.clear());
@@ -358,6 +380,10 @@ mod tests {
             text(&survey)
                 .contains("  ExternalSecret apps/e: spec.target.template.data[\"bad\"]: calls function \"env\"")
         );
+        assert!(text(&survey).contains(
+            "watches every namespace: not with the chart's scopedNamespace or --watch-namespace):\n  \
+             ClusterPushSecret cps\n"
+        ));
     }
 
     #[test]
@@ -375,5 +401,8 @@ mod tests {
         let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Vault, name: p}}}").unwrap();
         assert_eq!(unserved_generators("PushSecret", &ps)[0].0, "spec.selector.generatorRef");
         assert!(unserved_generators("PushSecret", &es).is_empty());
+        let cps: Value =
+            serde_yaml::from_str("spec: {pushSecretSpec: {selector: {generatorRef: {kind: Vault, name: p}}}}").unwrap();
+        assert_eq!(unserved_generators("ClusterPushSecret", &cps)[0].0, "spec.pushSecretSpec.selector.generatorRef");
     }
 }

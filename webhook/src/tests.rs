@@ -1504,3 +1504,5 @@ fn webhook_generators_are_checked_with_the_webhook_store_rules() {
     let d = run(Mode::Mutate, &body(CLUSTER_GEN, "CREATE", None, Some(pw), None), &c);
     assert!(d.allowed && d.patch.as_ref().is_some_and(|p| p.0.is_empty()), "{d:?}");
 }
+
+mod cluster_push_secret;

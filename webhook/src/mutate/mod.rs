@@ -30,9 +30,11 @@ pub fn mutate(req: &Request, state: &State) -> Decision {
         Kind::Provider | Kind::ClusterProvider => defaults::provider_ref(object),
         // A store reference without a kind stays without one (ExternalSecret and PushSecret): the
         // omission has a meaning of its own, resolved where the reference is used.
-        // A ClusterExternalSecret's ExternalSecrets are defaulted when they are written.
+        // A ClusterExternalSecret's ExternalSecrets (a ClusterPushSecret's PushSecrets) are
+        // defaulted when they are written.
         Kind::PushSecret
         | Kind::ClusterExternalSecret
+        | Kind::ClusterPushSecret
         | Kind::SecretStore
         | Kind::ClusterSecretStore
         | Kind::ProviderConfig(_)

@@ -2,12 +2,13 @@
 //! decision comes from `keyward_crds::rules`; these impls only say which rules a kind gets.
 
 use keyward_crds::rules::{
-    cluster_secret_store_references, secret_store_boundary, secret_store_warnings, store_backend, store_ref_kind,
-    validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_provider,
-    validate_push_secret, validate_secret_store,
+    cluster_secret_store_references, external_secret_warnings, push_secret_warnings, secret_store_boundary, secret_store_warnings, store_backend, store_ref_kind,
+    validate_cluster_external_secret, validate_cluster_provider, validate_cluster_push_secret,
+    validate_external_secret, validate_provider, validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore,
+    ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
+    PushSecret, SecretStore,
 };
 use keyward_provider_registry::PROVIDER_KINDS;
 
@@ -19,6 +20,7 @@ impl Admitted for ExternalSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_external_secret(&self.spec));
+        check.warnings.extend(external_secret_warnings("spec", &self.spec));
         check.warnings.extend(external_secret_template_warnings("spec", &self.spec));
         if let Some(m) = self.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
             check.warnings.push(format!(
@@ -44,6 +46,7 @@ impl Admitted for ClusterExternalSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_cluster_external_secret(&self.spec));
+        check.warnings.extend(external_secret_warnings("spec.externalSecretSpec", &self.spec.external_secret_spec));
         check
             .warnings
             .extend(external_secret_template_warnings("spec.externalSecretSpec", &self.spec.external_secret_spec));
@@ -56,7 +59,8 @@ impl Admitted for PushSecret {
 
     fn check(&self, cx: &Cx<'_>, check: &mut Check) {
         check.spec(validate_push_secret(&self.spec));
-        check.warnings.extend(push_secret_template_warnings(&self.spec));
+        check.warnings.extend(push_secret_warnings("spec", &self.spec));
+        check.warnings.extend(push_secret_template_warnings("spec", &self.spec));
         for (i, r) in self.spec.secret_store_refs.iter().enumerate() {
             if let Some(store) = r.name.as_deref().filter(|n| !n.is_empty()) {
                 let path = format!("spec.secretStoreRefs[{i}]");
@@ -67,6 +71,24 @@ impl Admitted for PushSecret {
         }
         if let Some(g) = &self.spec.selector.generator_ref {
             check.cluster_generator_use(cx.state, cx.ns, "spec.selector.generatorRef", g);
+        }
+    }
+}
+
+/// The embedded PushSecret spec gets the PushSecret rule (in `validate_cluster_push_secret`);
+/// what depends on a namespace (its stores' conditions, missing Providers) is warned per
+/// selected namespace, and checked again when each PushSecret is written.
+impl Admitted for ClusterPushSecret {
+    const KIND: Kind = Kind::ClusterPushSecret;
+
+    fn check(&self, cx: &Cx<'_>, check: &mut Check) {
+        check.spec(validate_cluster_push_secret(&self.spec));
+        check.warnings.extend(push_secret_template_warnings("spec.pushSecretSpec", &self.spec.push_secret_spec));
+        check.warnings.extend(crate::cluster_external_secret::push_warnings(cx.state, self));
+        if let Some(g) = &self.spec.push_secret_spec.selector.generator_ref
+            && let Some(w) = keyward_crds::rules::unserved_generator_warning(g)
+        {
+            check.warnings.push(format!("spec.pushSecretSpec.selector.generatorRef: {w}"));
         }
     }
 }

@@ -15,8 +15,8 @@ use keyward_crds::rules::{
     config_owner, push_metadata_remote_namespace, unserved_generator_warning,
 };
 use keyward_crds::{
-    ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterSecretStore,
-    ExternalSecret, Provider, PushSecret, SecretStore, StoreKind,
+    ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterPushSecret,
+    ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore, StoreKind,
 };
 use keyward_provider_registry::{PROVIDER_KINDS, ProviderKind, provider_kind};
 use kube::core::DynamicObject;
@@ -38,6 +38,8 @@ pub enum Kind {
     ClusterExternalSecret,
     /// `external-secrets.io/v1alpha1` PushSecret.
     PushSecret,
+    /// `external-secrets.io/v1alpha1` ClusterPushSecret.
+    ClusterPushSecret,
     /// `external-secrets.io/v1` Provider.
     Provider,
     /// `external-secrets.io/v1` ClusterProvider.
@@ -63,6 +65,7 @@ impl Kind {
             ("external-secrets.io", "v1", "ExternalSecret") => Some(Kind::ExternalSecret),
             ("external-secrets.io", "v1", "ClusterExternalSecret") => Some(Kind::ClusterExternalSecret),
             ("external-secrets.io", "v1alpha1", "PushSecret") => Some(Kind::PushSecret),
+            ("external-secrets.io", "v1alpha1", "ClusterPushSecret") => Some(Kind::ClusterPushSecret),
             ("external-secrets.io", "v1", "Provider") => Some(Kind::Provider),
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
             ("external-secrets.io", "v1", "SecretStore") => Some(Kind::SecretStore),
@@ -84,6 +87,7 @@ impl Kind {
             Kind::ExternalSecret => "ExternalSecret",
             Kind::ClusterExternalSecret => "ClusterExternalSecret",
             Kind::PushSecret => "PushSecret",
+            Kind::ClusterPushSecret => "ClusterPushSecret",
             Kind::Provider => "Provider",
             Kind::ClusterProvider => "ClusterProvider",
             Kind::SecretStore => "SecretStore",
@@ -154,6 +158,7 @@ pub fn validate(req: &Request, state: &State) -> Decision {
         Kind::ExternalSecret => admit::<ExternalSecret>(&cx, object, &mut check),
         Kind::ClusterExternalSecret => admit::<ClusterExternalSecret>(&cx, object, &mut check),
         Kind::PushSecret => admit::<PushSecret>(&cx, object, &mut check),
+        Kind::ClusterPushSecret => admit::<ClusterPushSecret>(&cx, object, &mut check),
         Kind::Provider => admit::<Provider>(&cx, object, &mut check),
         Kind::ClusterProvider => admit::<ClusterProvider>(&cx, object, &mut check),
         Kind::SecretStore => admit::<SecretStore>(&cx, object, &mut check),

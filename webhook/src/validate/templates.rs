@@ -9,7 +9,7 @@
 
 use keyward_crds::external_secret::{ExternalSecretSpec, ExternalSecretTemplate};
 use keyward_crds::push_secret::PushSecretSpec;
-use keyward_crds::{ClusterExternalSecret, ExternalSecret, PushSecret};
+use keyward_crds::{ClusterExternalSecret, ClusterPushSecret, ExternalSecret, PushSecret};
 use keyward_template::{Limits, unknown_functions};
 use serde_json::Value;
 
@@ -72,16 +72,20 @@ pub fn external_secret_template_warnings(prefix: &str, spec: &ExternalSecretSpec
     out
 }
 
-/// Warnings for the templates of a PushSecret spec.
-pub fn push_secret_template_warnings(spec: &PushSecretSpec) -> Vec<String> {
+/// Warnings for the templates of a PushSecret spec at `prefix` (`spec`, or
+/// `spec.pushSecretSpec` in a ClusterPushSecret).
+pub fn push_secret_template_warnings(prefix: &str, spec: &PushSecretSpec) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(t) = &spec.template {
-        template_block(&mut out, "spec.template", t);
+        template_block(&mut out, &format!("{prefix}.template"), t);
     }
     for (i, d) in spec.data_to.iter().enumerate() {
         for (j, rw) in d.rewrite.iter().enumerate() {
             if let Some(t) = &rw.transform {
-                out.extend(template_warning(&format!("spec.dataTo[{i}].rewrite[{j}].transform.template"), &t.template));
+                out.extend(template_warning(
+                    &format!("{prefix}.dataTo[{i}].rewrite[{j}].transform.template"),
+                    &t.template,
+                ));
             }
         }
     }
@@ -99,7 +103,10 @@ pub fn template_warnings(kind: &str, object: &Value) -> Vec<String> {
             .map(|o| external_secret_template_warnings("spec.externalSecretSpec", &o.spec.external_secret_spec))
             .unwrap_or_default(),
         "PushSecret" => serde_json::from_value::<PushSecret>(object.clone())
-            .map(|o| push_secret_template_warnings(&o.spec))
+            .map(|o| push_secret_template_warnings("spec", &o.spec))
+            .unwrap_or_default(),
+        "ClusterPushSecret" => serde_json::from_value::<ClusterPushSecret>(object.clone())
+            .map(|o| push_secret_template_warnings("spec.pushSecretSpec", &o.spec.push_secret_spec))
             .unwrap_or_default(),
         _ => Vec::new(),
     }
