@@ -16,6 +16,7 @@ mod support;
 mod api_cost;
 mod apiserver_restart;
 mod aws_generators;
+mod azure_guides;
 mod cluster_external_secret;
 mod creation_policies;
 mod dashboard;

@@ -315,6 +315,23 @@ impl AzureKeyVault {
         s.deleted_secrets.remove(name);
     }
 
+    /// Sets a key straight into the vault (a new version): its public JWK members (`kty`, `n`
+    /// and `e`, or `crv`, `x` and `y`), as Key Vault returns them.
+    pub fn set_key(&self, name: &str, jwk: serde_json::Value) {
+        let mut s = lock(&self.state);
+        let version = s.next_id();
+        let jwk = jwk.as_object().cloned().unwrap_or_default();
+        s.keys.entry(name.into()).or_default().push(KeyVersion { version, jwk, tags: HashMap::new(), created: now() });
+    }
+
+    /// Sets a certificate (DER) straight into the vault (a new version).
+    pub fn set_certificate(&self, name: &str, der: &[u8]) {
+        let mut s = lock(&self.state);
+        let version = s.next_id();
+        let cert = CertVersion { version, der: der.to_vec(), tags: HashMap::new(), created: now() };
+        s.certs.entry(name.into()).or_default().push(cert);
+    }
+
     /// The current public JWK of a key.
     pub fn key(&self, name: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
         lock(&self.state).keys.get(name).and_then(|v| v.last()).map(|k| k.jwk.clone())
