@@ -142,10 +142,22 @@ fn provider_kinds_template(kinds: Kinds<'_>) -> String {
         .collect();
     format!(
         "{HEADER}{{{{- define \"keyward.providerConfigResources\" -}}}}[{}]{{{{- end -}}}}\n\
-         {{{{- define \"keyward.providerConfigRules\" -}}}}{}{{{{- end -}}}}\n",
+         {{{{- define \"keyward.providerConfigRules\" -}}}}{}{{{{- end -}}}}\n\
+         {{{{- define \"keyward.generatorResources\" -}}}}[{}]{{{{- end -}}}}\n",
         resources.join(", "),
-        serde_json::Value::Object(rules)
+        serde_json::Value::Object(rules),
+        generator_resources().join(", ")
     )
+}
+
+/// The namespaced resources of the generator group, GeneratorStates included: every one is
+/// admitted by the webhook (their specs' limits, their free-form fields').
+fn generator_resources() -> Vec<String> {
+    all_crds(&[])
+        .into_iter()
+        .filter(|crd| crd.spec.group == crate::generators::GENERATOR_GROUP && crd.spec.scope == "Namespaced")
+        .map(|crd| format!("{:?}", crd.spec.names.plural))
+        .collect()
 }
 
 /// Wraps one CRD's YAML in the chart's switches and adds the chart's labels.

@@ -11,6 +11,7 @@ use crate::common::{Condition, StoreKind};
 use crate::external_secret::{
     ExternalSecretRewrite, ExternalSecretTemplate, GeneratorRef, RewriteRegexp, RewriteTransform,
 };
+use crate::free_json::FreeJson;
 use crate::schema::preserve_unknown_fields;
 
 fn default_refresh_interval() -> String {
@@ -81,10 +82,11 @@ pub struct PushSecretDataTo {
     /// Per-key mode only: rewrites of the key into the remote key, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rewrite: Vec<PushSecretRewrite>,
-    /// Provider-specific metadata of every push of this rule, passed untouched.
+    /// Provider-specific metadata of every push of this rule, passed untouched (kept as
+    /// text within the free-form JSON limits, `crate::free_json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_fields")]
-    pub metadata: Option<serde_json::Value>,
+    pub metadata: Option<FreeJson>,
     /// `ReverseUnicode` turns `_UXXXX_` escapes in source keys back into characters before
     /// matching; `None` (default) keeps keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,10 +191,11 @@ pub struct PushSecretData {
     #[serde(rename = "match")]
     pub match_: PushSecretMatch,
     /// Provider-specific metadata, passed to the provider untouched (for the Kubernetes
-    /// provider: labels, annotations and `remoteNamespace`).
+    /// provider: labels, annotations and `remoteNamespace`); kept as text within the
+    /// free-form JSON limits (`crate::free_json`) until a push sends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_fields")]
-    pub metadata: Option<serde_json::Value>,
+    pub metadata: Option<FreeJson>,
     /// How keys are converted: `None` keeps them, `ReverseUnicode` undoes Unicode escaping.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversion_strategy: Option<PushSecretConversionStrategy>,

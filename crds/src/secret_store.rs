@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::common::SecretKeySelector;
+use crate::free_json::FreeJsonMap;
 use crate::provider::{ClusterProviderCondition, ProviderStatus};
 use crate::provider_config::{KubernetesAuth, KubernetesServer};
 use crate::secrets_manager::AwsStoreProvider;
@@ -87,8 +89,11 @@ pub struct ClusterSecretStoreSpec {
 }
 
 /// `spec.provider`: one provider and its configuration. `kubernetes`, `fake`, `vault` and `aws`
-/// are served; the other upstream providers are kept as written and reported as not supported.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+/// are typed; every other block (a provider crate's, such as `webhook`, or an upstream provider
+/// Keyward does not serve) is kept as written, all of them together within the free-form JSON
+/// limits ([`FreeJsonMap`]), and an unserved one is reported as not supported. Read by hand
+/// (below): serde's `flatten` would decode the other blocks into a tree first.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct SecretStoreProvider {
@@ -104,10 +109,38 @@ pub struct SecretStoreProvider {
     /// AWS Secrets Manager or Parameter Store (served by the AWS provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsStoreProvider>,
-    /// Every other provider (`aws`, `vault`, `gcpsm`, …), kept as written.
+    /// Every other provider (`webhook`, `gcpsm`, …), kept as written within the limits.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub other: BTreeMap<String, serde_json::Value>,
+    pub other: FreeJsonMap,
+}
+
+impl<'de> Deserialize<'de> for SecretStoreProvider {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Blocks;
+        impl<'de> Visitor<'de> for Blocks {
+            type Value = SecretStoreProvider;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("spec.provider: an object of provider blocks")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SecretStoreProvider, A::Error> {
+                let mut p = SecretStoreProvider::default();
+                let other = FreeJsonMap::read_rest(map, |name, map| {
+                    match name {
+                        "kubernetes" => p.kubernetes = map.next_value()?,
+                        "fake" => p.fake = map.next_value()?,
+                        "vault" => p.vault = map.next_value()?,
+                        "aws" => p.aws = map.next_value()?,
+                        _ => return Ok(false),
+                    }
+                    Ok(true)
+                })?;
+                p.other = other;
+                Ok(p)
+            }
+        }
+        d.deserialize_map(Blocks)
+    }
 }
 
 impl SecretStoreProvider {
@@ -126,8 +159,26 @@ impl SecretStoreProvider {
         if self.aws.is_some() {
             names.push("aws");
         }
-        names.extend(self.other.keys().map(String::as_str));
+        names.extend(self.other.keys());
         names
+    }
+
+    /// Drops every block but `key` to its name: a provider process keeps only the block it
+    /// serves, and still sees what else is set (a store naming two providers is refused).
+    pub fn keep_only(&mut self, key: &str) {
+        if key != "kubernetes" && self.kubernetes.is_some() {
+            self.kubernetes = Some(KubernetesStoreProvider::default());
+        }
+        if key != "fake" && self.fake.is_some() {
+            self.fake = Some(FakeStoreProvider::default());
+        }
+        if key != "vault" && self.vault.is_some() {
+            self.vault = Some(VaultSpec::default());
+        }
+        if key != "aws" && self.aws.is_some() {
+            self.aws = Some(AwsStoreProvider::default());
+        }
+        self.other.keep_content(|name| name == key);
     }
 }
 

@@ -49,7 +49,8 @@ pub struct VaultSpec {
     /// A client certificate for servers that require mutual TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<VaultClientTls>,
-    /// How the provider logs in: exactly one method.
+    /// How the provider logs in: one method. Without one (as upstream allows) the provider uses
+    /// its own `VAULT_TOKEN`, or none for a Vault Agent in front of Vault: the provider's identity.
     #[serde(default)]
     pub auth: VaultAuth,
     /// Vault Enterprise performance standbys: send each request with the last state index
@@ -137,7 +138,7 @@ pub struct VaultAuth {
     /// GCP auth method (upstream's field; not served by Keyward's Vault provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-    pub gcp: Option<serde_json::Value>,
+    pub gcp: Option<crate::free_json::FreeJson>,
 }
 
 /// Methods upstream defines that Keyward's Vault provider does not serve: a store naming one is

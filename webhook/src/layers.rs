@@ -71,7 +71,8 @@ impl FromRequest<AppState> for ReviewBody {
 
 /// Wraps the admission routes: observation outermost (it sees every answer, timeouts
 /// included), then the in-flight budget (a request that does not fit is answered before its body
-/// is read, see [`crate::shed`]), then the time budget, then the body limit.
+/// is read, see [`crate::shed`]), then the time budget, then the body limit, then the in-flight
+/// budget again for what the read body decodes to ([`crate::shed::weigh`]).
 pub fn admission(router: Router, metrics: Arc<Metrics>, limits: Limits) -> Router {
     let budget = limits.request_timeout;
     let in_flight = crate::shed::Budget::new(
@@ -80,13 +81,15 @@ pub fn admission(router: Router, metrics: Arc<Metrics>, limits: Limits) -> Route
         limits.request_timeout,
         metrics.clone(),
     );
+    let in_flight_weighed = in_flight.clone();
     router.layer(
         ServiceBuilder::new()
             .layer(from_fn_with_state(metrics, observe))
             .layer(from_fn_with_state(in_flight, crate::shed::shed))
             .layer(HandleErrorLayer::new(move |_: tower::BoxError| async move { timed_out(budget) }))
             .timeout(budget)
-            .layer(DefaultBodyLimit::max(limits.max_body_bytes)),
+            .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+            .layer(from_fn_with_state(in_flight_weighed, crate::shed::weigh)),
     )
 }
 

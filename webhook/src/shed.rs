@@ -18,6 +18,14 @@
 //! answer.
 //! Small reviews, the usual ones, take little of the budget: only a burst of large ones waits or
 //! is shed.
+//!
+//! Bytes are not what a review costs, though: the review is decoded into a JSON tree (and the
+//! object read again as its kind's type), and a tree costs tens of bytes per value, so a 1.4 MB
+//! body of `[0,0,…]` decodes to some hundred MiB. So once the body is read (it is read inside
+//! the time budget, by [`weigh`]) the request also reserves what it decodes to, estimated by
+//! counting its values ([`decoded_weight`]), before anything is decoded; within the same wait
+//! and with the same answer when there is no room. A review heavier than the whole budget runs
+//! alone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,10 +38,16 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 
+use crate::layers::rejected;
 use crate::metrics::Metrics;
 
 /// The least a request reserves: bounds the number of requests in flight as well.
 pub const MIN_WEIGHT: usize = 64 * 1024;
+/// What one JSON value of a review is taken to cost decoded: a `serde_json::Value` (32 bytes)
+/// and its place in an array or object (a map entry with its key), held twice (the review's
+/// object, and the copy read as the kind's type) with the allocator's slack.
+pub const DECODED_BYTES_PER_VALUE: usize = 160;
+
 /// How long a request waits for room in the budget before it is shed: long enough to ride out
 /// a short burst, short enough that waiting streams do not hold a shared HTTP/2 connection's
 /// flow-control window for long, and well inside the API server's webhook timeout (10 s in the
@@ -72,6 +86,12 @@ impl Budget {
         declared.unwrap_or(cap).clamp(MIN_WEIGHT.min(cap), cap)
     }
 
+    /// What a review of `body` is taken to cost once decoded (its bytes, and
+    /// [`DECODED_BYTES_PER_VALUE`] per JSON value), up to the whole budget.
+    pub fn decoded_weight(&self, body: &[u8]) -> usize {
+        decoded_weight(body).min(self.total)
+    }
+
     /// The budget in bytes.
     pub fn total(&self) -> usize {
         self.total
@@ -100,6 +120,69 @@ pub async fn shed(State(budget): State<Arc<Budget>>, request: Request, next: Nex
     let response = next.run(request).await;
     drop(permit);
     response
+}
+
+/// The second reservation, inside the time budget: reads the body (within the body limit),
+/// reserves what it decodes to beyond what the request reserved already (waiting as [`shed`]
+/// does, and shed the same way), and hands the read body on.
+pub async fn weigh(State(budget): State<Arc<Budget>>, request: Request, next: Next) -> Response {
+    let reserved = budget.weight(request.headers());
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, budget.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => {
+            let too_large = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            return if too_large {
+                let message = format!("the request body is larger than {} bytes", budget.max_body_bytes);
+                rejected(StatusCode::PAYLOAD_TOO_LARGE, message)
+            } else {
+                rejected(StatusCode::BAD_REQUEST, format!("reading the request body failed: {e}"))
+            };
+        }
+    };
+    let extra = budget.decoded_weight(&body).saturating_sub(reserved);
+    let permit = if extra == 0 {
+        None
+    } else {
+        // Within the budget, which fits in u32.
+        let permits = u32::try_from(extra).unwrap_or(u32::MAX);
+        let acquired = tokio::time::timeout(QUEUE_WAIT, budget.permits.clone().acquire_many_owned(permits)).await;
+        let Ok(Ok(permit)) = acquired else {
+            budget.metrics.shed.inc();
+            tracing::debug!(extra, in_use = budget.in_use(), "review shed: what it decodes to does not fit the budget");
+            return too_many();
+        };
+        Some(permit)
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    drop(permit);
+    response
+}
+
+/// The bytes of `body` plus [`DECODED_BYTES_PER_VALUE`] per JSON value in it, counted in one
+/// pass without decoding: each value is a scalar or container started outside a string, and
+/// values are separated by `,` or open `[`, `{` (`:` precedes a member's value, its name is no
+/// value).
+pub fn decoded_weight(body: &[u8]) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => values += 1,
+            _ => {}
+        }
+    }
+    body.len().saturating_add(values.saturating_mul(DECODED_BYTES_PER_VALUE))
 }
 
 /// Reads and discards a body, one chunk at a time, up to `max` bytes and `time`.
@@ -147,5 +230,21 @@ mod tests {
         assert_eq!(b.total(), 32 << 20);
         // A budget smaller than one body still admits one body.
         assert_eq!(Budget::new(1, 7 << 20, Duration::ZERO, Arc::new(Metrics::new())).total(), 7 << 20);
+    }
+
+    #[test]
+    fn the_decoded_weight_counts_values_not_bytes() {
+        let per = DECODED_BYTES_PER_VALUE;
+        // Text in strings is bytes; structure outside them is values.
+        let string = br#"{"a":"x,[{y\"z,"}"#;
+        assert_eq!(decoded_weight(string), string.len() + 2 * per, "the object and one member");
+        let zeros = format!(r#"{{"pad":[{}0]}}"#, "0,".repeat(700_000));
+        let w = decoded_weight(zeros.as_bytes());
+        assert_eq!(w, zeros.len() + (700_000 + 3) * per, "every zero is a value");
+        assert!(w > 100 << 20, "1.4 MB of zeros weighs over 100 MiB decoded");
+        let b = Budget::new(12 << 20, 7 << 20, Duration::ZERO, Arc::new(Metrics::new()));
+        assert_eq!(b.decoded_weight(zeros.as_bytes()), 12 << 20, "heavier than the budget: runs alone");
+        let annotation = format!(r#"{{"a":"{}"}}"#, "a".repeat(7 << 20));
+        assert!(decoded_weight(annotation.as_bytes()) < (7 << 20) + 1024, "one long string weighs its bytes");
     }
 }

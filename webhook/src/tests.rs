@@ -478,7 +478,11 @@ fn vault_and_secrets_manager_configs_are_validated() {
                "spec": {"server": "https://vault:8200", "path": "secret", "auth": auth}})
     };
     let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({})), &c);
-    denied_with(&d, 400, &["Vault \"v\" is invalid", "spec.auth: set exactly one of tokenSecretRef, appRole"]);
+    // No login method is the provider's own token (as upstream allows): a tenant may not.
+    denied_with(&d, 403, &["spec.auth without a login method", "--provider-identity-namespaces"]);
+    let two = vault(json!({"tokenSecretRef": {"name": "t", "key": "k"}, "appRole": {"roleId": "r", "secretRef": {"name": "s", "key": "k"}}}));
+    let d = validate(VAULT, "CREATE", Some("team-a"), two, &c);
+    denied_with(&d, 400, &["Vault \"v\" is invalid", "spec.auth: tokenSecretRef and appRole are set; set exactly one of"]);
     // A login with the provider's own ServiceAccount token is the operator's (namespace `creds`,
     // named by ClusterProvider "shared"); a tenant names its own ServiceAccount or Secret.
     let own_token = vault(json!({"kubernetes": {"role": "app"}}));
@@ -1496,7 +1500,7 @@ fn webhook_generators_are_checked_with_the_webhook_store_rules() {
     let ok = cluster_generator("cg", "Webhook", json!({"webhookSpec": upstream_webhook_generator_spec()}));
     assert!(validate(CLUSTER_GEN, "CREATE", None, ok, &c).allowed);
     let d = validate(CLUSTER_GEN, "CREATE", None, cluster_generator("cg", "Webhook", json!({"fakeSpec": {}})), &c);
-    denied_with(&d, 400, &["spec.generator.webhookSpec: is required when spec.kind is Webhook"]);
+    denied_with(&d, 400, &["spec.generator.webhookSpec is required for kind Webhook"]);
     // Other kinds are not checked here.
     let pw = cluster_generator("pw", "Password", json!({"passwordSpec": {"length": 12}}));
     assert!(validate(CLUSTER_GEN, "CREATE", None, pw.clone(), &c).allowed);
@@ -1504,5 +1508,7 @@ fn webhook_generators_are_checked_with_the_webhook_store_rules() {
     let d = run(Mode::Mutate, &body(CLUSTER_GEN, "CREATE", None, Some(pw), None), &c);
     assert!(d.allowed && d.patch.as_ref().is_some_and(|p| p.0.is_empty()), "{d:?}");
 }
+
+mod limits;
 
 mod cluster_push_secret;

@@ -10,6 +10,7 @@
 //! to clean up later, is served so records brought from an External Secrets install are
 //! collected; Keyward itself creates none.
 
+pub mod acr;
 pub mod aws;
 pub mod cluster;
 pub mod fake;
@@ -20,6 +21,10 @@ pub mod uuid;
 pub mod vault;
 pub mod webhook;
 
+pub use acr::{
+    AcrAccessToken, AcrAccessTokenSpec, AcrAuth, AcrManagedIdentityAuth, AcrServicePrincipalAuth,
+    AcrServicePrincipalSecretRef, AcrWorkloadIdentityAuth, AzureEnvironmentType,
+};
 pub use aws::{
     EcrAuthorizationToken, EcrAuthorizationTokenSpec, StsRequestParameters, StsSessionToken, StsSessionTokenSpec,
 };

@@ -25,17 +25,22 @@ fn default_length() -> i64 {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PasswordSpec {
-    /// Length of the password to be generated. Defaults to 24.
+    /// Length of the password to be generated. Defaults to 24 (also when not positive); at
+    /// most 1024.
     #[serde(default = "default_length")]
+    #[schemars(range(max = 1024))]
     pub length: i64,
     /// Number of digits in the password. Defaults to 25% of the length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1024))]
     pub digits: Option<i64>,
     /// Number of symbol characters in the password. Defaults to 25% of the length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1024))]
     pub symbols: Option<i64>,
     /// The symbol characters to use. Defaults to ``~!@#$%^&*()_+`-={}|[]\:"<>?,./``.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub symbol_characters: Option<String>,
     /// Disables uppercase letters.
     #[serde(default)]
@@ -45,7 +50,7 @@ pub struct PasswordSpec {
     pub allow_repeat: bool,
     /// The keys that get a password each. Defaults to `password`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 64))]
     pub secret_keys: Vec<String>,
     /// Encoding of the generated password: `raw` (default), `base64`, `base64url`, `base32` or
     /// `hex`.

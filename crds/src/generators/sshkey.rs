@@ -28,8 +28,9 @@ pub struct SshKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 256, max = 8192))]
     pub key_size: Option<i64>,
-    /// Comment of the key.
+    /// Comment of the key (one line, at most 1024 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub comment: Option<String>,
 }
 

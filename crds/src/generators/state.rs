@@ -10,6 +10,8 @@ use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
+use crate::free_json::FreeJson;
+
 /// Label upstream puts on a GeneratorState: the hash of the object and key that created it.
 pub const GENERATOR_STATE_OWNER_KEY_LABEL: &str = "generators.external-secrets.io/owner-key";
 
@@ -49,11 +51,11 @@ pub struct GeneratorStateSpec {
     /// state is cleaned up.
     #[serde(default)]
     #[schemars(schema_with = "any_json")]
-    pub resource: Option<serde_json::Value>,
+    pub resource: Option<FreeJson>,
     /// The state the generator produced.
     #[serde(default)]
     #[schemars(schema_with = "any_json")]
-    pub state: Option<serde_json::Value>,
+    pub state: Option<FreeJson>,
 }
 
 /// The observed state of a GeneratorState.
@@ -148,6 +150,6 @@ mod tests {
         .unwrap();
         assert_eq!(gs.spec.garbage_collection_deadline.as_deref(), Some("not a time"));
         assert_eq!(gs.spec.resource, None);
-        assert_eq!(gs.spec.state, Some(serde_json::json!("opaque")));
+        assert_eq!(gs.spec.state.map(|s| s.value().unwrap()), Some(serde_json::json!("opaque")));
     }
 }

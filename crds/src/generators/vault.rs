@@ -36,7 +36,7 @@ pub struct VaultDynamicSecretSpec {
     /// Parameters of the request: the JSON body for methods other than GET.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::preserve_unknown_fields")]
-    pub parameters: Option<serde_json::Value>,
+    pub parameters: Option<crate::free_json::FreeJson>,
     /// Query-string parameters of GET requests (a key may have several values); ignored for
     /// other methods.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

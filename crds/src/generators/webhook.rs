@@ -13,6 +13,8 @@ use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
+use crate::free_json::FreeJsonMap;
+
 /// Webhook sends one HTTP request rendered from templates, as a SecretStore's
 /// `spec.provider.webhook` block of the generator's namespace would, and returns the members of
 /// the JSON object its answer (or `result.jsonPath` of it) is, one key each.
@@ -28,16 +30,17 @@ use serde::{Deserialize, Serialize};
     category = "external-secrets-generators",
     namespaced
 )]
+#[serde(transparent)]
 pub struct WebhookGeneratorSpec {
-    /// The block as written (a SecretStore's `spec.provider.webhook`).
-    #[serde(flatten)]
-    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// The block as written (a SecretStore's `spec.provider.webhook`), within the free-form
+    /// JSON limits (`crate::free_json`).
+    pub fields: FreeJsonMap,
 }
 
 impl WebhookGeneratorSpec {
     /// The URL template (`spec.url`).
-    pub fn url(&self) -> Option<&str> {
-        self.fields.get("url").and_then(|u| u.as_str())
+    pub fn url(&self) -> Option<String> {
+        self.fields.get("url")?.value().ok()?.as_str().map(str::to_string)
     }
 }
 

@@ -303,9 +303,14 @@ pub fn push_namespace(
 
 /// The `remoteNamespace` a push entry's metadata asks for (`spec.remoteNamespace` of a
 /// `PushSecretMetadata` object), if any. Used where the metadata is only inspected (admission,
-/// the reconciler); the provider parses the metadata itself.
-pub fn push_metadata_remote_namespace(metadata: &serde_json::Value) -> Option<&str> {
-    metadata.pointer("/spec/remoteNamespace").and_then(serde_json::Value::as_str).filter(|ns| !ns.is_empty())
+/// the reconciler); the provider parses the metadata itself. Metadata past the free-form JSON
+/// limits was not kept, so what it asks for is unknown: an error, never "nothing asked".
+pub fn push_metadata_remote_namespace(
+    metadata: &crate::free_json::FreeJson,
+) -> Result<Option<String>, crate::free_json::FreeJsonError> {
+    let value = metadata.value()?;
+    let ns = value.pointer("/spec/remoteNamespace").and_then(serde_json::Value::as_str);
+    Ok(ns.filter(|ns| !ns.is_empty()).map(str::to_string))
 }
 
 #[cfg(test)]
@@ -426,11 +431,14 @@ mod tests {
 
     #[test]
     fn remote_namespace_in_push_metadata() {
+        let asks = |v: serde_json::Value| push_metadata_remote_namespace(&v.into());
         let m = serde_json::json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1",
             "kind": "PushSecretMetadata", "spec": {"remoteNamespace": "other"}});
-        assert_eq!(push_metadata_remote_namespace(&m), Some("other"));
-        assert_eq!(push_metadata_remote_namespace(&serde_json::json!({"spec": {"remoteNamespace": ""}})), None);
-        assert_eq!(push_metadata_remote_namespace(&serde_json::json!({"spec": {}})), None);
-        assert_eq!(push_metadata_remote_namespace(&serde_json::json!([1])), None);
+        assert_eq!(asks(m), Ok(Some("other".into())));
+        assert_eq!(asks(serde_json::json!({"spec": {"remoteNamespace": ""}})), Ok(None));
+        assert_eq!(asks(serde_json::json!({"spec": {}})), Ok(None));
+        assert_eq!(asks(serde_json::json!([1])), Ok(None));
+        let past_the_limits = serde_json::json!({"spec": {"remoteNamespace": "other"}, "pad": vec![0; 5000]});
+        assert!(asks(past_the_limits).is_err(), "unknown: not read as no override");
     }
 }

@@ -264,7 +264,6 @@ mod tests {
             fields,
             [
                 "spec.externalSecretSpec.data[0].secretKey",
-                "spec.externalSecretSpec.data[0].sourceRef",
                 "spec.externalSecretName",
                 "spec.namespaceSelector",
                 "spec.namespaceSelectors[0]",

@@ -4,8 +4,8 @@
 use super::namespace::{NamespaceView, conditions_admit};
 use crate::external_secret::GeneratorRef;
 use crate::generators::{
-    ClusterGeneratorSpec, EcrAuthorizationTokenSpec, FakeSpec, GENERATOR_API_VERSION, GeneratorKind, PasswordSpec,
-    SshKeySpec, StsSessionTokenSpec, UuidSpec, VaultDynamicSecretSpec, WebhookGeneratorSpec,
+    ClusterGeneratorSpec, EcrAuthorizationTokenSpec, FakeSpec, GENERATOR_API_VERSION, GeneratorKind, GeneratorSpec,
+    PasswordSpec, SshKeySpec, StsSessionTokenSpec, UuidSpec, VaultDynamicSecretSpec, WebhookGeneratorSpec,
 };
 use crate::provider::ClusterProviderCondition;
 
@@ -181,7 +181,18 @@ pub fn cluster_generator_spec(spec: &ClusterGeneratorSpec) -> Result<AnyGenerato
     .into_iter()
     .filter(|s| *s)
     .count();
-    let found = match spec.kind {
+    let found = spec_of_kind(spec.kind, g);
+    let field = super::generator_specs::generator_spec_field(spec.kind);
+    match found {
+        Some(s) if set == 1 => Ok(s),
+        Some(_) => Err(format!("spec.generator sets several specs; set only {field} for kind {}", spec.kind)),
+        None => Err(format!("spec.generator.{field} is required for kind {}", spec.kind)),
+    }
+}
+
+/// The field of `g` that holds a spec of `kind`, if set.
+pub fn spec_of_kind(kind: GeneratorKind, g: &GeneratorSpec) -> Option<AnyGeneratorSpec<'_>> {
+    match kind {
         GeneratorKind::Password => g.password_spec.as_ref().map(AnyGeneratorSpec::Password),
         GeneratorKind::Uuid => g.uuid_spec.as_ref().map(AnyGeneratorSpec::Uuid),
         GeneratorKind::SshKey => g.ssh_key_spec.as_ref().map(AnyGeneratorSpec::SshKey),
@@ -194,22 +205,28 @@ pub fn cluster_generator_spec(spec: &ClusterGeneratorSpec) -> Result<AnyGenerato
         }
         GeneratorKind::StsSessionToken => g.sts_session_token_spec.as_ref().map(AnyGeneratorSpec::StsSessionToken),
         GeneratorKind::Webhook => g.webhook_spec.as_ref().map(AnyGeneratorSpec::Webhook),
-    };
-    let field = match spec.kind {
-        GeneratorKind::Password => "passwordSpec",
-        GeneratorKind::Uuid => "uuidSpec",
-        GeneratorKind::SshKey => "sshKeySpec",
-        GeneratorKind::Fake => "fakeSpec",
-        GeneratorKind::VaultDynamicSecret => "vaultDynamicSecretSpec",
-        GeneratorKind::EcrAuthorizationToken => "ecrAuthorizationTokenSpec",
-        GeneratorKind::StsSessionToken => "stsSessionTokenSpec",
-        GeneratorKind::Webhook => "webhookSpec",
-    };
-    match found {
-        Some(s) if set == 1 => Ok(s),
-        Some(_) => Err(format!("spec.generator sets several specs; set only {field} for kind {}", spec.kind)),
-        None => Err(format!("spec.generator.{field} is required for kind {}", spec.kind)),
     }
+}
+
+/// A namespaced generator's `spec` (a Password's, a Webhook's, …) read as its kind's type, in
+/// the field of [`GeneratorSpec`] that kind uses (admission reads it from the review's tree).
+pub fn read_generator_spec<'de, D: serde::Deserializer<'de>>(
+    kind: GeneratorKind,
+    spec: D,
+) -> Result<GeneratorSpec, D::Error> {
+    use serde::Deserialize;
+    let mut g = GeneratorSpec::default();
+    match kind {
+        GeneratorKind::Password => g.password_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::Uuid => g.uuid_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::SshKey => g.ssh_key_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::Fake => g.fake_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::VaultDynamicSecret => g.vault_dynamic_secret_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::EcrAuthorizationToken => g.ecr_authorization_token_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::StsSessionToken => g.sts_session_token_spec = Some(Deserialize::deserialize(spec)?),
+        GeneratorKind::Webhook => g.webhook_spec = Some(Deserialize::deserialize(spec)?),
+    }
+    Ok(g)
 }
 
 #[cfg(test)]
@@ -217,7 +234,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::generators::GeneratorSpec;
 
     fn r(kind: &str, api_version: Option<&str>) -> GeneratorRef {
         GeneratorRef { api_version: api_version.map(String::from), kind: kind.into(), name: "g".into() }

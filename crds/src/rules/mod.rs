@@ -3,6 +3,7 @@
 //! Nothing here does I/O: callers pass in what they looked up, so one rule lives in one place
 //! and both components reach the same decision.
 
+mod acr;
 mod address;
 mod auth;
 mod boundary;
@@ -10,10 +11,14 @@ mod cluster_external_secret;
 mod cluster_push_secret;
 mod cluster_store;
 mod duration;
+mod generator_specs;
 mod generators;
+mod generic_targets;
 mod identity;
 mod keys;
+mod lenient;
 mod namespace;
+mod password;
 mod patterns;
 mod reach;
 mod secret_store;
@@ -23,6 +28,7 @@ mod stores;
 mod sync_window;
 mod validate;
 
+pub use acr::{AcrIdentity, acr_identity, validate_acr_access_token};
 pub use address::{Address, parse_address, tls_secret_namespace};
 pub use auth::{AuthNamespaceError, StoreSpec, auth_namespace};
 pub use boundary::{
@@ -34,15 +40,31 @@ pub use cluster_external_secret::{refused_store, selects_namespace, validate_clu
 pub use cluster_push_secret::{push_refused_store, push_selects_namespace, validate_cluster_push_secret};
 pub use cluster_store::cluster_secret_store_references;
 pub use duration::{DurationError, parse_go_duration};
+pub use generator_specs::{
+    ECDSA_BITS, MAX_GENERATED_BYTES, MAX_SSH_COMMENT, RSA_BITS, encoded_len, generator_spec_field,
+    validate_generator_spec, validate_generator_state,
+};
 pub use generators::{
     AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
-    check_generator_namespace_admitted, cluster_generator_spec, generator_target, unserved_generator_warning,
+    check_generator_namespace_admitted, cluster_generator_spec, generator_target, read_generator_spec, spec_of_kind,
+    unserved_generator_warning,
+};
+pub use generic_targets::{
+    GENERIC_TARGET_RESOURCES_FLAG, GENERIC_TARGETS_FLAG, GenericTargets, GroupResource, MAX_PATH_INDEX, PathStep,
+    UPSTREAM_GENERIC_TARGETS_FLAG, api_group, generic_target_refusal, generic_target_warning, generic_targets_off,
+    parse_target_path,
 };
 pub use identity::{PROVIDER_IDENTITY_FLAG, ProviderIdentityNamespaces};
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
+pub use lenient::{external_secret_warnings, push_secret_warnings};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted, conditions_admit};
+pub use password::{
+    DEFAULT_SYMBOLS, DIGITS, LOWER, MAX_PASSWORD_LENGTH, MAX_PASSWORD_SECRET_KEYS, MAX_SYMBOL_CHARACTERS,
+    MAX_SYMBOL_CHARACTERS_BYTES, PasswordPlan, UPPER, password_keys, password_plan,
+};
 pub use reach::{
-    AWS_DEFAULT_CHAIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
+    AWS_DEFAULT_CHAIN, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach,
+    secrets_manager_reach, vault_reach,
 };
 pub use secret_store::{
     MAX_STORE_RETRIES, MAX_STORE_RETRY_INTERVAL, Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError,
@@ -54,8 +76,8 @@ pub use server_url::{check_key_selector, check_server_url};
 pub use stores::{validate_secrets_manager, validate_vault, vault_warnings};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
-    is_dns_subdomain, validate_cluster_provider, validate_external_secret, validate_fake, validate_kubernetes,
-    validate_provider, validate_push_secret,
+    is_dns_subdomain, push_secret_free_json, validate_cluster_provider, validate_external_secret, validate_fake,
+    validate_kubernetes, validate_provider, validate_push_secret,
 };
 
 /// A rule violation at one field, with what to do about it.

@@ -57,6 +57,10 @@ pub const VAULT_OWN_TOKEN: &str = "spec.auth.kubernetes without serviceAccountRe
 /// chain.
 pub const VAULT_OWN_AWS_IDENTITY: &str = "spec.auth.iam without secretRef or jwt";
 
+/// What a Vault configuration without a login method uses, as upstream allows: the provider's
+/// own `VAULT_TOKEN`, or none when a Vault Agent in front of Vault logs in for it.
+pub const VAULT_NO_LOGIN: &str = "spec.auth without a login method (the provider's own VAULT_TOKEN or Vault Agent)";
+
 /// A `Vault` configuration: its CA, client certificate and login credentials.
 pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
     let mut named = Vec::new();
@@ -109,6 +113,9 @@ pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
         if iam.secret_ref.is_none() && iam.jwt.is_none() {
             ambient.push(Ambient { field: "spec.auth.iam", what: VAULT_OWN_AWS_IDENTITY });
         }
+    }
+    if auth.methods().is_empty() {
+        ambient.push(Ambient { field: "spec.auth", what: VAULT_NO_LOGIN });
     }
     Reach { named, ambient, allow_remote_namespace_override: false }
 }

@@ -15,7 +15,7 @@ use super::ProviderIdentityNamespaces;
 use super::boundary::{ConfigOwner, Reach, check_boundary_with};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
 use super::stores::{validate_secrets_manager, validate_vault};
-use super::validate::{check_conditions, validate_fake, validate_kubernetes};
+use super::validate::{check_conditions, check_kubernetes, validate_fake};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
@@ -100,6 +100,9 @@ pub enum StoreProviderError {
         /// The providers served.
         served: String,
     },
+    /// The blocks Keyward does not type passed the free-form JSON limits: none was kept.
+    #[error("spec.provider: {0}")]
+    Oversized(crate::free_json::Oversized),
     /// A provider Keyward serves whose process this installation does not run.
     #[error(
         "spec.provider.{0} is served by Keyward's {0} provider, which this installation does not run: enable it \
@@ -213,6 +216,13 @@ pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) 
 pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Vec<String> {
     let mut out = Vec::new();
     retry_cap_warnings(spec, &mut out);
+    if spec.provider.kubernetes.as_ref().is_some_and(|k| k.auth.is_none() && k.auth_ref.is_none()) {
+        out.push(
+            "spec.provider.kubernetes: neither auth nor authRef is set, so the store cannot read and reports \
+             Ready=False (as upstream, which admits it and fails at the first sync): set one"
+                .to_string(),
+        );
+    }
     if let Some(v) = &spec.provider.vault {
         out.extend(super::vault_warnings(v).into_iter().map(|w| format!("spec.provider.vault{}", &w["spec".len()..])));
         for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
@@ -252,6 +262,9 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
 /// provider reads property by property as upstream does). A key of one of `plugins` is that
 /// kind's spec as written.
 pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Result<StoreBackend, StoreProviderError> {
+    if let Some(o) = provider.other.oversized() {
+        return Err(StoreProviderError::Oversized(o));
+    }
     let names = provider.names();
     let not_supported =
         |name: &str| StoreProviderError::NotSupported { name: name.to_string(), served: served(plugins) };
@@ -275,7 +288,8 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
                 .iter()
                 .find_map(|p| p.store_key.and_then(|key| provider.other.get(key)).map(|block| (*p, block)))
             {
-                Ok(StoreBackend::Plugin(kind, block.clone()))
+                // Kept within the limits when read: decoding it back cannot fail.
+                Ok(StoreBackend::Plugin(kind, block.value().unwrap_or_default()))
             } else {
                 Err(not_supported(names[0]))
             }
@@ -326,7 +340,7 @@ pub fn validate_secret_store(
     let mut errs = ValidationErrors::default();
     match store_backend(&spec.provider, plugins) {
         Ok(StoreBackend::Kubernetes(k)) => {
-            prefixed(&mut errs, "spec.provider.kubernetes", validate_kubernetes(&k));
+            prefixed(&mut errs, "spec.provider.kubernetes", check_kubernetes(&k, false));
         }
         Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
@@ -337,7 +351,19 @@ pub fn validate_secret_store(
                 errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
             }
         }
-        Err(StoreProviderError::NotSupported { .. }) => {}
+        // An unserved Vault login is free-form, and bounded like every such field.
+        Err(StoreProviderError::NotSupported { .. }) => {
+            if let Some(Err(e)) = spec
+                .provider
+                .vault
+                .as_ref()
+                .and_then(|v| v.auth.gcp.as_ref())
+                .map(|g| g.check("spec.provider.vault.auth.gcp"))
+            {
+                errs.0.push(e);
+            }
+        }
+        Err(StoreProviderError::Oversized(o)) => errs.push("spec.provider", o.to_string()),
         Err(e) => errs.push("spec.provider", e.to_string()),
     }
     if namespace.is_none() {
@@ -678,6 +704,55 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.to_string(), "spec.provider names fake and aws: set exactly one provider");
         assert_eq!(e.reason(), "InvalidProviderConfig");
+    }
+
+    #[test]
+    fn blocks_past_the_free_form_limits_are_refused_and_not_kept() {
+        let bloated = format!("provider: {{gcpsm: {{pad: [{}0]}}}}", "0, ".repeat(5000));
+        let s = spec(&bloated);
+        assert_eq!(s.provider.other.keys().count(), 0, "nothing of it is held");
+        let e = store_backend(&s.provider, &[]).unwrap_err();
+        assert!(matches!(e, StoreProviderError::Oversized(_)), "{e:?}");
+        assert_eq!(e.reason(), "InvalidProviderConfig");
+        assert!(e.to_string().starts_with("spec.provider: free-form JSON of "), "{e}");
+        let errs = errors(Some("a"), &bloated);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.provider: free-form JSON of ") && errs[0].contains("at most 65536"),
+            "{errs:?}"
+        );
+        // The typed blocks are not free-form; Vault's unserved login is.
+        let gcp =
+            format!("provider: {{vault: {{server: 'http://v', auth: {{gcp: {{pad: [{}0]}}}}}}}}", "0, ".repeat(5000));
+        let errs = errors(Some("a"), &gcp);
+        assert!(errs.iter().any(|e| e.starts_with("spec.provider.vault.auth.gcp: free-form JSON")), "{errs:?}");
+        // A process keeps only the block it serves, and still sees what else is set.
+        let mut two = spec("provider: {vault: {server: 'http://v'}, webhook: {url: u}, gcpsm: {projectID: p}}");
+        two.provider.keep_only("webhook");
+        assert_eq!(two.provider.vault, Some(Default::default()));
+        assert!(two.provider.other.get("gcpsm").is_some_and(|g| g.is_null()));
+        assert_eq!(
+            two.provider.other.get("webhook").map(|w| w.value().unwrap()),
+            Some(serde_json::json!({"url": "u"}))
+        );
+        assert!(matches!(store_backend(&two.provider, &[]), Err(StoreProviderError::Several(_))));
+    }
+
+    #[test]
+    fn upstream_store_shapes_it_admits_are_admitted_with_a_warning() {
+        // A Kubernetes store without credentials (upstream fails it at the first sync).
+        let k8s = "provider: {kubernetes: {server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca}}}}";
+        assert_eq!(errors(Some("a"), k8s), Vec::<String>::new());
+        let w = secret_store_warnings(&spec(k8s), &[]);
+        assert!(w.len() == 1 && w[0].starts_with("spec.provider.kubernetes: neither auth nor authRef"), "{w:?}");
+        // A Vault store without a login: the provider's identity, refused for a tenant by default.
+        let vault = "provider: {vault: {server: 'http://v', path: secret}}";
+        let denied = errors(Some("a"), vault);
+        assert!(
+            denied.len() == 1 && denied[0].starts_with("spec.provider.vault.auth: spec.auth without"),
+            "{denied:?}"
+        );
+        assert!(errors(None, vault).is_empty(), "a ClusterSecretStore may");
     }
 
     #[test]

@@ -109,13 +109,17 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
             _ => errs.push("spec.tls", "set both certSecretRef and keySecretRef, or neither"),
         }
     }
+    if let Some(gcp) = &spec.auth.gcp
+        && let Err(e) = gcp.check("spec.auth.gcp")
+    {
+        errs.0.push(e);
+    }
     let auth = &spec.auth;
     let methods = auth.methods();
     const ONE_OF: &str = "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert or iam";
-    match methods.len() {
-        0 => errs.push("spec.auth", ONE_OF),
-        1 => {}
-        _ => errs.push("spec.auth", format!("{} are set; {ONE_OF}", methods.join(" and "))),
+    // None is upstream's too: the provider's own token (`reach::VAULT_NO_LOGIN`).
+    if methods.len() > 1 {
+        errs.push("spec.auth", format!("{} are set; {ONE_OF}", methods.join(" and ")));
     }
     for (field, login) in [("spec.auth.userPass", &auth.user_pass), ("spec.auth.ldap", &auth.ldap)] {
         if let Some(u) = login {
@@ -312,7 +316,6 @@ mod tests {
         assert_eq!(spec.version, VaultKvVersion::V2, "v2 is the default");
         let cases = [
             ("server: vault:8200\nauth: {tokenSecretRef: {name: t, key: k}}", "spec.server: \"vault:8200\" must be"),
-            ("server: http://v\nauth: {}", "spec.auth: set exactly one of tokenSecretRef"),
             (
                 "server: http://v\nauth: {tokenSecretRef: {name: t, key: k}, appRole: {secretRef: {name: s, key: k}, roleId: r}}",
                 "spec.auth: tokenSecretRef and appRole are set",
@@ -403,6 +406,14 @@ mod tests {
             assert!(w.len() == 1 && w[0].contains(used), "{w:?}");
         }
         assert!(vault_warnings(&serde_yaml::from_str(full).expect("parses")).is_empty());
+        // No login, as upstream (a fragment of its docs, or Vault Agent): valid, and the boundary
+        // counts it as the provider's identity.
+        for none in ["server: http://v", "server: http://v\nauth: {namespace: team}"] {
+            assert_eq!(fields(vault(none)), Vec::<String>::new(), "{none}");
+            let spec: VaultSpec = serde_yaml::from_str(none).expect("parses");
+            let reach = crate::rules::vault_reach(&spec);
+            assert_eq!(reach.ambient.iter().map(|a| a.what).collect::<Vec<_>>(), [crate::rules::VAULT_NO_LOGIN]);
+        }
         // caProvider needs a type and a name, as upstream; the key defaults to ca.crt.
         let ca = "server: https://v\ncaProvider: {type: ConfigMap, name: kube-root-ca.crt}\nauth: {tokenSecretRef: {name: t, key: k}}";
         assert_eq!(fields(vault(ca)), Vec::<String>::new());

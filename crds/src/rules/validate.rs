@@ -11,6 +11,7 @@ use crate::external_secret::{
     CreationPolicy, DeletionPolicy, ExternalSecretFind, ExternalSecretRewrite, ExternalSecretSpec, GeneratorRef,
     MergeStrategy,
 };
+use crate::free_json::FreeJson;
 use crate::provider::{
     AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
 };
@@ -46,13 +47,9 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
             errs.push(format!("{path}.remoteRef.key"), "must not be empty: name the remote value to fetch");
         }
         check_key(&mut errs, &format!("{path}.remoteRef.key"), &d.remote_ref.key);
-        match &d.source_ref {
-            Some(s) => check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), &s.store_ref),
-            None if spec.secret_store_ref.is_none() => errs.push(
-                format!("{path}.sourceRef"),
-                "no store: set spec.secretStoreRef, or sourceRef.storeRef on this entry",
-            ),
-            None => {}
+        // No store at all is a warning (`external_secret_warnings`), as upstream accepts it.
+        if let Some(s) = &d.source_ref {
+            check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), &s.store_ref);
         }
     }
 
@@ -91,11 +88,6 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
         }
         if let Some(r) = store {
             check_store_ref(&mut errs, &format!("{path}.sourceRef.storeRef"), r);
-        } else if generator.is_none() && spec.secret_store_ref.is_none() {
-            errs.push(
-                format!("{path}.sourceRef"),
-                "no store: set spec.secretStoreRef, or sourceRef.storeRef on this entry",
-            );
         }
         if let Some(e) = &d.extract {
             if e.key.is_empty() {
@@ -134,9 +126,14 @@ pub fn validate_external_secret(spec: &ExternalSecretSpec) -> Result<(), Validat
     // Into a Secret only its data, labels and annotations: a path could reach its type,
     // immutability or owner references. Paths are for non-Secret targets (upstream's manifests).
     let into_secret = spec.target.manifest.as_ref().is_none_or(|m| m.is_secret());
-    if let Some(template) = spec.target.template.as_ref().filter(|_| into_secret) {
+    if let Some(template) = spec.target.template.as_ref() {
         for (i, from) in template.template_from.iter().enumerate() {
-            if from.secret_target().is_none() {
+            // Into another kind, a path must parse, and may not reach the object's metadata.
+            if let Some(path) = from.target.as_deref().filter(|_| !into_secret && from.secret_target().is_none()) {
+                if let Err(e) = super::parse_target_path(path) {
+                    errs.push(format!("spec.target.template.templateFrom[{i}].target"), e);
+                }
+            } else if into_secret && from.secret_target().is_none() {
                 errs.push(
                     format!("spec.target.template.templateFrom[{i}].target"),
                     format!(
@@ -189,9 +186,7 @@ fn check_find(errs: &mut ValidationErrors, path: &str, f: &ExternalSecretFind) {
     if let Some(re) = regexp {
         check_regex(errs, &format!("{path}.name.regexp"), re);
     }
-    if regexp.is_none() && f.tags.is_empty() && f.path.is_none() {
-        errs.push(path, "set name.regexp, tags or path: an empty find would match every remote value");
-    }
+    // A find without a filter is a warning (`external_secret_warnings`), as upstream accepts it.
     if let Some(p) = &f.path {
         check_key(errs, &format!("{path}.path"), p);
     }
@@ -262,17 +257,12 @@ pub fn validate_push_secret(spec: &PushSecretSpec) -> Result<(), ValidationError
     let mut targets = BTreeSet::new();
     for (i, d) in spec.data.iter().enumerate() {
         let path = format!("spec.data[{i}]");
-        if d.match_.remote_ref.remote_key.is_empty() {
-            errs.push(format!("{path}.match.remoteRef.remoteKey"), "must not be empty: name the remote value");
-        } else if !targets.insert(&d.match_.remote_ref) {
+        // An empty remote key is a warning (`push_secret_warnings`), as upstream accepts it.
+        if !d.match_.remote_ref.remote_key.is_empty() && !targets.insert(&d.match_.remote_ref) {
             errs.push(format!("{path}.match.remoteRef"), "another entry already pushes to this remoteKey and property");
         }
         check_key(&mut errs, &format!("{path}.match.remoteRef.remoteKey"), &d.match_.remote_ref.remote_key);
-        if let Some(m) = &d.metadata
-            && !m.is_object()
-        {
-            errs.push(format!("{path}.metadata"), "must be an object");
-        }
+        check_push_metadata(&mut errs, &path, d.metadata.as_ref());
     }
     for (i, d) in spec.data_to.iter().enumerate() {
         check_data_to(&mut errs, &format!("spec.dataTo[{i}]"), d, &spec.secret_store_refs);
@@ -323,10 +313,32 @@ fn check_data_to(errs: &mut ValidationErrors, path: &str, d: &PushSecretDataTo, 
             _ => errs.push(path, "set exactly one of regexp or transform"),
         }
     }
-    if let Some(m) = &d.metadata
-        && !m.is_object()
-    {
-        errs.push(format!("{path}.metadata"), "must be an object");
+    check_push_metadata(errs, path, d.metadata.as_ref());
+}
+
+/// The free-form fields of a PushSecret (`metadata` of each `data` and `dataTo` entry) within
+/// their limits: part of [`validate_push_secret`], and what the reconciler checks again before
+/// a push, since metadata past them was not kept.
+pub fn push_secret_free_json(spec: &PushSecretSpec) -> Result<(), ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let data = spec.data.iter().enumerate().map(|(i, d)| (format!("spec.data[{i}].metadata"), &d.metadata));
+    let data_to = spec.data_to.iter().enumerate().map(|(i, d)| (format!("spec.dataTo[{i}].metadata"), &d.metadata));
+    for (field, m) in data.chain(data_to) {
+        if let Some(Err(e)) = m.as_ref().map(|m| m.check(&field)) {
+            errs.0.push(e);
+        }
+    }
+    errs.into_result()
+}
+
+/// A push's `metadata`: an object, within the free-form JSON limits.
+fn check_push_metadata(errs: &mut ValidationErrors, path: &str, metadata: Option<&FreeJson>) {
+    let Some(m) = metadata else { return };
+    let field = format!("{path}.metadata");
+    match m.check(&field) {
+        Err(e) => errs.0.push(e),
+        Ok(()) if !m.is_object() => errs.push(field, "must be an object"),
+        Ok(()) => {}
     }
 }
 
@@ -414,10 +426,17 @@ pub(crate) fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &Secr
 
 /// Validates a Kubernetes provider configuration.
 pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors> {
+    check_kubernetes(spec, true)
+}
+
+/// [`validate_kubernetes`]; `credentials_required` false for an upstream store, which upstream
+/// admits without `auth` or `authRef` and fails at its first sync (`secret_store_warnings`).
+pub(crate) fn check_kubernetes(spec: &KubernetesSpec, credentials_required: bool) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
     match (&spec.auth, &spec.auth_ref) {
         (Some(_), Some(_)) => errs.push("spec", "set exactly one of auth or authRef, not both"),
-        (None, None) => errs.push("spec", "set exactly one of auth or authRef"),
+        (None, None) if credentials_required => errs.push("spec", "set exactly one of auth or authRef"),
+        (None, None) => {}
         (None, Some(r)) => check_secret_key(&mut errs, "spec.authRef", r, false),
         (Some(auth), None) => {
             let methods = auth.methods();

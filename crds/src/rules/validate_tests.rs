@@ -48,9 +48,10 @@ fn external_secret_table() {
             Some(("spec.secretStoreRef.name", "name a Provider or ClusterProvider")),
         ),
         (
+            // As upstream: admitted with a warning (rules::external_secret_warnings), Ready=False at sync.
             "no store anywhere",
             "data: [{secretKey: a, remoteRef: {key: a}}]\n".into(),
-            Some(("spec.data[0].sourceRef", "no store")),
+            None,
         ),
         (
             "per-entry store is enough",
@@ -139,9 +140,10 @@ fn external_secret_table() {
             Some(("spec.dataFrom[0].find.name.regexp", "is not a valid regular expression")),
         ),
         (
+            // As upstream: admitted with a warning (rules::external_secret_warnings).
             "empty find",
             "secretStoreRef: {name: s}\ndataFrom: [{find: {}}]\n".into(),
-            Some(("spec.dataFrom[0].find", "set name.regexp, tags or path")),
+            None,
         ),
         (
             "invalid rewrite regex",
@@ -201,6 +203,16 @@ fn external_secret_table() {
             "a manifest target with a path, as upstream documents it",
             format!("{ES_BASE}target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}, template: {{templateFrom: [{{literal: 'a: b', target: spec.config}}]}}}}\n"),
             None,
+        ),
+        (
+            "a manifest target with a path into its metadata",
+            format!("{ES_BASE}target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}, template: {{templateFrom: [{{literal: 'a: b', target: metadata.ownerReferences}}]}}}}\n"),
+            Some(("spec.target.template.templateFrom[0].target", "a template may not write metadata")),
+        ),
+        (
+            "a manifest target with a path that does not parse",
+            format!("{ES_BASE}target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}, template: {{templateFrom: [{{literal: 'a: b', target: 'spec.rules[x]'}}]}}}}\n"),
+            Some(("spec.target.template.templateFrom[0].target", "\"x\" is not an index")),
         ),
         (
             "Delete with CreateOrMerge",
@@ -277,9 +289,10 @@ fn push_secret_table() {
             Some(("spec.selector", "set exactly one of secret or generatorRef")),
         ),
         (
+            // As upstream: admitted with a warning (rules::push_secret_warnings).
             "empty remote key",
             format!("{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: ''}}}}}}]\n"),
-            Some(("spec.data[0].match.remoteRef.remoteKey", "must not be empty")),
+            None,
         ),
         (
             "remote key leaving the store path",
@@ -304,6 +317,22 @@ fn push_secret_table() {
                 "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: r}}}}, metadata: [1]}}]\n"
             ),
             Some(("spec.data[0].metadata", "must be an object")),
+        ),
+        (
+            "metadata past the free-form JSON limits",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndata: [{{match: {{remoteRef: {{remoteKey: r}}}}, metadata: {{pad: [{}0]}}}}]\n",
+                "0, ".repeat(5000)
+            ),
+            Some(("spec.data[0].metadata", "more than Keyward keeps")),
+        ),
+        (
+            "dataTo metadata past the free-form JSON limits",
+            format!(
+                "{PS_BASE}secretStoreRefs: [{{name: s}}]\ndataTo: [{{storeRef: {{name: s}}, metadata: {{a: '{}'}}}}]\n",
+                "x".repeat(70_000)
+            ),
+            Some(("spec.dataTo[0].metadata", "more than Keyward keeps")),
         ),
         (
             "dataTo bundle, as upstream's guide",

@@ -277,6 +277,7 @@ mod tests {
             authentication_scope: None,
             source_namespace: ns.into(),
             max_age: std::time::Duration::ZERO,
+            provider_identity: Default::default(),
         };
         let auth = |secret: &str| -> AwsAuth {
             let sel = |key: &str| serde_json::json!({"name": secret, "key": key});

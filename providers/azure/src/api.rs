@@ -9,6 +9,7 @@
 //! Kubernetes ServiceAccount federated with Entra ID, or the provider's own managed identity).
 
 use keyward_crds::SecretKeySelector;
+pub use keyward_crds::generators::AzureEnvironmentType;
 use keyward_crds::provider_config::ServiceAccountSelector;
 use keyward_crds::rules::{
     Ambient, FieldError, NamedKind, NamedObject, Reach, ValidationErrors, check_key_selector, check_server_url,
@@ -78,22 +79,6 @@ pub enum AzureAuthType {
     ManagedIdentity,
     /// A Kubernetes ServiceAccount token exchanged at Entra ID as a client assertion.
     WorkloadIdentity,
-}
-
-/// The Azure cloud whose endpoints are used.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum AzureEnvironmentType {
-    /// Azure's public cloud.
-    #[default]
-    PublicCloud,
-    /// Azure Government.
-    USGovernmentCloud,
-    /// Azure China (21Vianet).
-    ChinaCloud,
-    /// Microsoft Cloud Deutschland, discontinued in 2021: refused.
-    GermanCloud,
-    /// Azure Stack Hub or Edge: `customCloudConfig` names its endpoints.
-    AzureStackCloud,
 }
 
 /// Endpoints of a non-standard cloud.

@@ -135,10 +135,10 @@ async fn service_principal(
         .map_err(sdk_error("spec.authSecretRef"))?)
 }
 
-/// Exactly one of two sources, or an error naming both.
+/// One value from two sources, or an error naming both when they differ.
 fn one_of(a: Option<String>, b: Option<String>, both: &str) -> Result<Option<String>, ProviderError> {
     match (a.filter(|s| !s.is_empty()), b.filter(|s| !s.is_empty())) {
-        (Some(_), Some(_)) => Err(ProviderError::BadConfig(both.to_string())),
+        (Some(a), Some(b)) if a != b => Err(ProviderError::BadConfig(both.to_string())),
         (a, b) => Ok(a.or(b)),
     }
 }
@@ -175,7 +175,7 @@ async fn workload_identity(
     let client_id = one_of(
         secret_client,
         annotation(CLIENT_ID_ANNOTATION).await?,
-        "multiple client IDs: spec.authSecretRef.clientId and the ServiceAccount's azure.workload.identity/client-id \
+        "different client IDs: spec.authSecretRef.clientId and the ServiceAccount's azure.workload.identity/client-id \
          annotation; keep one",
     )?
     .ok_or_else(|| {
@@ -192,7 +192,7 @@ async fn workload_identity(
     let tenant = one_of(
         configured,
         annotation(TENANT_ID_ANNOTATION).await?,
-        "multiple tenant IDs: spec.tenantId or spec.authSecretRef.tenantId, and the ServiceAccount's \
+        "different tenant IDs: spec.tenantId or spec.authSecretRef.tenantId, and the ServiceAccount's \
          azure.workload.identity/tenant-id annotation; keep one",
     )?
     .or_else(|| env("AZURE_TENANT_ID"))
@@ -349,6 +349,7 @@ mod tests {
         assert_eq!(one_of(Some("a".into()), None, "both").expect("one"), Some("a".into()));
         assert_eq!(one_of(Some(String::new()), Some("b".into()), "both").expect("one"), Some("b".into()));
         assert!(one_of(Some("a".into()), Some("b".into()), "both").is_err());
+        assert_eq!(one_of(Some("a".into()), Some("a".into()), "both").expect("the same"), Some("a".into()));
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! `AzureKeyVault` object or a SecretStore / ClusterSecretStore whose `spec.provider.azurekv` is
 //! the same block. The identity is built by [`auth`], requests leave through the runtime's rules
 //! in [`transport`], remote keys and answers are read as upstream's in [`objects`] and [`push`].
+//! The process also generates upstream's ACRAccessToken values ([`generate`]).
 
 pub mod api;
 
 #[cfg(feature = "server")]
 pub mod auth;
+#[cfg(feature = "server")]
+pub mod generate;
 #[cfg(feature = "server")]
 pub mod objects;
 #[cfg(feature = "server")]

@@ -120,6 +120,21 @@ impl AzureProvider {
         })
     }
 
+    /// The transport of a configuration: the operator's, or the guarded one of tenants.
+    pub(crate) fn transport(&self, operator: bool) -> &Transport {
+        if operator { &self.operator } else { &self.tenant }
+    }
+
+    /// The operator's Entra ID authority host (`AZURE_AUTHORITY_HOST`), if set.
+    pub(crate) fn authority_override(&self) -> Option<&str> {
+        self.authority_override.as_deref()
+    }
+
+    /// What configurations' references are read with.
+    pub(crate) fn refs(&self) -> &ClusterRefs {
+        &self.refs
+    }
+
     async fn vault(&self, ctx: &RequestContext) -> Result<(Arc<Vault>, CacheKey), ProviderError> {
         let config = self.refs.resolve_spec::<AzureKeyVault>(ctx, &KIND).await?;
         let key = CacheKey::of(ctx, config.generation);
@@ -138,7 +153,7 @@ impl AzureProvider {
         spec: &AzureKeyVaultSpec,
         operator: bool,
     ) -> Result<Arc<Vault>, ProviderError> {
-        let transport = if operator { &self.operator } else { &self.tenant };
+        let transport = self.transport(operator);
         let authority = auth::authority_host(spec, self.authority_override.as_deref());
         let options = auth::client_options(transport, &authority);
         let credential = auth::credential(&self.refs, ctx, spec, options.clone(), &authority).await?;
@@ -647,5 +662,9 @@ impl Provider for AzureProvider {
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
+    }
+
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        crate::generate::generate(self, ctx, spec_json).await
     }
 }

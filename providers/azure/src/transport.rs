@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use azure_core::error::{Error, ErrorKind};
 use azure_core::http::headers::{HeaderName, HeaderValue, Headers};
-use azure_core::http::{AsyncRawResponse, Body, HttpClient, Method, Request};
+use azure_core::http::{AsyncRawResponse, Body, HttpClient, Method, Request, Url};
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
 use keyward_provider_runtime::{ProviderError, body, store_calls, store_tls};
 
@@ -66,6 +66,26 @@ impl Transport {
         }
         let client = builder.build().map_err(|e| ProviderError::Internal(format!("building the HTTP client: {e}")))?;
         Ok(Transport { client, denied })
+    }
+}
+
+impl Transport {
+    /// POSTs `form` (`application/x-www-form-urlencoded`) to `url` under this transport's rules
+    /// (the address guard, the size cap, the store-calls metric): the answer's status and body.
+    ///
+    /// # Errors
+    /// The guard's refusal, or the failure to reach or read the server.
+    pub async fn post_form(&self, url: Url, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), ProviderError> {
+        let mut encoder = Url::parse("https://form.invalid/")
+            .map_err(|e| ProviderError::Internal(format!("encoding a form: {e}")))?;
+        encoder.query_pairs_mut().extend_pairs(form);
+        let mut request = Request::new(url, Method::Post);
+        request.insert_header("content-type", "application/x-www-form-urlencoded");
+        request.set_body(encoder.query().unwrap_or_default().as_bytes().to_vec());
+        let unwrap = |e: Error| provider_error(&e).unwrap_or_else(|| ProviderError::Unavailable(e.to_string()));
+        let answer = self.execute_request(&request).await.map_err(unwrap)?;
+        let answer = answer.try_into_raw_response().await.map_err(unwrap)?;
+        Ok((u16::from(answer.status()), answer.body().to_vec()))
     }
 }
 

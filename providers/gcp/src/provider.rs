@@ -670,6 +670,13 @@ impl Provider for GcpProvider {
             .map_err(|e| self.clients.evict_if_refused(&t.key, map_error(&e, "listing secrets")))
     }
 
+    /// Answers are kept per configuration object (UID and generation): a store re-created under
+    /// the same name is served with its own credentials at once.
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        let _ = ctx;
+        keyward_provider_runtime::Generation::default()
+    }
+
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
     }

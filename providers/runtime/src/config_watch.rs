@@ -14,15 +14,24 @@
 //! Secrets and ConfigMaps are watched as metadata only, kept as name and resourceVersion: that
 //! is all [`crate::client_cache`] needs to see whether what a cached client was built from
 //! changed ([`ConfigWatches::version_of`]).
+//!
+//! SecretStores and ClusterSecretStores are every tenant's, cluster-wide, and a store may carry
+//! blocks for any provider. The watch keeps of each store only the `spec.provider` block this
+//! process serves ([`ConfigWatches::lookup_store`]; the others keep their names, so a store
+//! naming two providers is still refused), once the process said which it serves
+//! ([`ConfigWatches::serve_store_key`]); until then stores are read with a GET. The blocks
+//! Keyward does not type arrive measured and bounded (`keyward_crds::free_json`), so even a
+//! store listed before it is trimmed holds no more than those limits of them.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use keyward_crds::{ClusterSecretStore, SecretStore, SecretStoreProvider};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -40,6 +49,26 @@ const FIRST_LIST: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub struct ConfigWatches {
     stores: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// The `spec.provider.<key>` this process serves, once a call said so.
+    served: OnceLock<&'static str>,
+}
+
+/// A store kind: its `spec.provider`, to keep only the served block of.
+pub trait StoreObject {
+    /// `spec.provider`.
+    fn provider_mut(&mut self) -> &mut SecretStoreProvider;
+}
+
+impl StoreObject for SecretStore {
+    fn provider_mut(&mut self) -> &mut SecretStoreProvider {
+        &mut self.spec.provider
+    }
+}
+
+impl StoreObject for ClusterSecretStore {
+    fn provider_mut(&mut self) -> &mut SecretStoreProvider {
+        &mut self.spec.store.provider
+    }
 }
 
 impl ConfigWatches {
@@ -59,7 +88,46 @@ impl ConfigWatches {
         if ctx.max_age.is_zero() {
             return None;
         }
-        let (store, started) = self.store::<K>(client, drop_managed_fields);
+        let (store, started) = self.store::<K>(client, |o: &mut K| drop_managed_fields(o.meta_mut()));
+        Self::watched(store, started, namespace, name).await
+    }
+
+    /// Says which `spec.provider.<key>` this process serves (the first caller decides; a
+    /// process serves one), so the store watches can keep only that block.
+    pub fn serve_store_key(&self, key: &'static str) {
+        let _ = self.served.set(key);
+    }
+
+    /// [`Self::lookup`] for a SecretStore or ClusterSecretStore, from a watch that keeps only
+    /// the block this process serves; `None` (read it with a GET) until the process said which
+    /// that is.
+    pub async fn lookup_store<K>(
+        &self,
+        client: &Client,
+        ctx: &RequestContext,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<K>
+    where
+        K: StoreObject + Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        if ctx.max_age.is_zero() {
+            return None;
+        }
+        let served = *self.served.get()?;
+        let (store, started) = self.store::<K>(client, move |o: &mut K| {
+            o.provider_mut().keep_only(served);
+            drop_managed_fields(o.meta_mut());
+        });
+        Self::watched(store, started, namespace, name).await
+    }
+
+    /// The object from a watch's store, once it has listed (the call that started the watch
+    /// waits a moment for that).
+    async fn watched<K>(store: Store<K>, started: bool, namespace: Option<&str>, name: &str) -> Option<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
         let listed = store.wait_until_ready();
         let ready = if started {
             matches!(tokio::time::timeout(FIRST_LIST, listed).await, Ok(Ok(())))
@@ -84,7 +152,7 @@ impl ConfigWatches {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        let (store, _) = self.store::<PartialObjectMeta<K>>(client, keep_only_version);
+        let (store, _) = self.store::<PartialObjectMeta<K>>(client, |o| keep_only_version(o.meta_mut()));
         if !matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
             return None;
         }
@@ -93,7 +161,7 @@ impl ConfigWatches {
 
     /// The store of `K`'s watch, and whether this call started the watch. `trim` takes from each
     /// object what the store need not keep.
-    fn store<K>(&self, client: &Client, trim: fn(&mut ObjectMeta)) -> (Store<K>, bool)
+    fn store<K>(&self, client: &Client, trim: impl FnMut(&mut K) + Send + 'static) -> (Store<K>, bool)
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
@@ -104,11 +172,8 @@ impl ConfigWatches {
         let (reader, writer) = reflector::store();
         let api: Api<K> = Api::all(client.clone());
         let kind = K::kind(&()).into_owned();
-        let events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(move |o| trim(o.meta_mut()))
-            .reflect(writer)
-            .applied_objects();
+        let events =
+            watcher(api, watcher::Config::default()).default_backoff().modify(trim).reflect(writer).applied_objects();
         tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {

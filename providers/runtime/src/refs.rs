@@ -597,7 +597,10 @@ mod tests {
         let with = |c: RequestContext| RequestContext { provider_identity: listed.clone(), ..c };
         assert!(require_operator_owned(&with(ctx("team-a", "Provider")), "x").is_ok());
         assert!(require_operator_owned(&with(ctx("", "Provider")), "x").is_ok(), "team-a is the source namespace");
-        assert!(require_operator_owned(&with(ctx("keyward", "ClusterProvider")), "x").is_err(), "keyward is not listed");
+        assert!(
+            require_operator_owned(&with(ctx("keyward", "ClusterProvider")), "x").is_err(),
+            "keyward is not listed"
+        );
     }
 
     #[test]

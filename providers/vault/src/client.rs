@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use keyward_crds::rules::parse_go_duration;
+use keyward_crds::rules::{VAULT_NO_LOGIN, parse_go_duration};
 use keyward_crds::secret_store::SecretStoreRetrySettings;
 use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
@@ -404,9 +404,10 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
     if let Some(m) = auth.methods().into_iter().next() {
         return Err(ProviderError::Unsupported(format!("spec.auth.{m}: this login method is not served")));
     }
-    Err(ProviderError::BadConfig(
-        "spec.auth: set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert or iam".into(),
-    ))
+    // No login, as upstream allows: the provider's own VAULT_TOKEN, or none (a Vault Agent in
+    // front of Vault logs in for it). Either is the provider's identity.
+    require_operator_owned(ctx, VAULT_NO_LOGIN)?;
+    Ok(Login::Token(std::env::var("VAULT_TOKEN").map(|t| t.trim().to_string()).unwrap_or_default()))
 }
 
 /// `spec.headers`, plus `X-Vault-Inconsistent: forward-active-node` when `forwardInconsistent`
@@ -594,7 +595,9 @@ impl VaultClient {
     ) -> Result<(u16, Value), Failed> {
         let url = format!("{}/v1/{}", self.server, path.trim_start_matches('/'));
         let mut req = self.http.request(method, &url).query(query).headers(self.headers.clone());
-        if let Some(t) = token {
+        // An empty token (a store without a login, the provider's environment has none) is left
+        // out: a Vault Agent in front of Vault adds its own.
+        if let Some(t) = token.filter(|t| !t.is_empty()) {
             req = req.header("X-Vault-Token", t);
         }
         if let Some(ns) = namespace {

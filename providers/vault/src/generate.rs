@@ -97,14 +97,16 @@ type BodyAndQuery = (Option<Value>, Vec<(String, String)>);
 /// The JSON body and the query of the request: `parameters` is the body of writes; a GET or
 /// LIST sends `getParameters` and the scalar members of `parameters` as its query.
 fn request(spec: &VaultDynamicSecretSpec, method: &Method) -> Result<BodyAndQuery, String> {
-    let params = spec.parameters.as_ref().filter(|p| !p.is_null());
-    if let Some(p) = params
+    // Kept as text within the free-form JSON limits; decoded here, for this request only.
+    let params = spec.parameters.as_ref().map(|p| p.value()).transpose();
+    let params = params.map_err(|e| format!("spec.parameters: {e}"))?.filter(|p| !p.is_null());
+    if let Some(p) = &params
         && !p.is_object()
     {
         return Err("spec.parameters must be an object".into());
     }
     if !matches!(method.as_str(), "GET" | "LIST") {
-        return Ok((Some(params.cloned().unwrap_or_else(|| Value::Object(Default::default()))), vec![]));
+        return Ok((Some(params.unwrap_or_else(|| Value::Object(Default::default()))), vec![]));
     }
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (k, values) in &spec.get_parameters {

@@ -2,6 +2,7 @@
 //! function keeps exactly what its readers use, and says who they are.
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use keyward_crds::{ClusterSecretStore, SecretStore, SecretStoreProvider};
 use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMeta;
@@ -20,6 +21,25 @@ pub fn meta(m: &mut ObjectMeta) {
 /// status are read.
 pub fn object<K: Resource>(obj: &mut K) {
     meta(obj.meta_mut());
+}
+
+/// SecretStores: a `spec.provider` block no provider process serves keeps its name only (the
+/// store reports it as not supported by name); served blocks are read when the store is used.
+/// Blocks Keyward does not type arrive within the free-form JSON limits (`keyward_crds::free_json`).
+pub fn secret_store(s: &mut SecretStore) {
+    object(s);
+    unserved_blocks(&mut s.spec.provider);
+}
+
+/// ClusterSecretStores, as [`secret_store`].
+pub fn cluster_secret_store(s: &mut ClusterSecretStore) {
+    object(s);
+    unserved_blocks(&mut s.spec.store.provider);
+}
+
+fn unserved_blocks(p: &mut SecretStoreProvider) {
+    let plugins = keyward_provider_registry::PROVIDER_KINDS;
+    p.other.keep_content(|name| plugins.iter().any(|k| k.store_key == Some(name)));
 }
 
 /// Keeps only the labels and annotations named.
@@ -107,6 +127,19 @@ mod tests {
         assert!(s.metadata.labels.is_none() && s.metadata.annotations.is_none());
         assert_eq!(s.data.unwrap().keys().collect::<Vec<_>>(), [CA_KEY, CERT_KEY, KEY_KEY]);
         assert_eq!(s.metadata.name.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn stores_keep_only_the_names_of_blocks_no_provider_serves() {
+        let mut s: SecretStore = serde_json::from_value(serde_json::json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "SecretStore", "metadata": {"name": "s"},
+            "spec": {"provider": {"webhook": {"url": "u"}, "alibaba": {"regionID": "r"}}}}))
+        .unwrap();
+        secret_store(&mut s);
+        let other = &s.spec.provider.other;
+        assert_eq!(other.keys().collect::<Vec<_>>(), ["alibaba", "webhook"]);
+        assert!(other.get("alibaba").unwrap().is_null());
+        assert_eq!(other.get("webhook").unwrap().value().unwrap(), serde_json::json!({"url": "u"}));
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! every value comes from the operating system's CSPRNG.
 //!
 //! Generator specs are tenant input: sizes are capped and impossible combinations refused with
-//! what to change, and generation runs on blocking threads, a few at a time, so an RSA key never
-//! holds an async worker other syncs need.
+//! what to change, by the rules admission applies (`keyward_crds::rules::validate_generator_spec`,
+//! run again here before every generation, since a spec may have been written while the webhook
+//! was away), what one generation produces is capped (`MAX_GENERATED_BYTES`), and generation
+//! runs on blocking threads, a few at a time, so an RSA key never holds an async worker other
+//! syncs need.
 //!
 //! `state` collects GeneratorStates (upstream's records of generated values to clean up) past
 //! their deadline.
@@ -24,7 +27,7 @@ use keyward_crds::generators::{
     EcrAuthorizationTokenSpec, FakeSpec, PasswordSpec, SshKeySpec, StsSessionTokenSpec, UuidSpec,
     VaultDynamicSecretSpec, WebhookGeneratorSpec,
 };
-use keyward_crds::rules::AnyGeneratorSpec;
+use keyward_crds::rules::{AnyGeneratorSpec, MAX_GENERATED_BYTES, validate_generator_spec};
 
 use crate::slots::FairSlots;
 
@@ -41,8 +44,28 @@ pub enum GenerateError {
     Failed(String),
 }
 
-/// The values of one generator spec, under upstream's keys.
+/// The rule admission applies to a generator spec, applied again before it is used: refused
+/// with the fields to change (`Password: spec.digits: …`).
+pub fn check(spec: AnyGeneratorSpec<'_>) -> Result<(), GenerateError> {
+    validate_generator_spec("spec", spec).map_err(|e| GenerateError::Invalid(format!("{}: {e}", spec.kind())))
+}
+
+/// The values of one generator spec, under upstream's keys, within [`MAX_GENERATED_BYTES`].
 pub fn generate(spec: AnyGeneratorSpec<'_>) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
+    check(spec)?;
+    let values = values(spec)?;
+    // The rules bound every kind below the cap; checked on what was made all the same.
+    let total = values.iter().fold(0usize, |sum, (k, v)| sum.saturating_add(k.len()).saturating_add(v.len()));
+    if total > MAX_GENERATED_BYTES {
+        return Err(GenerateError::Invalid(format!(
+            "{}: generated {total} bytes, more than one generation may produce ({MAX_GENERATED_BYTES})",
+            spec.kind()
+        )));
+    }
+    Ok(values)
+}
+
+fn values(spec: AnyGeneratorSpec<'_>) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
     match spec {
         AnyGeneratorSpec::Password(s) => password::generate(s),
         AnyGeneratorSpec::Uuid(_) => Ok(uuid::generate()),

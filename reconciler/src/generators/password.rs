@@ -4,147 +4,33 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use keyward_crds::generators::password::DEFAULT_PASSWORD_LENGTH;
 use keyward_crds::generators::{PasswordEncoding, PasswordSpec};
+pub use keyward_crds::rules::{
+    DEFAULT_SYMBOLS, MAX_PASSWORD_LENGTH as MAX_LENGTH, MAX_PASSWORD_SECRET_KEYS as MAX_SECRET_KEYS,
+    MAX_SYMBOL_CHARACTERS, MAX_SYMBOL_CHARACTERS_BYTES, PasswordPlan as Plan,
+};
+use keyward_crds::rules::{DIGITS, FieldError, password_keys, password_plan};
 use rand::Rng;
 use rand::TryRngCore;
 use rand::rngs::OsRng;
 
 use super::GenerateError;
 
-/// Longest password generated: far above any real use, small enough that a tenant cannot make
-/// the reconciler build megabytes per sync.
-pub const MAX_LENGTH: i64 = 1024;
-/// Most keys one Password fills.
-pub const MAX_SECRET_KEYS: usize = 64;
-/// Most symbol characters a spec may list.
-pub const MAX_SYMBOL_CHARACTERS: usize = 256;
-/// Longest `symbolCharacters` read, in bytes: room for every allowed character four times over,
-/// checked before the characters are looked at so a megabyte of them costs nothing.
-pub const MAX_SYMBOL_CHARACTERS_BYTES: usize = 4 * 4 * MAX_SYMBOL_CHARACTERS;
-
-const LOWER: &str = "abcdefghijklmnopqrstuvwxyz";
-const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
-const DIGITS: &str = "0123456789";
-/// Upstream's default symbols.
-pub const DEFAULT_SYMBOLS: &str = "~!@#$%^&*()_+`-={}|[]\\:\"<>?,./";
-
-/// What one password is made of, after defaults and checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// Letters in the password.
-    pub letters: usize,
-    /// Digits in the password.
-    pub digits: usize,
-    /// Symbols in the password.
-    pub symbols: usize,
-    /// The letters to draw from.
-    pub letter_set: Vec<char>,
-    /// The symbols to draw from (distinct, in the order written).
-    pub symbol_set: Vec<char>,
-    /// Whether a character may appear more than once.
-    pub allow_repeat: bool,
+fn invalid(e: FieldError) -> GenerateError {
+    GenerateError::Invalid(format!("Password: {e}"))
 }
 
-/// Applies upstream's defaults (length 24 when unset or not positive, digits and symbols 25 %
-/// of the length each) and refuses what cannot be generated or is too large.
+/// The plan of a spec: upstream's defaults and Keyward's limits, the rule admission applies
+/// (`keyward_crds::rules::password_plan`).
 pub fn plan(spec: &PasswordSpec) -> Result<Plan, GenerateError> {
-    let invalid = |m: String| GenerateError::Invalid(format!("Password: {m}"));
-    let length = if spec.length > 0 { spec.length } else { DEFAULT_PASSWORD_LENGTH };
-    if length > MAX_LENGTH {
-        return Err(invalid(format!("length {length} is above the limit of {MAX_LENGTH}")));
-    }
-    // Upstream truncates a quarter of the length.
-    let digits = spec.digits.unwrap_or(length / 4);
-    let symbols = spec.symbols.unwrap_or(length / 4);
-    if digits < 0 || symbols < 0 {
-        return Err(invalid(format!("digits ({digits}) and symbols ({symbols}) must not be negative")));
-    }
-    if digits + symbols > length {
-        return Err(invalid(format!("digits ({digits}) plus symbols ({symbols}) exceed the length ({length})")));
-    }
-    let symbol_set = symbol_set(spec.symbol_characters.as_deref().unwrap_or(DEFAULT_SYMBOLS)).map_err(invalid)?;
-    if symbols > 0 && symbol_set.is_empty() {
-        return Err(invalid(format!("{symbols} symbols asked for and symbolCharacters is empty")));
-    }
-    let mut letter_set: Vec<char> = LOWER.chars().collect();
-    if !spec.no_upper {
-        letter_set.extend(UPPER.chars());
-    }
-    // Bounded by MAX_LENGTH above: the casts cannot truncate.
-    let (length, digits, symbols) = (length as usize, digits as usize, symbols as usize);
-    let letters = length - digits - symbols;
-    if !spec.allow_repeat {
-        let short = |class: &str, wanted: usize, available: usize| {
-            invalid(format!(
-                "{wanted} {class} without repeats, but only {available} distinct {class} are available; set \
-                 allowRepeat: true, or ask for fewer"
-            ))
-        };
-        // Symbols are drawn first; symbol characters that are also digits or letters may then be
-        // taken from those classes, so their counts assume the worst.
-        let taken_from = |set: &[char]| symbols.min(symbol_set.iter().filter(|c| set.contains(c)).count());
-        let digit_set: Vec<char> = DIGITS.chars().collect();
-        if symbols > symbol_set.len() {
-            return Err(short("symbols", symbols, symbol_set.len()));
-        }
-        let available = digit_set.len() - taken_from(&digit_set);
-        if digits > available {
-            return Err(short("digits", digits, available));
-        }
-        let available = letter_set.len() - taken_from(&letter_set);
-        if letters > available {
-            return Err(short("letters", letters, available));
-        }
-    }
-    Ok(Plan { letters, digits, symbols, letter_set, symbol_set, allow_repeat: spec.allow_repeat })
-}
-
-/// The distinct characters of `symbolCharacters`, in the order written; refused past the limits
-/// in time linear in its length.
-fn symbol_set(symbol_chars: &str) -> Result<Vec<char>, String> {
-    if symbol_chars.len() > MAX_SYMBOL_CHARACTERS_BYTES {
-        return Err(format!(
-            "symbolCharacters is {} bytes long, above the limit of {MAX_SYMBOL_CHARACTERS_BYTES}",
-            symbol_chars.len()
-        ));
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut set = Vec::new();
-    for c in symbol_chars.chars() {
-        if seen.insert(c) {
-            set.push(c);
-        }
-        if set.len() > MAX_SYMBOL_CHARACTERS {
-            return Err(format!("symbolCharacters lists more than {MAX_SYMBOL_CHARACTERS} characters"));
-        }
-    }
-    Ok(set)
+    password_plan("spec", spec).map_err(invalid)
 }
 
 /// Generates one password per secret key (`password` when none are listed), encoded as asked.
 pub fn generate(spec: &PasswordSpec) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
-    let keys: Vec<String> =
-        if spec.secret_keys.is_empty() { vec!["password".into()] } else { spec.secret_keys.clone() };
-    if keys.len() > MAX_SECRET_KEYS {
-        return Err(GenerateError::Invalid(format!(
-            "Password: {} secretKeys are above the limit of {MAX_SECRET_KEYS}",
-            keys.len()
-        )));
-    }
+    let keys = password_keys("spec", spec).map_err(invalid)?;
     let plan = plan(spec)?;
-    let mut out = BTreeMap::new();
-    for key in keys {
-        if key.is_empty() {
-            return Err(GenerateError::Invalid("Password: secretKeys must not hold an empty key".into()));
-        }
-        let password = one(&plan);
-        let encoded = encode(password.as_bytes(), spec.encoding);
-        if out.insert(key.clone(), encoded).is_some() {
-            return Err(GenerateError::Invalid(format!("Password: secretKeys lists {key:?} twice")));
-        }
-    }
-    Ok(out)
+    Ok(keys.into_iter().map(|key| (key, encode(one(&plan).as_bytes(), spec.encoding))).collect())
 }
 
 /// One password of the plan: the characters of each class drawn from the OS's CSPRNG, then
@@ -214,6 +100,8 @@ fn base32(raw: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+
+    use keyward_crds::rules::{LOWER, UPPER};
 
     use super::*;
 
@@ -295,23 +183,14 @@ mod tests {
         assert!(generate(&ok).is_ok(), "the same with allowRepeat");
     }
 
+    /// The spec that crash-looped the shared reconciler in release builds: refused, at once.
     #[test]
-    fn long_symbol_characters_are_refused_without_reading_them() {
-        // Distinct characters outside ASCII: deduplicating a megabyte of them one by one took
-        // tens of seconds of a generation slot.
-        let many: String = (0..350_000u32).filter_map(|i| char::from_u32(0x4e00 + i % 20_000)).collect();
+    fn the_wrapping_spec_is_refused_before_anything_is_generated() {
         let started = std::time::Instant::now();
-        let e = generate(&PasswordSpec { symbol_characters: Some(many), ..spec(12) }).unwrap_err().to_string();
-        assert!(e.contains("bytes long, above the limit of 4096"), "{e}");
-        assert!(started.elapsed() < std::time::Duration::from_millis(100), "{:?}", started.elapsed());
-
-        let distinct: String = (0..300u32).filter_map(|i| char::from_u32(0x4e00 + i)).collect();
-        let e = generate(&PasswordSpec { symbol_characters: Some(distinct), ..spec(12) }).unwrap_err().to_string();
-        assert!(e.contains("more than 256 characters"), "{e}");
-
-        let repeated = "-_".repeat(MAX_SYMBOL_CHARACTERS_BYTES / 2);
-        let plan = plan(&PasswordSpec { symbol_characters: Some(repeated), symbols: Some(2), ..spec(12) }).unwrap();
-        assert_eq!(plan.symbol_set, vec!['-', '_'], "duplicates within the byte limit are dropped, in order");
+        let wrapping = PasswordSpec { digits: Some(i64::MAX), allow_repeat: true, ..spec(0) };
+        let e = generate(&wrapping).unwrap_err().to_string();
+        assert!(e.starts_with("Password: spec.digits: "), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

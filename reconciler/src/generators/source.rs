@@ -85,6 +85,8 @@ pub async fn generate_ref(
 ) -> Result<BTreeMap<String, Vec<u8>>, GeneratorError> {
     let spec = resolve(client, manager, namespace, r).await?;
     let kind = spec.as_any().kind();
+    // Admission's rule, again: a spec written while the webhook was away is refused here.
+    super::check(spec.as_any())?;
     match REMOTE_KINDS.iter().find(|(k, _)| *k == kind) {
         Some((_, provider)) => generate_remote(manager, namespace, &r.name, provider, &spec).await,
         None => Ok(generate_blocking(namespace, spec).await?),

@@ -5,54 +5,37 @@
 use std::collections::BTreeMap;
 
 use keyward_crds::generators::{SshKeySpec, SshKeyType};
+use keyward_crds::rules::AnyGeneratorSpec;
 use ssh_key::private::{EcdsaKeypair, Ed25519Keypair, KeypairData, RsaKeypair};
 use ssh_key::rand_core::OsRng;
 use ssh_key::{EcdsaCurve, LineEnding, PrivateKey};
 
 use super::GenerateError;
 
-/// RSA sizes generated: upstream's documented ones. Anything else is refused, since a tenant
-/// asking for 8192 bits would hold a reconciler thread for a long time on each sync.
-pub const RSA_BITS: [i64; 3] = [2048, 3072, 4096];
-/// ECDSA sizes generated: the NIST curves.
-pub const ECDSA_BITS: [i64; 3] = [256, 384, 521];
-/// Longest comment: it is written twice, in both keys.
-pub const MAX_COMMENT: usize = 1024;
+pub use keyward_crds::rules::{ECDSA_BITS, MAX_SSH_COMMENT as MAX_COMMENT, RSA_BITS};
 
-/// Generates a key pair as the spec asks (RSA 2048 when the spec is empty, as upstream).
+/// Generates a key pair as the spec asks (RSA 2048 when the spec is empty, as upstream), once
+/// the spec passed the rule admission applies (`keyward_crds::rules::validate_generator_spec`).
 pub fn generate(spec: &SshKeySpec) -> Result<BTreeMap<String, Vec<u8>>, GenerateError> {
-    let invalid = |m: String| GenerateError::Invalid(format!("SSHKey: {m}"));
-    let comment = spec.comment.clone().unwrap_or_default();
-    if comment.len() > MAX_COMMENT {
-        return Err(invalid(format!("comment is longer than {MAX_COMMENT} bytes")));
-    }
-    if comment.contains(['\n', '\r']) {
-        return Err(invalid("comment must be one line: it ends the authorized_keys line".into()));
-    }
+    super::check(AnyGeneratorSpec::SshKey(spec))?;
     let failed = |e: ssh_key::Error| GenerateError::Failed(format!("SSHKey: {e}"));
-    let data: KeypairData = match spec.key_type {
-        SshKeyType::Rsa => {
-            let bits = spec.key_size.unwrap_or(2048);
-            if !RSA_BITS.contains(&bits) {
-                return Err(invalid(format!("keySize {bits} is not generated for rsa: use 2048, 3072 or 4096")));
-            }
-            // In RSA_BITS: the cast cannot truncate.
-            RsaKeypair::random(&mut OsRng, bits as usize).map_err(failed)?.into()
+    let data: KeypairData = match (spec.key_type, spec.key_size) {
+        (SshKeyType::Rsa, bits) => {
+            // One of RSA_BITS (checked above): the conversion cannot fail.
+            let bits = usize::try_from(bits.unwrap_or(2048)).unwrap_or(2048);
+            RsaKeypair::random(&mut OsRng, bits).map_err(failed)?.into()
         }
-        SshKeyType::Ecdsa => {
-            let curve = match spec.key_size.unwrap_or(256) {
-                256 => EcdsaCurve::NistP256,
-                384 => EcdsaCurve::NistP384,
-                521 => EcdsaCurve::NistP521,
-                bits => {
-                    return Err(invalid(format!("keySize {bits} is not generated for ecdsa: use 256, 384 or 521")));
-                }
+        (SshKeyType::Ecdsa, bits) => {
+            let curve = match bits {
+                Some(384) => EcdsaCurve::NistP384,
+                Some(521) => EcdsaCurve::NistP521,
+                _ => EcdsaCurve::NistP256,
             };
             EcdsaKeypair::random(&mut OsRng, curve).map_err(failed)?.into()
         }
-        SshKeyType::Ed25519 => Ed25519Keypair::random(&mut OsRng).into(),
+        (SshKeyType::Ed25519, _) => Ed25519Keypair::random(&mut OsRng).into(),
     };
-    let key = PrivateKey::new(data, comment).map_err(failed)?;
+    let key = PrivateKey::new(data, spec.comment.clone().unwrap_or_default()).map_err(failed)?;
     let private = key.to_openssh(LineEnding::LF).map_err(failed)?;
     let public = key.public_key().to_openssh().map_err(failed)?;
     Ok(BTreeMap::from([
@@ -117,9 +100,9 @@ mod tests {
     #[test]
     fn sizes_outside_the_allowed_sets_and_bad_comments_are_refused() {
         for (key_type, bits, want) in [
-            (SshKeyType::Rsa, 8192, "keySize 8192 is not generated for rsa"),
+            (SshKeyType::Rsa, 8192, "spec.keySize: 8192 is not generated for rsa"),
             (SshKeyType::Rsa, 1024, "use 2048, 3072 or 4096"),
-            (SshKeyType::Ecdsa, 2048, "keySize 2048 is not generated for ecdsa"),
+            (SshKeyType::Ecdsa, 2048, "spec.keySize: 2048 is not generated for ecdsa"),
         ] {
             let e = generate(&SshKeySpec { key_type, key_size: Some(bits), ..Default::default() }).unwrap_err();
             assert!(e.to_string().contains(want), "{e}");

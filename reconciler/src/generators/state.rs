@@ -18,7 +18,8 @@
 //!   the finalizer removed for a served kind, and is reported as above for any other.
 //!
 //! A state is looked at again at its deadline (at most [`MAX_WAIT`] ahead), not polled. Objects
-//! are read as raw JSON, so a malformed one is reported, never fatal to the watch.
+//! are read into the view of what this controller reads ([`StateObject`]): the free-form
+//! `spec.state` is never held, and a malformed field is reported, never fatal to the watch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,16 +28,18 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::generators::state::{GENERATOR_STATE_FINALIZER, GENERATOR_STATE_READY};
-use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind, GeneratorState};
+use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind};
 use keyward_crds::rules::CLUSTER_GENERATOR_KIND;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
-use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::context::Context;
+
+mod view;
+pub use view::StateObject;
 
 /// The furthest ahead a state is looked at again: a deadline further away is reached in steps.
 pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -206,7 +209,6 @@ pub enum StateError {
 
 struct Ctx {
     ctx: Arc<Context>,
-    resource: ApiResource,
 }
 
 /// The GeneratorState controller: watches GeneratorStates (in `namespace`, or all) until
@@ -216,15 +218,14 @@ pub fn controller(
     namespace: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let resource = ApiResource::erase::<GeneratorState>(&());
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &resource),
-        None => Api::all_with(ctx.client.clone(), &resource),
+    let api: Api<StateObject> = match &namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
     };
     // Its own watch: its triggers and deletions are not seen, so its queue is not followed.
     let metrics = ctx.metrics.controllers.watching_controller(CONTROLLER, CONCURRENCY);
-    let ctx = Arc::new(Ctx { ctx, resource: resource.clone() });
-    Controller::new_with(api, watcher::Config::default(), resource)
+    let ctx = Arc::new(Ctx { ctx });
+    Controller::new(api, watcher::Config::default())
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown)
         .run(
@@ -245,20 +246,19 @@ pub fn controller(
         })
 }
 
-fn error_policy(obj: Arc<DynamicObject>, e: &StateError, _: Arc<Ctx>) -> Action {
+fn error_policy(obj: Arc<StateObject>, e: &StateError, _: Arc<Ctx>) -> Action {
     tracing::warn!(namespace = ?obj.namespace(), name = %obj.name_any(), error = %e, "GeneratorState: retrying");
     Action::requeue(RETRY)
 }
 
-async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, StateError> {
+async fn reconcile(obj: Arc<StateObject>, ctx: Arc<Ctx>) -> Result<Action, StateError> {
     let (Some(ns), name) = (obj.namespace(), obj.name_any()) else {
         return Ok(Action::await_change());
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.ctx.client.clone(), &ns, &ctx.resource);
-    let spec = obj.data.get("spec");
+    let api: Api<StateObject> = Api::namespaced(ctx.ctx.client.clone(), &ns);
     let view = StateView {
-        deadline: spec.and_then(|s| s.get("garbageCollectionDeadline")),
-        resource: spec.and_then(|s| s.get("resource")),
+        deadline: obj.spec.garbage_collection_deadline.as_ref(),
+        resource: obj.spec.resource.as_ref(),
         deleting: obj.metadata.deletion_timestamp.is_some(),
         finalized: obj.finalizers().iter().any(|f| f == GENERATOR_STATE_FINALIZER),
     };
@@ -297,14 +297,14 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sta
             Ok(Action::await_change())
         }
         Verdict::Report { reason, message } => {
-            let current = obj.data.get("status").and_then(|s| s.get("conditions"));
+            let current = obj.status.as_ref().and_then(|s| s.get("conditions"));
             if let Some(conditions) = conditions_with_ready(current, "False", reason, &message) {
                 let patch = json!({"status": {"conditions": conditions}});
                 api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(|source| StateError::Api { action: "writing the GeneratorState's status", source })?;
                 tracing::warn!(namespace = %ns, name = %name, kind = %kind, reason, "GeneratorState kept: {message}");
-                let regarding = obj.object_ref(&ctx.resource);
+                let regarding = obj.object_ref(&());
                 ctx.ctx.event(&regarding, true, reason, "GarbageCollect", message).await;
             }
             Ok(Action::await_change())
@@ -314,8 +314,8 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sta
 
 /// Replaces a `Ready=False` this controller wrote (the deadline or resource was fixed since)
 /// with `Ready=True`; writes nothing otherwise.
-async fn settle(api: &Api<DynamicObject>, obj: &DynamicObject, message: &str) -> Result<(), StateError> {
-    let current = obj.data.get("status").and_then(|s| s.get("conditions"));
+async fn settle(api: &Api<StateObject>, obj: &StateObject, message: &str) -> Result<(), StateError> {
+    let current = obj.status.as_ref().and_then(|s| s.get("conditions"));
     let ours = current.and_then(Value::as_array).into_iter().flatten().any(|c| {
         c.get("type").and_then(Value::as_str) == Some(GENERATOR_STATE_READY)
             && c.get("status").and_then(Value::as_str) == Some("False")
@@ -335,7 +335,7 @@ async fn settle(api: &Api<DynamicObject>, obj: &DynamicObject, message: &str) ->
 
 /// Removes upstream's finalizer, if the object is still the version read; returns the new
 /// resource version.
-async fn release(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<Option<String>, StateError> {
+async fn release(api: &Api<StateObject>, obj: &StateObject) -> Result<Option<String>, StateError> {
     let rest: Vec<&String> = obj.finalizers().iter().filter(|f| *f != GENERATOR_STATE_FINALIZER).collect();
     let patch = json!({"metadata": {"resourceVersion": obj.resource_version(), "finalizers": rest}});
     match api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {

@@ -343,7 +343,7 @@ mod tests {
         let pushes = run(&s, store(&BTreeMap::new()), &src).unwrap();
         assert_eq!(remotes(&pushes), vec![(None, "my-app/config")]);
         assert_eq!(*pushes[0].data, source(&[("DB_HOST", "h"), ("DB_USER", "u")]), "only the matched keys");
-        assert_eq!(pushes[0].entry.metadata, Some(serde_json::json!({"labels": {"a": "b"}})));
+        assert_eq!(pushes[0].entry.metadata, Some(serde_json::json!({"labels": {"a": "b"}}).into()));
         assert_eq!(pushes[0].origin, "dataTo[0]");
     }
 

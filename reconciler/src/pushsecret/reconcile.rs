@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use keyward_crds::push_secret::{PushSecretData, PushSecretDeletionPolicy, PushSecretUpdatePolicy};
 use keyward_crds::rules::{
-    check_push_override, parse_go_duration, parse_label_selector, push_metadata_remote_namespace,
+    check_push_override, parse_go_duration, parse_label_selector, push_metadata_remote_namespace, push_secret_free_json,
 };
 use keyward_crds::{PushSecret, PushSecretStatus, StoreKind};
 use keyward_proto::ProviderError;
@@ -274,6 +274,9 @@ async fn source_secrets(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Sour
 type SourceData = Vec<(String, HashMap<String, Vec<u8>>)>;
 
 async fn push(ps: &PushSecret, ctx: &Context, ns: &str) -> Result<Synced, Failure> {
+    // Admission's limits on free-form metadata, again: metadata written past them while the
+    // webhook was away was not kept, so it cannot be sent.
+    push_secret_free_json(&ps.spec).map_err(|e| e.to_string())?;
     let mut sources = source_secrets(ps, ctx, ns).await?;
     if let Some(template) = &ps.spec.template {
         // As upstream: the rendered keys are added to each source's, in memory only.
@@ -354,8 +357,10 @@ async fn push_to(
         let remote = &d.match_.remote_ref;
         // The tenant boundary: only an operator-owned configuration may send a push elsewhere
         // (the provider checks it again, with the configuration in hand).
-        let requested = d.metadata.as_ref().and_then(push_metadata_remote_namespace);
-        check_push_override(client.owner(), requested).map_err(|e| format!("{}: {origin}.metadata: {e}", t.key))?;
+        let requested = d.metadata.as_ref().map(push_metadata_remote_namespace).transpose();
+        let requested = requested.map_err(|e| format!("{}: {origin}.metadata: {e}", t.key))?.flatten();
+        check_push_override(client.owner(), requested.as_deref())
+            .map_err(|e| format!("{}: {origin}.metadata: {e}", t.key))?;
         // The metadata travels as JSON bytes, exactly as written in the manifest.
         let metadata = metadata_bytes(&d).map_err(|e| format!("{origin}.metadata: {e}"))?;
         let remote_ref = remote_ref(&d, &metadata);
@@ -381,8 +386,9 @@ async fn push_to(
     Ok(entries)
 }
 
-fn metadata_bytes(d: &PushSecretData) -> Result<Vec<u8>, serde_json::Error> {
-    d.metadata.as_ref().map_or(Ok(Vec::new()), serde_json::to_vec)
+/// The metadata as sent: its JSON text as kept (never decoded here), or nothing.
+fn metadata_bytes(d: &PushSecretData) -> Result<Vec<u8>, keyward_crds::free_json::FreeJsonError> {
+    d.metadata.as_ref().map_or(Ok(Vec::new()), |m| m.text().map(|t| t.as_bytes().to_vec()))
 }
 
 /// The remote reference of an entry. It carries the entry's metadata so that SecretExists and

@@ -4,14 +4,16 @@
 //! protocol test server of the e2e harness: the service-principal SecretStore, the same block as
 //! a ClusterSecretStore, and the workload-identity SecretStore (a TokenRequest token exchanged at
 //! Entra ID), read by the guide's ExternalSecrets; the guide's PushSecret writes a secret with
-//! its metadata, and deleting the PushSecret deletes it. Only the namespace, the vault URL, the
-//! tenant, the credentials and the test's controller-class label change.
+//! its metadata, and deleting the PushSecret deletes it. Upstream's ACRAccessToken example, read by
+//! its ExternalSecret example, gets a registry token from the server's ACR token exchange; a wrong
+//! secret is the ExternalSecret's Ready=False message. Only the namespace, the vault URL, the
+//! registry, the tenant, the credentials and the test's controller-class label change.
 
 use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::PushSecret;
+use keyward_crds::{ExternalSecret, PushSecret};
 use keyward_e2e::stores::AzureKeyVault;
 use keyward_e2e::stores::azure::TENANT;
 use keyward_e2e::{repo_root, with_temp_namespace};
@@ -178,6 +180,37 @@ async fn upstream_azure_stores_sync_and_push_through_the_azure_provider() {
                 kubectl_apply(&ns, &copy);
             }
 
+            // The ACRAccessToken generator: upstream's example with the test's tenant and registry
+            // (it sets all three auth methods: the service principal is used, as upstream), read
+            // by upstream's ExternalSecret example into a .dockerconfigjson; one with a wrong
+            // secret; one the rules refuse, denied by the webhook naming the field.
+            for (name, secret) in [("az-secret", CLIENT_SECRET), ("az-wrong", "nope")] {
+                kubectl_apply(
+                    &ns,
+                    &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                                           "stringData": {"clientid": CLIENT_ID, "clientsecret": secret}}),
+                );
+            }
+            let mut acr = upstream_generator_example("generator-acr.yaml").remove(0);
+            acr["spec"]["tenantId"] = json!(TENANT);
+            acr["spec"]["registry"] = json!(server.registry());
+            kubectl_apply(&ns, &acr);
+            for mut doc in upstream_generator_example("generator-acr-example.yaml") {
+                doc["metadata"]["labels"] = json!({CLASS_LABEL: ns});
+                kubectl_apply(&ns, &doc);
+            }
+            let mut wrong = acr.clone();
+            wrong["metadata"]["name"] = json!("acr-wrong");
+            for key in ["clientId", "clientSecret"] {
+                wrong["spec"]["auth"]["servicePrincipal"]["secretRef"][key]["name"] = json!("az-wrong");
+            }
+            kubectl_apply(&ns, &wrong);
+            kubectl_apply(&ns, &generator_external_secret("acr-wrong", &ns, "ACRAccessToken", "acr-wrong"));
+            let mut bad = acr.clone();
+            bad["metadata"]["name"] = json!("acr-bad");
+            bad["spec"]["registry"] = json!("https://example.azurecr.io");
+            keyward_e2e::rejects_in(&ns, &bad.to_string(), "spec.registry");
+
             let _reconciler = Reconciler::start_with_stores(&ns, &[("azure", &azure)], &[]).await;
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
             for target in ["database-credentials", "by-sp", "by-cluster"] {
@@ -200,6 +233,22 @@ async fn upstream_azure_stores_sync_and_push_through_the_azure_provider() {
             }
             let log = server.requests();
             assert!(log.iter().any(|r| r.ends_with("/oauth2/v2.0/token")), "{log:?}");
+
+            // The registry login: a token of the example's scope, issued to the service principal.
+            let login = eventually("the registry login", WAIT, || async {
+                let docker = secrets.get_opt("azurecr-credentials").await.ok()??;
+                assert_eq!(docker.type_.as_deref(), Some("kubernetes.io/dockerconfigjson"));
+                let config: Value = serde_json::from_str(&value(&docker, ".dockerconfigjson")?).unwrap();
+                Some(config["auths"]["myregistry.azurecr.io"].clone())
+            })
+            .await;
+            assert_eq!(login["username"], "00000000-0000-0000-0000-000000000000");
+            let issued = server.registry_token(login["password"].as_str().unwrap());
+            let scope = format!("acr:{}:repository:foo:pull,push", server.registry());
+            assert_eq!(issued, Some((scope, CLIENT_ID.to_string())), "{login}");
+            let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+            let message = wait_refused(&ess, "acr-wrong", "AADSTS7000215", WAIT).await;
+            assert!(message.contains("ACRAccessToken"), "{message}");
 
             // The guide's PushSecret (its namespace the test's): the secret with its metadata, and
             // gone from the vault with the PushSecret (deletionPolicy Delete).

@@ -34,22 +34,26 @@ const ADMIT_LABEL: &str = "keyward.dev/ces-e2e-admit";
 /// The name of the ExternalSecrets.
 const ES_NAME: &str = "shared-db";
 
-/// Deletes what the run created outside its namespaces (and the namespaces), also when the test
-/// fails; a ClusterExternalSecret left behind loses its finalizer first, as nobody else would.
-struct Cleanup {
-    run: String,
-    namespaces: Vec<String>,
+/// Deletes what a run created outside its namespaces (and the namespaces), also when the test
+/// fails; an object left behind loses its finalizers first, as nobody else would remove them.
+pub(crate) struct Cleanup {
+    pub run: String,
+    /// The label (valued with the run id) on every namespace and cluster-scoped object of the run.
+    pub label: &'static str,
+    /// The cluster-scoped kinds the run creates, deleted by that label.
+    pub kinds: &'static [&'static str],
+    pub namespaces: Vec<String>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let selector = format!("{RUN_LABEL}={}", self.run);
-        let ces = kubectl().args(["get", "clusterexternalsecrets", "-l", &selector, "-o", "name"]).output();
-        for name in ces.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default().lines() {
-            let _ =
-                kubectl().args(["patch", name, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).output();
-        }
-        for kind in ["clusterexternalsecrets", "clusterproviders"] {
+        let selector = format!("{}={}", self.label, self.run);
+        for kind in self.kinds {
+            let left = kubectl().args(["get", kind, "-l", &selector, "-o", "name"]).output();
+            for name in left.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default().lines() {
+                let unblock = r#"{"metadata":{"finalizers":null}}"#;
+                let _ = kubectl().args(["patch", name, "--type=merge", "-p", unblock]).output();
+            }
             let _ = kubectl().args(["delete", kind, "-l", &selector, "--ignore-not-found", "--wait=false"]).output();
         }
         if std::env::var("KEYWARD_E2E_KEEP").is_ok_and(|v| v == "1") {
@@ -64,11 +68,11 @@ impl Drop for Cleanup {
 impl Cleanup {
     /// Creates a namespace of the run with `labels` (selection and admission labels take the
     /// run id as value).
-    async fn namespace(&mut self, client: &Client, labels: &[&str]) -> String {
+    pub async fn namespace(&mut self, client: &Client, labels: &[&str]) -> String {
         let name = format!("kw-{:08x}", rand::random::<u32>());
         let mut all: std::collections::BTreeMap<String, String> =
             labels.iter().map(|l| (l.to_string(), self.run.clone())).collect();
-        all.insert(RUN_LABEL.into(), self.run.clone());
+        all.insert(self.label.into(), self.run.clone());
         all.insert(E2E_LABEL.into(), "true".into());
         let ns = Namespace {
             metadata: kube::api::ObjectMeta { name: Some(name.clone()), labels: Some(all), ..Default::default() },
@@ -80,21 +84,29 @@ impl Cleanup {
     }
 }
 
-/// Registers the webhook for the run's namespaces (namespaced kinds) and the run's
-/// cluster-scoped objects, validating and mutating, as the chart does.
-async fn start_webhook(client: &Client, pki: &Pki, run: &str) -> Webhook {
+/// An admission rule for `resources` of `external-secrets.io/<version>`.
+pub(crate) fn rule(version: &str, resources: &[&str], scope: &str) -> Value {
+    json!({"apiGroups": ["external-secrets.io"], "apiVersions": [version],
+           "operations": ["CREATE", "UPDATE"], "resources": resources, "scope": scope})
+}
+
+/// Registers the webhook for the namespaces of run `cleanup` (the `namespaced` rules) and its
+/// cluster-scoped objects (the `cluster` rules), validating and mutating, as the chart does.
+pub(crate) async fn start_webhook(
+    client: &Client,
+    pki: &Pki,
+    cleanup: &Cleanup,
+    namespaced: Value,
+    cluster: Value,
+) -> Webhook {
     let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
-    let rule = |resources: &[&str], scope: &str| {
-        json!({"apiGroups": ["external-secrets.io"], "apiVersions": ["v1"],
-        "operations": ["CREATE", "UPDATE"], "resources": resources, "scope": scope})
-    };
-    let selector = json!({"matchLabels": {RUN_LABEL: run}});
+    let selector = json!({"matchLabels": {cleanup.label: cleanup.run}});
     for (kind, path) in [("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")] {
-        let hook = |name: &str, rules: Value, namespaced: bool| {
+        let hook = |name: &str, rules: &Value, namespaced: bool| {
             let mut h = json!({
-                "name": format!("{name}.ces-e2e.keyward.dev"),
+                "name": format!("{name}.run-e2e.keyward.dev"),
                 "clientConfig": {"url": format!("{}{path}", webhook.url()), "caBundle": BASE64.encode(&pki.ca)},
-                "rules": [rules], "failurePolicy": "Fail", "sideEffects": "None",
+                "rules": rules, "failurePolicy": "Fail", "sideEffects": "None",
                 "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
             });
             h[if namespaced { "namespaceSelector" } else { "objectSelector" }] = selector.clone();
@@ -102,11 +114,8 @@ async fn start_webhook(client: &Client, pki: &Pki, run: &str) -> Webhook {
         };
         let config = json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-            "metadata": {"name": format!("keyward-ces-e2e-{run}")},
-            "webhooks": [
-                hook("namespaced", rule(&["externalsecrets"], "Namespaced"), true),
-                hook("cluster", rule(&["clusterproviders", "clusterexternalsecrets"], "Cluster"), false),
-            ],
+            "metadata": {"name": format!("keyward-run-e2e-{}", cleanup.run)},
+            "webhooks": [hook("namespaced", &namespaced, true), hook("cluster", &cluster, false)],
         });
         webhook.register(client, config).await;
     }
@@ -161,7 +170,8 @@ async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_a
     let cp_plane = control_plane().await;
     let client = cp_plane.client().await;
     let run = format!("{:08x}", rand::random::<u32>());
-    let mut cleanup = Cleanup { run: run.clone(), namespaces: Vec::new() };
+    let kinds = &["clusterexternalsecrets", "clusterproviders"];
+    let mut cleanup = Cleanup { run: run.clone(), label: RUN_LABEL, kinds, namespaces: Vec::new() };
     let operator = cleanup.namespace(&client, &[]).await;
     let ns_a = cleanup.namespace(&client, &[SELECT_LABEL, ADMIT_LABEL]).await;
     let ns_b = cleanup.namespace(&client, &[SELECT_LABEL, ADMIT_LABEL]).await;
@@ -179,7 +189,14 @@ async fn cluster_external_secret_follows_namespaces_and_leaves_foreign_objects_a
         fake_config("cfg", &[("db", "s3cret"), ("user", "admin")]),
     )
     .await;
-    let webhook = start_webhook(&client, &pki, &run).await;
+    let webhook = start_webhook(
+        &client,
+        &pki,
+        &cleanup,
+        json!([rule("v1", &["externalsecrets"], "Namespaced")]),
+        json!([rule("v1", &["clusterproviders", "clusterexternalsecrets"], "Cluster")]),
+    )
+    .await;
     let cp = format!("fake-{run}");
     apply(
         &Api::<ClusterProvider>::all(client.clone()),

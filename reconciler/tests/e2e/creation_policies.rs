@@ -1,10 +1,12 @@
 //! End to end: what each `target.creationPolicy` does to the target Secret — who owns it, whether
 //! it is created, re-created after a deletion, merged into, and kept when the ExternalSecret goes;
-//! and upstream's non-Secret target, accepted and reported.
+//! upstream's non-Secret target, accepted and reported; and what each `target.deletionPolicy`
+//! does when remote values are deleted.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use keyward_crds::external_secret::reason;
 use keyward_crds::{ExternalSecret, Fake, Provider};
 use keyward_e2e::with_temp_namespace;
 use kube::api::{DeleteParams, PostParams};
@@ -132,6 +134,65 @@ async fn creation_policies_own_create_merge_and_keep_the_target_as_upstream_docu
             let s = secrets.get_opt(name).await.unwrap();
             assert!(s.is_some_and(|s| value(&s, "password").as_deref() == Some("s3cret")), "{name} is kept");
         }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deletion_policies_drop_gone_keys_and_delete_or_keep_the_secret_as_upstream_documents() {
+    let _turn = shared().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        let fakes: Api<Fake> = Api::namespaced(client.clone(), &ns);
+        apply(&fakes, fake_config("data", &[("db", "s3cret"), ("user", "admin")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "data")).await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+        for policy in ["Delete", "Merge", "Retain"] {
+            let name = policy.to_lowercase();
+            let mut es = external_secret(&name, &ns, "Owner");
+            es["spec"]["refreshInterval"] = json!("1s");
+            es["spec"]["target"]["deletionPolicy"] = json!(policy);
+            es["spec"]["data"] = json!([{"secretKey": "password", "remoteRef": {"key": "db"}},
+                                        {"secretKey": "username", "remoteRef": {"key": "user"}}]);
+            apply(&ess, es).await;
+        }
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let keys = |s: &Secret| s.data.clone().unwrap_or_default().into_keys().collect::<Vec<_>>();
+        for name in ["delete", "merge", "retain"] {
+            wait_secret(&secrets, name, "both keys synced", |s| keys(s) == ["password", "username"]).await;
+        }
+
+        // One remote value deleted: Delete and Merge drop its key and stay Ready; Retain keeps the
+        // Secret as it was and reports the missing value.
+        apply(&fakes, fake_config("data", &[("db", "s3cret")])).await;
+        for name in ["delete", "merge"] {
+            let s = wait_secret(&secrets, name, "the gone key dropped", |s| keys(s) == ["password"]).await;
+            assert_eq!(value(&s, "password").as_deref(), Some("s3cret"), "{name}");
+            let es = ess.get(name).await.unwrap();
+            assert_eq!(ready_of(&es.status.unwrap().conditions).unwrap().0, "True", "{name}");
+        }
+        eventually("Retain reports the missing value", WAIT, || async {
+            let (status, _, _) = ready_of(&ess.get("retain").await.ok()?.status?.conditions)?;
+            (status == "False").then_some(())
+        })
+        .await;
+        assert_eq!(value(&secrets.get("retain").await.unwrap(), "username").as_deref(), Some("admin"));
+
+        // Every remote value deleted: Delete deletes the Secret, Merge keeps it (without the
+        // values), Retain keeps its last data.
+        apply(&fakes, fake_config("data", &[("unrelated", "x")])).await;
+        eventually("Delete deletes the Secret", WAIT, || async {
+            secrets.get_opt("delete").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        let es = ess.get("delete").await.unwrap();
+        assert_eq!(ready_of(&es.status.unwrap().conditions).unwrap().1, reason::SECRET_DELETED);
+        wait_secret(&secrets, "merge", "Merge keeps the Secret without the values", |s| keys(s).is_empty()).await;
+        let retained = secrets.get("retain").await.unwrap();
+        assert_eq!(keys(&retained), ["password", "username"], "Retain keeps the last data");
     })
     .await;
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
-use kube::Api;
 use kube::api::DeleteParams;
-use serde_json::json;
+use kube::{Api, Client};
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -67,7 +67,7 @@ async fn push_secret_through_a_provider_pushes_and_delete_policy_removes_the_rem
         let status = ps.status.unwrap();
         let synced = status.synced_push_secrets.get("Provider/fake").expect("pushed through the Provider");
         assert!(synced.contains_key("remote-db"));
-        assert_eq!(synced["remote-db"].metadata, Some(json!({"labels": {"a": "b"}})));
+        assert_eq!(synced["remote-db"].metadata, Some(json!({"labels": {"a": "b"}}).into()));
         assert!(
             ps.metadata.finalizers.unwrap_or_default().iter().any(|f| f == "pushsecret.externalsecrets.io/finalizer")
         );
@@ -229,16 +229,7 @@ async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_o
         })
         .await;
         assert_eq!(synced["Provider/fake"].keys().collect::<Vec<_>>(), ["alpha", "beta"], "not the unlabelled one");
-        let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-        apply(
-            &ess,
-            json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-                   "metadata": {"name": "readback", "labels": {CLASS_LABEL: ns}},
-                   "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
-                            "data": [{"secretKey": "a", "remoteRef": {"key": "alpha"}},
-                                     {"secretKey": "b", "remoteRef": {"key": "beta"}}]}}),
-        )
-        .await;
+        read_back(&client, &ns, &ns, &[("a", "alpha"), ("b", "beta")]).await;
         wait_for_value(&secrets, "readback", "a", "one", WAIT).await;
         wait_for_value(&secrets, "readback", "b", "two", WAIT).await;
 
@@ -256,4 +247,79 @@ async fn a_label_selector_pushes_every_matching_secret_and_refuses_two_writing_o
         assert_eq!(value(&secrets.get("readback").await.unwrap(), "a").as_deref(), Some("one"), "not overwritten");
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_policy_if_not_exists_pushes_only_remote_values_that_do_not_exist() {
+    let _turn = shared().await;
+    with_temp_namespace(&[], |client, ns| async move {
+        let pki = Pki::new();
+        pki.install(&client, &ns).await;
+        let fake = ProviderProcess::start("keyward-provider-fake", pki.provider_dir(), None).await;
+        apply(&Api::<Fake>::namespaced(client.clone(), &ns), fake_config("cfg", &[("existing", "from-store")])).await;
+        apply(&Api::<Provider>::namespaced(client.clone(), &ns), provider("fake", &ns, &fake.address(), "cfg")).await;
+        let _reconciler = Reconciler::start(&ns, &[]).await;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let source = |fresh: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "source"},
+                   "stringData": {"a": "pushed-a", "b": fresh}})
+        };
+        apply(&secrets, source("pushed-b")).await;
+        let pss: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &pss,
+            json!({
+                "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+                "metadata": {"name": "once", "labels": {CLASS_LABEL: ns}},
+                "spec": {
+                    "refreshInterval": "1s",
+                    "updatePolicy": "IfNotExists",
+                    "secretStoreRefs": [{"name": "fake", "kind": "Provider"}],
+                    "selector": {"secret": {"name": "source"}},
+                    "data": [{"match": {"secretKey": "a", "remoteRef": {"remoteKey": "existing"}}},
+                             {"match": {"secretKey": "b", "remoteRef": {"remoteKey": "fresh"}}}],
+                },
+            }),
+        )
+        .await;
+        eventually("PushSecret synced", WAIT, || async {
+            let st = pss.get("once").await.ok()?.status?;
+            (ready_of(&st.conditions)?.0 == "True").then_some(())
+        })
+        .await;
+        read_back(&client, &ns, &ns, &[("existing", "existing"), ("fresh", "fresh")]).await;
+        // The value that was missing is pushed; the one the store had is not overwritten.
+        wait_for_value(&secrets, "readback", "fresh", "pushed-b", WAIT).await;
+        assert_eq!(value(&secrets.get("readback").await.unwrap(), "existing").as_deref(), Some("from-store"));
+
+        // A new source value is not pushed over the value that exists now, refresh after refresh.
+        apply(&secrets, source("changed-b")).await;
+        let before = pss.get("once").await.unwrap().status.unwrap().refresh_time;
+        eventually("pushed again since the change", WAIT, || async {
+            let st = pss.get("once").await.ok()?.status?;
+            (st.refresh_time != before && ready_of(&st.conditions)?.0 == "True").then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let back = secrets.get("readback").await.unwrap();
+        assert_eq!(value(&back, "fresh").as_deref(), Some("pushed-b"), "not replaced");
+        assert_eq!(value(&back, "existing").as_deref(), Some("from-store"), "not replaced");
+    })
+    .await;
+}
+
+/// An ExternalSecret `readback` in `ns` (of controller class `class`) that reads each remote key
+/// of `keys` (secret key, remote key) back through the Provider `fake`, every second.
+pub(crate) async fn read_back(client: &Client, ns: &str, class: &str, keys: &[(&str, &str)]) -> Api<ExternalSecret> {
+    let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let data: Vec<Value> = keys.iter().map(|(k, r)| json!({"secretKey": k, "remoteRef": {"key": r}})).collect();
+    apply(
+        &ess,
+        json!({"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+               "metadata": {"name": "readback", "labels": {CLASS_LABEL: class}},
+               "spec": {"refreshInterval": "1s", "secretStoreRef": {"name": "fake", "kind": "Provider"},
+                        "data": data}}),
+    )
+    .await;
+    ess
 }

@@ -164,12 +164,17 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             let stores = [("vault", &vault_provider), ("aws", &aws_provider)];
             let _reconciler = Reconciler::start_with_stores(&ns, &stores, &[]).await;
 
-            let vault_values = [("foobar", "s3cr3t"), ("developer", "alice")];
+            // `version`: the system metadata the guide reads with metadataPolicy Fetch.
+            let vault_values = [("foobar", "s3cr3t"), ("developer", "alice"), ("version", "1")];
             wait_for_values(&secrets, "example-sync", &vault_values).await;
             wait_for_values(&secrets, "example-cluster-sync", &vault_values).await;
             wait_for_values(&secrets, "example-userpass-sync", &vault_values).await;
             let tags = value(&secrets.get("example-sync").await.unwrap(), "tags").unwrap();
-            assert_eq!(serde_json::from_str::<Value>(&tags).unwrap()["dev"], "alice", "{tags}");
+            let tags: Value = serde_json::from_str(&tags).unwrap();
+            assert_eq!(tags["dev"], "alice", "{tags}");
+            // Upstream's Fetch writes the system metadata too.
+            assert_eq!(tags["current_version"], "1", "{tags}");
+            assert!(tags["created_time"].is_string() && tags["delete_version_after"] == "0s", "{tags}");
             wait_for_values(&secrets, "friends", &[("my_name", "Tom"), ("first_friend", "Roger"), ("developer", "alice")])
                 .await;
             wait_for_values(
@@ -186,7 +191,7 @@ async fn upstream_guides_sync_unchanged_through_vault_and_aws() {
             boto3(moto, &format!("ssm.put_parameter(Name='friendslist', Value={rotated:?}, Type='String', Overwrite=True)"));
             let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
             force_sync(&ess, "extract-data", "rotated").await;
-            wait_for_value(&secrets, "example-sync", "foobar", "rotated", WAIT).await;
+            wait_for_values(&secrets, "example-sync", &[("foobar", "rotated"), ("version", "2")]).await;
             wait_for_value(&secrets, "example-userpass-sync", "foobar", "rotated", WAIT).await;
             wait_for_values(&secrets, "extract-data", &[("my_name", "Tim"), ("first_friend", "Rita")]).await;
 

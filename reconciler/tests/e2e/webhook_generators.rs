@@ -19,54 +19,6 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The label that sends this run's ClusterGenerators through its webhook (they are
-/// cluster-scoped: no namespace selector applies to them).
-const RUN_LABEL: &str = "keyward.dev/webhook-generators-e2e";
-
-/// The validating webhook for Webhook generators of `ns` and ClusterGenerators labelled with
-/// [`RUN_LABEL`] `ns`, as the chart routes them.
-async fn register_generator_webhook(webhook: &mut Webhook, client: &kube::Client, pki: &Pki, ns: &str) {
-    use base64::Engine as _;
-    let hook = |name: &str, resource: &str, scope: &str| {
-        let mut hook = json!({
-            "name": name,
-            "clientConfig": {"url": format!("{}/validate", webhook.url()),
-                             "caBundle": base64::engine::general_purpose::STANDARD.encode(&pki.ca)},
-            "rules": [{"apiGroups": ["generators.external-secrets.io"], "apiVersions": ["v1alpha1"],
-                       "operations": ["CREATE", "UPDATE"], "resources": [resource], "scope": scope}],
-            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
-        });
-        if scope == "Namespaced" {
-            hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
-        } else {
-            hook["objectSelector"] = json!({"matchLabels": {RUN_LABEL: ns}});
-        }
-        hook
-    };
-    let config = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": format!("keyward-webhook-generators-e2e-{ns}")},
-        "webhooks": [hook("namespaced.validate.keyward.dev", "webhooks", "Namespaced"),
-                     hook("cluster.validate.keyward.dev", "clustergenerators", "Cluster")],
-    });
-    webhook.register(client, config).await;
-}
-
-/// `kubectl apply --dry-run=server` of `doc` in `ns`: whether the API server (admission
-/// included) accepted it.
-fn server_dry_run_accepts(ns: &str, doc: &Value) -> bool {
-    use std::io::Write;
-    let mut child = keyward_e2e::kubectl()
-        .args(["apply", "--dry-run=server", "-f", "-", "-n", ns])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(doc.to_string().as_bytes()).unwrap();
-    child.wait().unwrap().success()
-}
-
 /// An HTTP server on loopback that answers every request with `{"json": <its body>}`.
 async fn echo_server() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -119,7 +71,7 @@ async fn webhook_generators_fill_the_target_secret() {
         let bad_cluster_generator = format!("{ns}-bad-webhook");
         let _cleanup = ClusterGenerators(vec![cluster_generator.clone(), bad_cluster_generator.clone()]);
         let mut webhook = Webhook::start(&pki.issue_server_dir("webhook")).await;
-        register_generator_webhook(&mut webhook, &client, &pki, &ns).await;
+        register_generator_webhook(&mut webhook, &client, &pki, &ns, &["webhooks"]).await;
         kubectl_apply(
             &ns,
             &json!({"apiVersion": "v1", "kind": "Secret",

@@ -38,8 +38,9 @@ pub fn mutate(req: &Request, state: &State) -> Decision {
         | Kind::SecretStore
         | Kind::ClusterSecretStore
         | Kind::ProviderConfig(_)
-        | Kind::WebhookGenerator
-        | Kind::ClusterGenerator => Vec::new(),
+        | Kind::Generator(_)
+        | Kind::ClusterGenerator
+        | Kind::GeneratorState => Vec::new(),
     };
     Decision { patch: Some(Patch(ops)), ..Decision::allow() }
 }

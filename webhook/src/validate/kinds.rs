@@ -2,9 +2,10 @@
 //! decision comes from `keyward_crds::rules`; these impls only say which rules a kind gets.
 
 use keyward_crds::rules::{
-    cluster_secret_store_references, external_secret_warnings, push_secret_warnings, secret_store_boundary, secret_store_warnings, store_backend, store_ref_kind,
-    validate_cluster_external_secret, validate_cluster_provider, validate_cluster_push_secret,
-    validate_external_secret, validate_provider, validate_push_secret, validate_secret_store,
+    cluster_secret_store_references, external_secret_warnings, push_secret_warnings, secret_store_boundary,
+    secret_store_warnings, store_backend, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
+    validate_cluster_push_secret, validate_external_secret, validate_provider, validate_push_secret,
+    validate_secret_store,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,

@@ -3,12 +3,13 @@
 //!
 //! Keyward's own kinds go through one typed path: [`admit`] reads kube's dynamic object as the
 //! kind's type and hands it to that kind's [`Admitted`] impl (`kinds.rs`). Provider
-//! configuration kinds are checked by their registry row, generators by the webhook store row.
+//! configuration kinds are checked by their registry row, generators by their spec rules
+//! (`generators.rs`; a Webhook generator also by the webhook store row).
 
 use std::collections::BTreeMap;
 
 use keyward_crds::external_secret::GeneratorRef;
-use keyward_crds::generators::{GENERATOR_GROUP, GeneratorKind};
+use keyward_crds::generators::{ClusterGenerator, GENERATOR_GROUP, GeneratorKind, GeneratorState};
 use keyward_crds::rules::{
     CLUSTER_GENERATOR_KIND, ConfigOwner, NamespaceView, Reach, StoreSpec, ValidationErrors, auth_namespace,
     check_boundary_with, check_generator_namespace_admitted, check_namespace_admitted, check_push_override,
@@ -23,6 +24,7 @@ use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod generators;
 mod kinds;
 pub mod templates;
 
@@ -50,12 +52,16 @@ pub enum Kind {
     ClusterSecretStore,
     /// A `provider.external-secrets.io/v2alpha1` configuration kind of the registry.
     ProviderConfig(&'static ProviderKind),
-    /// `generators.external-secrets.io/v1alpha1` Webhook: its spec is a SecretStore's
-    /// `spec.provider.webhook` block, checked with that block's registry row.
-    WebhookGenerator,
-    /// `generators.external-secrets.io/v1alpha1` ClusterGenerator: one of kind Webhook has its
-    /// `spec.generator.webhookSpec` checked as a Webhook generator's spec; other kinds pass.
+    /// A namespaced generator of `generators.external-secrets.io/v1alpha1` (Password, UUID,
+    /// SSHKey, Fake, VaultDynamicSecret, ECRAuthorizationToken, STSSessionToken, Webhook): its
+    /// spec rules; a Webhook's spec is also a SecretStore's `spec.provider.webhook` block,
+    /// checked with that block's registry row.
+    Generator(GeneratorKind),
+    /// `generators.external-secrets.io/v1alpha1` ClusterGenerator: the spec it holds, checked
+    /// as that kind's at `spec.generator.<kind>Spec`.
     ClusterGenerator,
+    /// `generators.external-secrets.io/v1alpha1` GeneratorState: its free-form fields.
+    GeneratorState,
 }
 
 impl Kind {
@@ -70,8 +76,9 @@ impl Kind {
             ("external-secrets.io", "v1", "ClusterProvider") => Some(Kind::ClusterProvider),
             ("external-secrets.io", "v1", "SecretStore") => Some(Kind::SecretStore),
             ("external-secrets.io", "v1", "ClusterSecretStore") => Some(Kind::ClusterSecretStore),
-            (GENERATOR_GROUP, "v1alpha1", k) if k == GeneratorKind::Webhook.as_str() => Some(Kind::WebhookGenerator),
             (GENERATOR_GROUP, "v1alpha1", CLUSTER_GENERATOR_KIND) => Some(Kind::ClusterGenerator),
+            (GENERATOR_GROUP, "v1alpha1", "GeneratorState") => Some(Kind::GeneratorState),
+            (GENERATOR_GROUP, "v1alpha1", k) => GeneratorKind::parse(k).map(Kind::Generator),
             _ => provider_kind(group, version, kind).map(Kind::ProviderConfig),
         }
     }
@@ -93,8 +100,9 @@ impl Kind {
             Kind::SecretStore => "SecretStore",
             Kind::ClusterSecretStore => "ClusterSecretStore",
             Kind::ProviderConfig(p) => p.kind,
-            Kind::WebhookGenerator => GeneratorKind::Webhook.as_str(),
+            Kind::Generator(k) => k.as_str(),
             Kind::ClusterGenerator => CLUSTER_GENERATOR_KIND,
+            Kind::GeneratorState => "GeneratorState",
         }
     }
 
@@ -171,22 +179,12 @@ pub fn validate(req: &Request, state: &State) -> Decision {
             })
             .map_err(|e| Decision::deny(400, format!("the {} cannot be read: {e}", p.kind)))
         }
-        Kind::WebhookGenerator => {
-            check.webhook_generator_spec("spec", object.data.get("spec").unwrap_or(&Value::Null));
-            Ok(())
+        Kind::Generator(k) => {
+            generators::admit_generator(k, object.data.get("spec").unwrap_or(&Value::Null), &mut check)
+                .map_err(|e| Decision::deny(400, e))
         }
-        Kind::ClusterGenerator => {
-            let spec = object.data.get("spec");
-            if spec.and_then(|s| s.get("kind")).and_then(Value::as_str) == Some(GeneratorKind::Webhook.as_str()) {
-                match spec.and_then(|s| s.pointer("/generator/webhookSpec")) {
-                    Some(block) => check.webhook_generator_spec("spec.generator.webhookSpec", block),
-                    None => {
-                        check.invalid.push("spec.generator.webhookSpec: is required when spec.kind is Webhook".into())
-                    }
-                }
-            }
-            Ok(())
-        }
+        Kind::ClusterGenerator => admit::<ClusterGenerator>(&cx, object, &mut check),
+        Kind::GeneratorState => admit::<GeneratorState>(&cx, object, &mut check),
     };
     match read {
         Ok(()) => check.finish(kind, &name),
@@ -204,6 +202,11 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
+    /// The object's `spec` as the review carries it.
+    fn spec(&self) -> Option<&Value> {
+        self.req.object.as_ref().and_then(|o| o.data.get("spec"))
+    }
+
     /// The object before an UPDATE, read as `K`; `None` on other operations or when unreadable.
     fn old<K: Admitted>(&self) -> Option<K> {
         let old = self.req.old_object.as_ref().filter(|_| self.req.operation == Operation::Update)?;
@@ -431,8 +434,9 @@ impl Check {
         };
         let owner = config_owner(Some(kind), scope, config_ns);
         for (i, d) in ps.spec.data.iter().enumerate() {
-            let requested = d.metadata.as_ref().and_then(push_metadata_remote_namespace);
-            if let Err(e) = check_push_override(owner, requested) {
+            // Metadata past the limits is denied by the spec rules, naming the field.
+            let requested = d.metadata.as_ref().and_then(|m| push_metadata_remote_namespace(m).ok().flatten());
+            if let Err(e) = check_push_override(owner, requested.as_deref()) {
                 self.denied.push(format!("spec.data[{i}].metadata (for {path}, {kind} {store:?}): {e}"));
             }
         }

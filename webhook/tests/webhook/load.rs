@@ -149,13 +149,18 @@ async fn review(config: Arc<ClientConfig>, port: u16, body: Bytes, progress: Pro
 
 /// Sends `BURST` copies of the review at once; returns the final status of each.
 async fn burst(w: &Webhook, ca_pem: &str, body: &[u8]) -> Vec<String> {
+    burst_of(BURST, w, ca_pem, body).await
+}
+
+/// Sends `count` copies of the review at once; returns the final status of each.
+async fn burst_of(count: usize, w: &Webhook, ca_pem: &str, body: &[u8]) -> Vec<String> {
     let mut config = (*keyward_webhook::client::client_config(ca_pem).expect("client config")).clone();
     config.alpn_protocols = vec![b"h2".to_vec()];
     let config = Arc::new(config);
     let body = Bytes::copy_from_slice(body);
     let progress: Progress = Arc::new(std::sync::Mutex::new(Instant::now()));
     let tasks: Vec<_> =
-        (0..BURST).map(|_| tokio::spawn(review(config.clone(), w.port, body.clone(), progress.clone()))).collect();
+        (0..count).map(|_| tokio::spawn(review(config.clone(), w.port, body.clone(), progress.clone()))).collect();
     let mut codes = Vec::new();
     for t in tasks {
         codes.push(t.await.expect("join"));
@@ -212,4 +217,50 @@ async fn a_burst_of_near_limit_reviews_stays_well_under_the_memory_limit_and_is_
     assert_eq!(unbounded_shed, 0, "{figures}");
     // Without the budget the same burst goes past the bound: the bound is the budget's doing.
     assert!(unbounded_peak > BOUNDED_PEAK, "the test no longer measures anything: {figures}");
+}
+
+/// A PushSecret review whose `data[0].metadata` is `{pad: [0, 0, …]}` of about `size` bytes: a
+/// small body that decodes to a tree some hundred times its size.
+fn dense_review(size: usize) -> Vec<u8> {
+    let pad = format!("{{\"pad\":[{}0]}}", "0,".repeat(size / 2));
+    let review = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{
+            "uid":"3f2a7c1e-0000-4000-8000-000000000065",
+            "kind":{{"group":"external-secrets.io","version":"v1alpha1","kind":"PushSecret"}},
+            "resource":{{"group":"external-secrets.io","version":"v1alpha1","resource":"pushsecrets"}},
+            "operation":"CREATE","namespace":"team-a","name":"dense",
+            "object":{{"apiVersion":"external-secrets.io/v1alpha1","kind":"PushSecret",
+                      "metadata":{{"name":"dense","namespace":"team-a"}},
+                      "spec":{{"secretStoreRefs":[{{"name":"p","kind":"Provider"}}],"selector":{{"secret":{{"name":"s"}}}},
+                              "data":[{{"match":{{"remoteRef":{{"remoteKey":"r"}}}},"metadata":{pad}}}]}}}}}}}}"#
+    );
+    review.into_bytes()
+}
+
+/// Reviews weigh what they decode to, not only their bytes: 1.4 MB of `[0,0,…]` is a tree of
+/// some hundred MiB. Counted by bytes alone, eight of them fit the default 12 MiB budget at
+/// once and took the webhook several times past its memory limit; weighed by their values, one
+/// runs at a time and every one is answered (denied: the metadata is past the free-form limits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_reviews_that_decode_to_large_trees_stays_under_the_memory_limit() {
+    let _guard = common::exclusive().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let tls = dir.path().join("tls");
+    let day = Duration::from_secs(86_400);
+    let ca = CertificateAuthority::generate("keyward-load-ca", day).expect("ca");
+    let leaf = ca.issue(&["127.0.0.1", "localhost"], Usage::Server, day).expect("leaf");
+    write_tls_dir(&tls, &TlsFiles { ca_pem: ca.cert_pem(), cert_pem: &leaf.cert_pem, key_pem: &leaf.key_pem })
+        .expect("tls dir");
+    let body = dense_review(1_400_000);
+    let mut w = start(&tls, &[]).await;
+    let started = Instant::now();
+    let codes = burst_of(8, &w, ca.cert_pem(), &body).await;
+    let peak = peak_rss(w.process.pid());
+    let shed = shed_total(&w);
+    w.process.terminate(Duration::from_secs(10));
+    let figures = format!("peak RSS {} MiB, shed {shed} times, {:?}", peak >> 20, started.elapsed());
+    println!("{figures}");
+    assert!(codes.iter().all(|c| c == "200"), "every review answered: {codes:?}");
+    assert!(peak < BOUNDED_PEAK, "{figures}");
+    assert!(shed > 0, "the reviews never waited for each other: {figures}");
 }

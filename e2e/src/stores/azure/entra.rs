@@ -1,6 +1,6 @@
 //! Entra ID's v2.0 token endpoint (client credentials: a client secret, a certificate assertion,
 //! a federated token), its OpenID configuration, App Service's managed-identity endpoint, and
-//! Azure Container Registry's token exchange. Errors are Entra ID's (`AADSTS…` codes in
+//! Azure Container Registry's token exchange (on the registry's host). Errors are Entra ID's (`AADSTS…` codes in
 //! `error_description`, `error_codes`), from Microsoft's reference of them.
 
 use serde_json::json;
@@ -36,8 +36,6 @@ pub(crate) fn handle(state: &Shared, req: &Req) -> axum::response::Response {
         ("POST", [tenant, "oauth2", "v2.0", "token"]) => token(state, req, tenant),
         ("GET", [tenant, "v2.0", ".well-known", "openid-configuration"]) => openid_configuration(req, tenant),
         ("GET", ["msi", "token"]) => managed_identity(state, req),
-        ("POST", ["oauth2", "exchange"]) => acr_exchange(state, req),
-        ("POST", ["oauth2", "token"]) => acr_token(state, req),
         _ => json(404, json!({"error": "not_found", "error_description": format!("{} is not an endpoint", req.path)})),
     }
 }
@@ -268,18 +266,38 @@ fn managed_identity(state: &Shared, req: &Req) -> axum::response::Response {
     )
 }
 
-/// ACR: an Entra ID access token (for ARM) exchanged for a registry refresh token.
+/// The registry's endpoints (a request to the registry's host): ACR's token exchange.
+pub(crate) fn registry(state: &Shared, req: &Req) -> axum::response::Response {
+    match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/oauth2/exchange") => acr_exchange(state, req),
+        ("POST", "/oauth2/token") => acr_token(state, req),
+        _ => json(
+            404,
+            json!({"errors": [{"code": "NAME_UNKNOWN", "message": format!("{} is not a registry endpoint", req.path)}]}),
+        ),
+    }
+}
+
+fn acr_error(status: u16, code: &str, message: &str) -> axum::response::Response {
+    json(status, json!({"errors": [{"code": code, "message": message}]}))
+}
+
+/// ACR: an Entra ID access token (for ARM) exchanged for a registry refresh token. `service`
+/// must be the registry the request went to.
 fn acr_exchange(state: &Shared, req: &Req) -> axum::response::Response {
     let f = form(req);
     let get = |k: &str| f.get(k).cloned().unwrap_or_default();
     if get("grant_type") != "access_token" {
-        return json(400, json!({"errors": [{"code": "UNSUPPORTED", "message": "grant_type must be access_token"}]}));
+        return acr_error(400, "UNSUPPORTED", "grant_type must be access_token");
+    }
+    if get("service") != host(req) {
+        return acr_error(400, "DENIED", &format!("service {:?} is not this registry", get("service")));
     }
     let token = get("access_token");
     let issued = lock(state).tokens.get(&token).cloned();
     let valid = issued.as_ref().is_some_and(|i| i.expires > now() && i.audience == "https://management.azure.com");
-    if !valid || get("service").is_empty() {
-        return json(401, json!({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]}));
+    if !valid {
+        return acr_error(401, "UNAUTHORIZED", "authentication required");
     }
     let principal = issued.map(|i| i.principal).unwrap_or_default();
     let (refresh, _) = issue(state, &format!("acr-refresh:{}", get("service")), &principal);
@@ -291,13 +309,16 @@ fn acr_token(state: &Shared, req: &Req) -> axum::response::Response {
     let f = form(req);
     let get = |k: &str| f.get(k).cloned().unwrap_or_default();
     if get("grant_type") != "refresh_token" {
-        return json(400, json!({"errors": [{"code": "UNSUPPORTED", "message": "grant_type must be refresh_token"}]}));
+        return acr_error(400, "UNSUPPORTED", "grant_type must be refresh_token");
+    }
+    let service = get("service");
+    if service != host(req) || get("scope").is_empty() {
+        return acr_error(400, "DENIED", "service must be this registry, and scope is required");
     }
     let issued = lock(state).tokens.get(&get("refresh_token")).cloned();
-    let service = get("service");
     let valid = issued.as_ref().is_some_and(|i| i.expires > now() && i.audience == format!("acr-refresh:{service}"));
-    if !valid || get("scope").is_empty() {
-        return json(401, json!({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]}));
+    if !valid {
+        return acr_error(401, "UNAUTHORIZED", "authentication required");
     }
     let principal = issued.map(|i| i.principal).unwrap_or_default();
     let (access, _) = issue(state, &format!("acr:{service}:{}", get("scope")), &principal);

@@ -20,8 +20,9 @@
 //!   `/oauth2/token`.
 //!
 //! The vault's host is [`VAULT_HOST`], under the resource's domain `vault.azure.net` so that the
-//! SDKs' check of the challenge's resource against the vault's host passes unchanged; clients
-//! resolve that name to loopback themselves (the provider with `KEYWARD_AZURE_HOST_ALIASES`).
+//! SDKs' check of the challenge's resource against the vault's host passes unchanged, and the
+//! registry's [`REGISTRY_HOST`]; clients resolve those names to loopback themselves (the
+//! provider with `KEYWARD_AZURE_HOST_ALIASES`).
 
 mod entra;
 mod jwt;
@@ -37,6 +38,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// The test vault's host name.
 pub const VAULT_HOST: &str = "keyward-e2e.vault.azure.net";
+/// The test container registry's host name (ACR's token exchange).
+pub const REGISTRY_HOST: &str = "keyward-e2e.azurecr.io";
 /// The audience of Key Vault tokens, and the resource its challenge names.
 pub const VAULT_RESOURCE: &str = "https://vault.azure.net";
 /// The Entra ID tenant of the server.
@@ -160,7 +163,13 @@ impl AzureKeyVault {
         let ca = ca_params.self_signed(&ca_key).expect("CA");
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
         let leaf_key = rcgen::KeyPair::generate().expect("server key");
-        let names = vec![VAULT_HOST.to_string(), "*.vault.azure.net".into(), "localhost".into(), "127.0.0.1".into()];
+        let names = vec![
+            VAULT_HOST.to_string(),
+            "*.vault.azure.net".into(),
+            REGISTRY_HOST.into(),
+            "localhost".into(),
+            "127.0.0.1".into(),
+        ];
         let leaf = rcgen::CertificateParams::new(names).expect("params").signed_by(&leaf_key, &issuer).expect("leaf");
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
@@ -216,6 +225,11 @@ impl AzureKeyVault {
         format!("https://{VAULT_HOST}:{}", self.port)
     }
 
+    /// The registry's name and port (an ACRAccessToken's `registry`), `keyward-e2e.azurecr.io:<port>`.
+    pub fn registry(&self) -> String {
+        format!("{REGISTRY_HOST}:{}", self.port)
+    }
+
     /// Entra ID's authority host (tokens at `<host>/<tenant>/oauth2/v2.0/token`).
     pub fn authority_host(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
@@ -237,11 +251,12 @@ impl AzureKeyVault {
     }
 
     /// The environment of a provider process that reaches this server as Azure: the CA, the
-    /// vault's name on loopback, the authority host and the managed-identity endpoint.
+    /// vault's and the registry's names on loopback, the authority host and the
+    /// managed-identity endpoint.
     pub fn provider_env(&self) -> Vec<(String, String)> {
         vec![
             ("SSL_CERT_FILE".into(), self.ca_file()),
-            ("KEYWARD_AZURE_HOST_ALIASES".into(), format!("{VAULT_HOST}=127.0.0.1")),
+            ("KEYWARD_AZURE_HOST_ALIASES".into(), format!("{VAULT_HOST}=127.0.0.1,{REGISTRY_HOST}=127.0.0.1")),
             ("AZURE_AUTHORITY_HOST".into(), self.authority_host()),
             ("IDENTITY_ENDPOINT".into(), self.identity_endpoint()),
             ("IDENTITY_HEADER".into(), IDENTITY_HEADER.into()),
@@ -342,6 +357,13 @@ impl AzureKeyVault {
         lock(&self.state).certs.get(name).and_then(|v| v.last()).map(|c| (c.der.clone(), c.tags.clone()))
     }
 
+    /// What a registry token (an ACRAccessToken's password) stands for: `acr-refresh:<service>`
+    /// or `acr:<service>:<scope>`, and the principal it was issued to.
+    pub fn registry_token(&self, token: &str) -> Option<(String, String)> {
+        let s = lock(&self.state);
+        s.tokens.get(token).filter(|i| i.audience.starts_with("acr")).map(|i| (i.audience.clone(), i.principal.clone()))
+    }
+
     /// `METHOD path` of every request so far.
     pub fn requests(&self) -> Vec<String> {
         lock(&self.state).log.clone()
@@ -359,7 +381,8 @@ impl Drop for AzureKeyVault {
     }
 }
 
-/// Every request: Entra ID's and the managed-identity endpoints by path, the rest is the vault.
+/// Every request, by host: the vault's, the registry's, else Entra ID's and the managed-identity
+/// endpoints by path.
 async fn handle(
     axum::extract::State(state): axum::extract::State<Shared>,
     method: http::Method,
@@ -374,7 +397,13 @@ async fn handle(
     let host = headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
     let host = host.rsplit_once(':').map_or(host, |(h, _)| h).to_ascii_lowercase();
     let req = Req { method, path, query, headers, body };
-    if host.ends_with(".vault.azure.net") { vault::handle(&state, &req) } else { entra::handle(&state, &req) }
+    if host.ends_with(".vault.azure.net") {
+        vault::handle(&state, &req)
+    } else if host.ends_with(".azurecr.io") {
+        entra::registry(&state, &req)
+    } else {
+        entra::handle(&state, &req)
+    }
 }
 
 /// A request as the handlers read it.

@@ -187,6 +187,28 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
             assert_eq!(e.expect_err(name).code(), code, "{name}");
         }
 
+        // A configuration deleted and created again under the same name, now with a key that is
+        // not granted: the next read, whatever answer age it accepts, uses the new key at once
+        // (answers are kept per object UID, not per name and generation).
+        let swap = provider_ref("GCPSecretManager", "swap", "", "Provider");
+        let cached = |c: &Grpc| {
+            let req = GetSecretRequest {
+                provider_ref: Some(swap.clone()),
+                source_namespace: ns.clone(),
+                remote_ref: remote("database_password", "user", "", ""),
+                max_age_millis: 600_000,
+            };
+            let mut c = c.clone();
+            async move { c.get_secret(req).await.map(|r| String::from_utf8_lossy(&r.into_inner().value).into_owned()) }
+        };
+        apply_secret(&client, &ns, "swap-granted", &[("key.json", &sa.json)]).await;
+        apply_secret(&client, &ns, "swap-stranger", &[("key.json", &stranger.json)]).await;
+        apply_config(&client, &ns, "swap", common::key_spec("swap-granted")).await;
+        assert_eq!(cached(&c).await.expect("the first object"), "app");
+        common::recreate_config(&client, &ns, "swap", common::key_spec("swap-stranger")).await;
+        let e = cached(&c).await.expect_err("the second object's key is not granted");
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+
         // A tenant's store without auth would use the provider's own identity: refused.
         apply(&client, &guide("gcpsm-wif-core-controller-secret-store.yaml", &ns, &[("[PROJECT_ID]", PROJECT)])).await;
         let own = provider_ref("SecretStore", "demo-store", "", "SecretStore");

@@ -9,37 +9,35 @@ const STATES: &str = "/apis/generators.external-secrets.io/v1alpha1/namespaces/t
 /// A GeneratorState `s1` of team-a (uid `u1`, resource version 7) recording a generator of
 /// `kind`, with `deadline`; `metadata` is merged into its metadata (`finalizers`,
 /// `deletionTimestamp`), `status` is its status.
-fn state(kind: &str, deadline: &str, metadata: Value, status: Value) -> Arc<DynamicObject> {
+fn state(kind: &str, deadline: &str, metadata: Value, status: Value) -> Arc<StateObject> {
+    Arc::new(serde_json::from_value(state_json(kind, deadline, metadata, status)).unwrap())
+}
+
+/// The JSON of [`state`], as the API server sends it.
+fn state_json(kind: &str, deadline: &str, metadata: Value, status: Value) -> Value {
     let mut meta = json!({"name": "s1", "namespace": "team-a", "uid": "u1", "resourceVersion": "7"});
     meta.as_object_mut().unwrap().extend(metadata.as_object().cloned().unwrap_or_default());
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "GeneratorState", "metadata": meta,
-            "spec": {"garbageCollectionDeadline": deadline, "state": {"token": "x"},
-                     "resource": {"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind}},
-            "status": status,
-        }))
-        .unwrap(),
-    )
+    json!({
+        "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": "GeneratorState", "metadata": meta,
+        "spec": {"garbageCollectionDeadline": deadline, "state": {"token": "x"},
+                 "resource": {"apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind}},
+        "status": status,
+    })
 }
 
 /// Runs one reconcile of `obj` against the fake API server answering with `answer`.
 async fn run(
-    obj: Arc<DynamicObject>,
+    obj: Arc<StateObject>,
     answer: impl Fn(&http::Method, &str) -> (u16, Value) + Send + Sync + 'static,
 ) -> (Result<Action, StateError>, Requests) {
     let (client, requests) = fake_api::client(answer);
-    let ctx = Arc::new(Ctx {
-        ctx: Arc::new(Context::for_tests(client)),
-        resource: ApiResource::erase::<GeneratorState>(&()),
-    });
+    let ctx = Arc::new(Ctx { ctx: Arc::new(Context::for_tests(client)) });
     (reconcile(obj, ctx).await, requests)
 }
 
 /// The object the API server answers a patch with, at resource version `rv`.
 fn patched(rv: &str) -> (u16, Value) {
-    let obj = state("Password", "2020-01-01T00:00:00Z", json!({"resourceVersion": rv}), json!({}));
-    (200, serde_json::to_value(obj.as_ref()).unwrap())
+    (200, state_json("Password", "2020-01-01T00:00:00Z", json!({"resourceVersion": rv}), json!({})))
 }
 
 #[tokio::test]

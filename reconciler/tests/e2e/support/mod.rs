@@ -214,13 +214,19 @@ pub struct Webhook {
 impl Webhook {
     /// Starts the webhook with the certificate in `tls_dir` and waits until its caches synced.
     pub async fn start(tls_dir: &std::path::Path) -> Webhook {
+        Webhook::start_with(tls_dir, &[]).await
+    }
+
+    /// [`Webhook::start`] with extra flags.
+    pub async fn start_with(tls_dir: &std::path::Path, extra: &[&str]) -> Webhook {
         let (port, health) = (free_port(), free_port());
         let mut cmd = Command::new(binary("keyward-webhook"));
         cmd.env("KUBECONFIG", control_plane().await.kubeconfig())
             .args(["--listen", &format!("127.0.0.1:{port}"), "--health-listen", &format!("127.0.0.1:{health}")])
             .arg("--tls-dir")
             .arg(tls_dir)
-            .args(["--log-format", "text", "--tls-reload-interval", "1s"]);
+            .args(["--log-format", "text", "--tls-reload-interval", "1s"])
+            .args(extra);
         let process = spawn_logged("keyward-webhook", cmd);
         eventually("webhook ready", Duration::from_secs(60), || async {
             let out = Command::new("curl").args(["-sf", &format!("http://127.0.0.1:{health}/readyz")]).output().ok()?;
@@ -299,6 +305,60 @@ pub fn hash_key_file() -> &'static std::path::Path {
         std::fs::write(&path, b"e2e-hash-key-of-the-reconciler-tests").unwrap();
         path
     })
+}
+
+/// The label that sends a run's ClusterGenerators through its webhook (they are cluster-scoped:
+/// no namespace selector applies to them).
+pub const RUN_LABEL: &str = "keyward.dev/webhook-generators-e2e";
+
+/// The validating webhook, as the chart routes generators, for the generator `resources` of
+/// namespace `ns` and for ClusterGenerators labelled with [`RUN_LABEL`] `ns`.
+pub async fn register_generator_webhook(
+    webhook: &mut Webhook,
+    client: &Client,
+    pki: &Pki,
+    ns: &str,
+    resources: &[&str],
+) {
+    use base64::Engine as _;
+    let hook = |name: &str, resources: &[&str], scope: &str| {
+        let mut hook = json!({
+            "name": name,
+            "clientConfig": {"url": format!("{}/validate", webhook.url()),
+                             "caBundle": base64::engine::general_purpose::STANDARD.encode(&pki.ca)},
+            "rules": [{"apiGroups": ["generators.external-secrets.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": resources, "scope": scope}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
+        });
+        if scope == "Namespaced" {
+            hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+        } else {
+            hook["objectSelector"] = json!({"matchLabels": {RUN_LABEL: ns}});
+        }
+        hook
+    };
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": format!("keyward-webhook-generators-e2e-{ns}")},
+        "webhooks": [hook("namespaced.validate.keyward.dev", resources, "Namespaced"),
+                     hook("cluster.validate.keyward.dev", &["clustergenerators"], "Cluster")],
+    });
+    webhook.register(client, config).await;
+}
+
+/// `kubectl apply --dry-run=server` of `doc` in `ns`: whether the API server (admission
+/// included) accepted it.
+pub fn server_dry_run_accepts(ns: &str, doc: &serde_json::Value) -> bool {
+    use std::io::Write;
+    let mut child = keyward_e2e::kubectl()
+        .args(["apply", "--dry-run=server", "-f", "-", "-n", ns])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(doc.to_string().as_bytes()).unwrap();
+    child.wait().unwrap().success()
 }
 
 /// A reconciler process scoped to one namespace and controller class.

@@ -97,6 +97,22 @@ pub async fn apply_config(client: &Client, ns: &str, name: &str, spec: Value) {
         .unwrap_or_else(|e| panic!("apply GCPSecretManager {ns}/{name}: {e}"));
 }
 
+/// Deletes the configuration object `name` and, once it is gone, creates it again with `spec`
+/// (a new UID, generation 1 again).
+pub async fn recreate_config(client: &Client, ns: &str, name: &str, spec: Value) {
+    let api = Api::<GCPSecretManager>::namespaced(client.clone(), ns);
+    api.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("delete GCPSecretManager {ns}/{name}: {e}"));
+    for _ in 0..100 {
+        if api.get_opt(name).await.expect("get").is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    apply_config(client, ns, name, spec).await;
+    let created = api.get(name).await.expect("the new object");
+    assert_eq!(created.metadata.generation, Some(1), "a new object starts at generation 1 again");
+}
+
 /// Applies a Secret with `data` (text).
 pub async fn apply_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let data: BTreeMap<&str, &str> = data.iter().copied().collect();
