@@ -480,9 +480,15 @@ fn vault_and_secrets_manager_configs_are_validated() {
     let d = validate(VAULT, "CREATE", Some("team-a"), vault(json!({})), &c);
     // No login method is the provider's own token (as upstream allows): a tenant may not.
     denied_with(&d, 403, &["spec.auth without a login method", "--provider-identity-namespaces"]);
-    let two = vault(json!({"tokenSecretRef": {"name": "t", "key": "k"}, "appRole": {"roleId": "r", "secretRef": {"name": "s", "key": "k"}}}));
+    let two = vault(
+        json!({"tokenSecretRef": {"name": "t", "key": "k"}, "appRole": {"roleId": "r", "secretRef": {"name": "s", "key": "k"}}}),
+    );
     let d = validate(VAULT, "CREATE", Some("team-a"), two, &c);
-    denied_with(&d, 400, &["Vault \"v\" is invalid", "spec.auth: tokenSecretRef and appRole are set; set exactly one of"]);
+    denied_with(
+        &d,
+        400,
+        &["Vault \"v\" is invalid", "spec.auth: tokenSecretRef and appRole are set; set exactly one of"],
+    );
     // A login with the provider's own ServiceAccount token is the operator's (namespace `creds`,
     // named by ClusterProvider "shared"); a tenant names its own ServiceAccount or Secret.
     let own_token = vault(json!({"kubernetes": {"role": "app"}}));
