@@ -156,6 +156,38 @@ constraint without a labelSelector selects the component's Pods. */}}
 {{- $g := .root.Values.global | default dict -}}
 {{- $v := .values -}}
 serviceAccountName: {{ include "keyward.serviceAccountName" . }}
+{{- $sa := $v.serviceAccount | default dict }}
+{{- if kindIs "bool" $sa.automount }}
+automountServiceAccountToken: {{ $sa.automount }}
+{{- end }}
+{{- if $v.hostNetwork }}
+hostNetwork: true
+{{- end }}
+{{- /* On the node's network, cluster DNS names still resolve through the cluster's DNS. */}}
+{{- with $v.dnsPolicy | default (ternary "ClusterFirstWithHostNet" "" (eq (toString $v.hostNetwork) "true")) }}
+dnsPolicy: {{ . }}
+{{- end }}
+{{- with $v.dnsConfig }}
+dnsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if kindIs "bool" $v.hostUsers }}
+hostUsers: {{ $v.hostUsers }}
+{{- end }}
+{{- with $v.hostAliases | default $g.hostAliases }}
+hostAliases:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.schedulerName }}
+schedulerName: {{ . | quote }}
+{{- end }}
+{{- with $v.runtimeClassName }}
+runtimeClassName: {{ . | quote }}
+{{- end }}
+{{- with $v.extraInitContainers }}
+initContainers:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -189,6 +221,33 @@ affinity:
 {{- end }}
 topologySpreadConstraints:
   {{- toYaml $constraints | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A component's Deployment-level values: deploymentAnnotations under metadata
+(keyward.deploymentAnnotations), revisionHistoryLimit and strategy under spec
+(keyward.deploymentSpec). (dict "values" $v) */}}
+{{- define "keyward.deploymentAnnotations" -}}
+{{- with .values.deploymentAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "keyward.deploymentSpec" -}}
+{{- if not (kindIs "invalid" .values.revisionHistoryLimit) }}
+revisionHistoryLimit: {{ .values.revisionHistoryLimit }}
+{{- end }}
+{{- with .values.strategy }}
+strategy:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* More containers of the component's Pod, after Keyward's (a list item each). */}}
+{{- define "keyward.extraContainers" -}}
+{{- with .values.extraContainers }}
+{{- toYaml . }}
 {{- end }}
 {{- end -}}
 
