@@ -22,7 +22,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 pub use kubectl::{accepts, accepts_in, kubectl, rejects, rejects_in};
-pub use namespace::{E2E_LABEL, with_temp_namespace};
+pub use namespace::{E2E_LABEL, delete_and_wait, with_temp_namespace};
 pub use outage::Stopped;
 pub use process::{
     ChildProcess, LOCAL_DENIED_NETWORKS, TENANT_DENIED_NETWORKS_ENV, free_port, spawn_logged, spawn_provider,

@@ -68,3 +68,19 @@ async fn wait_for_default_service_account(client: &Client, ns: &str) {
     }
     panic!("the default ServiceAccount of namespace {ns} did not appear: is kube-controller-manager running?");
 }
+
+/// Deletes object `name` and waits until the API server no longer has it, so that what is
+/// created next under the same name is a new object (a new UID).
+pub async fn delete_and_wait<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("delete {name}: {e}"));
+    for _ in 0..100 {
+        if api.get_opt(name).await.unwrap_or_else(|e| panic!("get {name}: {e}")).is_none() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{name} was not deleted within 5 s");
+}

@@ -647,6 +647,12 @@ impl Provider for AzureProvider {
         .await
     }
 
+    /// Answers are kept per configuration object (UID and generation): a store re-created under
+    /// the same name is served with its own credentials at once.
+    async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
+        self.refs.generation_of::<AzureKeyVault>(ctx).await
+    }
+
     async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
         // The configuration, its credentials at Entra ID, and one page of the vault's secrets.
         self.with_vault(ctx, |v| async move {

@@ -673,12 +673,15 @@ impl Provider for GcpProvider {
     /// Answers are kept per configuration object (UID and generation): a store re-created under
     /// the same name is served with its own credentials at once.
     async fn object(&self, ctx: &RequestContext) -> keyward_provider_runtime::Generation {
-        let _ = ctx;
-        keyward_provider_runtime::Generation::default()
+        self.refs.generation_of::<GCPSecretManager>(ctx).await
     }
 
     fn capabilities(&self) -> SecretStoreCapabilities {
         SecretStoreCapabilities::ReadWrite
+    }
+
+    async fn generate(&self, ctx: &RequestContext, spec_json: &str) -> Result<SecretMap, ProviderError> {
+        crate::generate::generate(self, ctx, spec_json).await
     }
 }
 

@@ -269,7 +269,10 @@ impl ClientManager {
                 // on their own (a Provider, a ClusterProvider with ManifestNamespace) have their
                 // own, so one tenant's failing credentials cannot cut every other tenant off the
                 // same ClusterProvider; ProviderNamespace users share the one identity.
-                let breaker_key = format!("{}/{}/{}", resolved.kind, resolved.name, resolved.auth_namespace);
+                // The store's UID is part of the key: a store deleted and created again under
+                // the same name (new credentials, perhaps another team's) starts closed.
+                let provider = format!("{}/{}/{}", resolved.kind, resolved.name, resolved.auth_namespace);
+                let breaker_key = format!("{provider}/{}", store.uid().unwrap_or_default());
                 let core = Arc::new(ClientCore {
                     pool_key,
                     tls,
@@ -277,7 +280,7 @@ impl ClientManager {
                     source_namespace: manifest_ns.to_string(),
                     owner: resolved.owner,
                     breaker: self.breaker(&breaker_key),
-                    provider: breaker_key.into(),
+                    provider: provider.into(),
                     store: store_id,
                 });
                 let mut cache = self.lock_cache();
@@ -370,6 +373,10 @@ impl ClientManager {
         let mut cache = self.lock_cache();
         cache.remove_store(kind, name);
         self.metrics.cached_clients.set(cache.len() as i64);
+        drop(cache);
+        // Its breakers too (one per identity and UID), so deleted stores leave nothing behind.
+        let prefix = format!("{kind}/{name}/");
+        self.breakers.lock().unwrap_or_else(|e| e.into_inner()).retain(|key, _| !key.starts_with(&prefix));
     }
 
     /// Evicts idle and expired connections; called periodically.

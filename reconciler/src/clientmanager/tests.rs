@@ -305,6 +305,33 @@ async fn one_namespace_cannot_open_the_breaker_for_others_on_a_manifest_namespac
     assert_eq!(attacker.owner(), keyward_crds::rules::ConfigOwner::Tenant);
 }
 
+#[tokio::test]
+async fn a_store_created_again_under_its_name_starts_with_a_closed_breaker() {
+    let lookup = Arc::new(FakeLookup::default());
+    let with_uid = |uid: &str| {
+        let mut p = (*as_provider(provider("team-a", "p", "127.0.0.1:9443", 1))).clone();
+        p.metadata.uid = Some(uid.into());
+        Arc::new(p)
+    };
+    lookup.providers.lock().unwrap().push(with_uid("first"));
+    lookup.tls.lock().unwrap().insert("team-a".into(), tls("t"));
+    let count = CountingConnector::default();
+    let (m, _) = manager(lookup.clone(), &count);
+    let now = std::time::Instant::now();
+    let (old, _) = m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    fail_until_open(&old, now);
+    assert!(old.core.breaker.is_open(now));
+
+    // Deleted and created again (same name, generation 1, new credentials): its own breaker.
+    *lookup.providers.lock().unwrap() = vec![with_uid("second")];
+    let (new, _) = m.client_for(StoreKind::Provider, "p", "team-a", Need::Read).await.unwrap();
+    assert!(!new.core.breaker.is_open(now), "the new store inherited the old one's open breaker");
+
+    // A deleted store's breakers are forgotten with its clients.
+    m.forget_store(StoreKind::Provider, "p");
+    assert!(m.breakers.lock().unwrap().is_empty());
+}
+
 /// Opens `c`'s breaker, as a run of transient failures does.
 fn fail_until_open(c: &ProviderClient, now: std::time::Instant) {
     for _ in 0..BreakerConfig::default().failure_threshold {

@@ -7,4 +7,5 @@ mod common;
 mod conformance;
 mod generate;
 mod python_client;
+mod recreated;
 mod upstream_stores;

@@ -93,6 +93,16 @@ pub async fn apply_config(client: &Client, ns: &str, name: &str, spec: Value) {
         .unwrap_or_else(|e| panic!("apply AzureKeyVault {ns}/{name}: {e}"));
 }
 
+/// Deletes the configuration object `name` and, once it is gone, creates it again with `spec`
+/// (a new UID, generation 1 again).
+pub async fn recreate_config(client: &Client, ns: &str, name: &str, spec: Value) {
+    let api = Api::<AzureKeyVaultKind>::namespaced(client.clone(), ns);
+    keyward_e2e::delete_and_wait(&api, name).await;
+    apply_config(client, ns, name, spec).await;
+    let created = api.get(name).await.expect("the new object");
+    assert_eq!(created.metadata.generation, Some(1), "a new object starts at generation 1 again");
+}
+
 /// Applies a Secret with `data` (text).
 pub async fn apply_secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let data: BTreeMap<&str, &str> = data.iter().copied().collect();

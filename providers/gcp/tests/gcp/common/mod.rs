@@ -51,11 +51,13 @@ pub async fn start_provider(g: &Google) -> RunningProvider {
 /// The provider process with Secret Manager at `sm` (tokens still at `g`).
 pub async fn start_provider_at(g: &Google, sm: &str) -> RunningProvider {
     let ca = g.ca_file.to_string_lossy().to_string();
+    let oauth = format!("{}/token", g.server.url);
     let env = [
         ("KEYWARD_GCP_SECRET_MANAGER_ENDPOINT", sm),
         ("KEYWARD_GCP_SECRET_MANAGER_REGIONAL_ENDPOINT", sm),
         ("KEYWARD_GCP_STS_ENDPOINT", g.server.url.as_str()),
         ("KEYWARD_GCP_IAM_CREDENTIALS_ENDPOINT", g.server.url.as_str()),
+        ("KEYWARD_GCP_OAUTH_TOKEN_ENDPOINT", oauth.as_str()),
         ("KEYWARD_GCP_CLUSTER_NAME", "keyward-e2e"),
         ("KEYWARD_GCP_CLUSTER_LOCATION", "europe-west1"),
         ("SSL_CERT_FILE", ca.as_str()),
@@ -101,13 +103,7 @@ pub async fn apply_config(client: &Client, ns: &str, name: &str, spec: Value) {
 /// (a new UID, generation 1 again).
 pub async fn recreate_config(client: &Client, ns: &str, name: &str, spec: Value) {
     let api = Api::<GCPSecretManager>::namespaced(client.clone(), ns);
-    api.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("delete GCPSecretManager {ns}/{name}: {e}"));
-    for _ in 0..100 {
-        if api.get_opt(name).await.expect("get").is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    keyward_e2e::delete_and_wait(&api, name).await;
     apply_config(client, ns, name, spec).await;
     let created = api.get(name).await.expect("the new object");
     assert_eq!(created.metadata.generation, Some(1), "a new object starts at generation 1 again");
