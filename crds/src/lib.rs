@@ -16,6 +16,7 @@ pub mod rules;
 mod schema;
 pub mod secret_store;
 pub mod secrets_manager;
+pub mod store_blocks;
 pub mod vault;
 pub mod workload;
 

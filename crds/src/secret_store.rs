@@ -1,7 +1,7 @@
 //! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
 //! Operator users already write. Keyward serves them through its out-of-process providers:
-//! `spec.provider.kubernetes`, `fake`, `vault` and `aws` are typed as upstream has them and
-//! translated into the Kubernetes, Fake, Vault and AWS provider configurations
+//! `spec.provider.kubernetes`, `fake`, `vault`, `aws`, `openBao` and `crd` are typed as upstream
+//! has them and translated into the Kubernetes, Fake, Vault and AWS provider configurations
 //! ([`crate::rules::store_backend`]); every other upstream provider is accepted as an opaque
 //! object so existing manifests apply, and reported `Ready=False` (`ProviderNotSupported`).
 
@@ -18,6 +18,7 @@ use crate::free_json::FreeJsonMap;
 use crate::provider::{ClusterProviderCondition, ProviderStatus};
 use crate::provider_config::{KubernetesAuth, KubernetesServer};
 use crate::secrets_manager::AwsStoreProvider;
+use crate::store_blocks::{CrdStoreProvider, OpenBaoStoreProvider};
 use crate::vault::VaultSpec;
 
 /// API version of SecretStore and ClusterSecretStore.
@@ -109,6 +110,13 @@ pub struct SecretStoreProvider {
     /// AWS Secrets Manager or Parameter Store (served by the AWS provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsStoreProvider>,
+    /// OpenBao's KV engines (served by the Vault provider).
+    #[serde(rename = "openBao", default, skip_serializing_if = "Option::is_none")]
+    pub open_bao: Option<OpenBaoStoreProvider>,
+    /// Fields of objects of one kind, ConfigMaps and custom resources (served by the Kubernetes
+    /// provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd: Option<CrdStoreProvider>,
     /// Every other provider (`webhook`, `gcpsm`, …), kept as written within the limits.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -131,6 +139,8 @@ impl<'de> Deserialize<'de> for SecretStoreProvider {
                         "fake" => p.fake = map.next_value()?,
                         "vault" => p.vault = map.next_value()?,
                         "aws" => p.aws = map.next_value()?,
+                        "openBao" => p.open_bao = map.next_value()?,
+                        "crd" => p.crd = map.next_value()?,
                         _ => return Ok(false),
                     }
                     Ok(true)
@@ -159,13 +169,27 @@ impl SecretStoreProvider {
         if self.aws.is_some() {
             names.push("aws");
         }
+        if self.open_bao.is_some() {
+            names.push("openBao");
+        }
+        if self.crd.is_some() {
+            names.push("crd");
+        }
         names.extend(self.other.keys());
         names
     }
 
-    /// Drops every block but `key` to its name: a provider process keeps only the block it
-    /// serves, and still sees what else is set (a store naming two providers is refused).
+    /// Drops every block but `key` (and the blocks the same process serves with it,
+    /// [`crate::rules::SHARED_STORE_KEYS`]) to its name: a provider process keeps only the blocks
+    /// it serves, and still sees what else is set (a store naming two providers is refused).
     pub fn keep_only(&mut self, key: &str) {
+        let served_with = |block: &str| block == key || crate::rules::SHARED_STORE_KEYS.contains(&(block, key));
+        if !served_with("openBao") && self.open_bao.is_some() {
+            self.open_bao = Some(OpenBaoStoreProvider::default());
+        }
+        if !served_with("crd") && self.crd.is_some() {
+            self.crd = Some(CrdStoreProvider::default());
+        }
         if key != "kubernetes" && self.kubernetes.is_some() {
             self.kubernetes = Some(KubernetesStoreProvider::default());
         }

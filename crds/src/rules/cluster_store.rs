@@ -19,12 +19,15 @@ use super::secret_store::StoreBackend;
 /// the path of the reference inside that block (`[]`: each item of a list). Vault's other
 /// references (its logins, its client TLS) and every AWS and Barbican one may be referent, as
 /// upstream.
-const PINNED: [(&str, &str); 7] = [
+const PINNED: [(&str, &str); 10] = [
     // Every provider reads a CA this way (upstream's FetchCACertFromSource).
     ("*", "caProvider"),
     ("kubernetes", "server.caProvider"),
     ("kubernetes", "auth.cert.clientCert"),
     ("kubernetes", "auth.token.bearerToken"),
+    ("crd", "server.caProvider"),
+    ("crd", "auth.cert.clientCert"),
+    ("crd", "auth.token.bearerToken"),
     ("webhook", "secrets[].secretRef"),
     ("webhook", "auth.ntlm.usernameSecret"),
     ("webhook", "auth.ntlm.passwordSecret"),
@@ -37,7 +40,8 @@ pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), Val
     let key = backend.store_key();
     let block = match backend {
         StoreBackend::Kubernetes(k) => serde_json::to_value(k).unwrap_or_default(),
-        StoreBackend::Vault(v) => serde_json::to_value(v).unwrap_or_default(),
+        StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
+        StoreBackend::Crd(c) => serde_json::to_value(&c.connection).unwrap_or_default(),
         StoreBackend::Fake(_) | StoreBackend::Aws(..) => return Ok(()),
         StoreBackend::Plugin(_, block) => block.clone(),
     };

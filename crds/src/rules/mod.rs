@@ -24,6 +24,7 @@ mod reach;
 mod secret_store;
 mod selector;
 mod server_url;
+mod store_blocks;
 mod stores;
 mod sync_window;
 mod validate;
@@ -73,6 +74,10 @@ pub use secret_store::{
 };
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use server_url::{check_key_selector, check_server_url};
+pub use store_blocks::{
+    SHARED_STORE_KEYS, crd_object_ref, crd_read_spec, crd_whitelist_allows, open_bao_vault, validate_crd,
+    validate_open_bao,
+};
 pub use stores::{validate_secrets_manager, validate_vault, vault_warnings};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::ProviderIdentityNamespaces;
 use super::boundary::{ConfigOwner, Reach, check_boundary_with};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
+use super::store_blocks::{crd_read_spec, open_bao_vault, validate_crd, validate_open_bao};
 use super::stores::{validate_secrets_manager, validate_vault};
 use super::validate::{check_conditions, check_kubernetes, validate_fake};
 use super::{FieldError, ValidationErrors};
@@ -22,11 +23,12 @@ use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
 use crate::registry::ProviderKind;
 use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
+use crate::store_blocks::CrdReadSpec;
 use crate::vault::{UNSERVED_VAULT_AUTH, VaultSpec};
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
 /// provider crates add theirs as rows with a `store_key` ([`ProviderKind::store_key`]).
-pub const SERVED_STORE_PROVIDERS: [&str; 4] = ["kubernetes", "fake", "vault", "aws"];
+pub const SERVED_STORE_PROVIDERS: [&str; 6] = ["kubernetes", "fake", "vault", "aws", "openBao", "crd"];
 
 /// The provider kinds a caller knows beyond this crate's own: the rows of
 /// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
@@ -48,6 +50,10 @@ pub enum StoreBackend {
     Fake(FakeSpec),
     /// Served by the Vault provider.
     Vault(Box<VaultSpec>),
+    /// `openBao`: served by the Vault provider as the Vault configuration it is a subset of.
+    OpenBao(Box<VaultSpec>),
+    /// `crd`: served by the Kubernetes provider, reading objects of one kind.
+    Crd(Box<CrdReadSpec>),
     /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
     /// credentials and roles.
     Aws(AwsService, Box<SecretsManagerSpec>),
@@ -62,7 +68,8 @@ impl StoreBackend {
         match self {
             StoreBackend::Kubernetes(_) => "kubernetes",
             StoreBackend::Fake(_) => "fake",
-            StoreBackend::Vault(_) => "vault",
+            StoreBackend::Vault(_) | StoreBackend::OpenBao(_) => "vault",
+            StoreBackend::Crd(_) => "kubernetes",
             StoreBackend::Aws(..) => "aws",
             StoreBackend::Plugin(kind, _) => kind.provider,
         }
@@ -72,6 +79,8 @@ impl StoreBackend {
     pub fn store_key(&self) -> &'static str {
         match self {
             StoreBackend::Plugin(kind, _) => kind.store_key.unwrap_or(kind.provider),
+            StoreBackend::OpenBao(_) => "openBao",
+            StoreBackend::Crd(_) => "crd",
             other => other.provider_name(),
         }
     }
@@ -280,6 +289,10 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
                     Some(m) => Err(not_supported(&format!("vault.auth.{m}"))),
                     None => Ok(StoreBackend::Vault(Box::new(v.clone()))),
                 }
+            } else if let Some(o) = &provider.open_bao {
+                Ok(StoreBackend::OpenBao(Box::new(open_bao_vault(o))))
+            } else if let Some(c) = &provider.crd {
+                Ok(StoreBackend::Crd(Box::new(crd_read_spec(c))))
             } else if let Some(a) = provider.aws.as_ref().filter(|a| a.service != AwsService::CertificateManager) {
                 Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
             } else if provider.aws.is_some() {
@@ -345,6 +358,11 @@ pub fn validate_secret_store(
         Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
         Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
+        Ok(StoreBackend::OpenBao(_)) => {
+            let o = spec.provider.open_bao.as_ref();
+            prefixed(&mut errs, "spec.provider.openBao", o.map_or(Ok(()), validate_open_bao));
+        }
+        Ok(StoreBackend::Crd(c)) => prefixed(&mut errs, "spec.provider.crd", validate_crd(&c)),
         Ok(StoreBackend::Plugin(kind, block)) => {
             let prefix = format!("spec.provider.{}", kind.store_key.unwrap_or(kind.provider));
             if let Err(e) = (kind.admit)(&block, &mut |result, _| prefixed(&mut errs, &prefix, result)) {
@@ -403,7 +421,8 @@ pub fn secret_store_boundary(
     };
     match &backend {
         StoreBackend::Kubernetes(k) => judge(&kubernetes_reach(k)),
-        StoreBackend::Vault(v) => judge(&vault_reach(v)),
+        StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => judge(&vault_reach(v)),
+        StoreBackend::Crd(c) => judge(&kubernetes_reach(&c.connection)),
         StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
         StoreBackend::Fake(_) => {}
         // A block that does not read is validate_secret_store's field error.
@@ -668,7 +687,7 @@ mod tests {
         let e = store_backend(&s.provider, &[]).unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "example"), "{e:?}");
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("kubernetes, fake, vault, aws, example"), "{e}");
+        assert!(e.to_string().contains("kubernetes, fake, vault, aws, openBao, crd, example"), "{e}");
         // Its field errors and its reach come from the kind, under the store's key.
         let bad = spec("provider: {example: {auth: {token: {bearerToken: {name: t}}}}}");
         let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();

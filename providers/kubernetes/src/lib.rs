@@ -9,9 +9,11 @@
 //! config's namespace; another namespace is honoured only for an operator-owned config (reached
 //! through a ClusterProvider with `authenticationScope: ProviderNamespace`) and refused for any
 //! other: the provider applies the tenant boundary of `keyward_crds::rules` itself, on every
-//! call. Remote Secrets live in the config's `remoteNamespace`.
+//! call. Remote Secrets live in the config's `remoteNamespace`. A store's `spec.provider.crd`
+//! reads other kinds through the same connection ([`crd`]).
 
 pub mod client;
+pub mod crd;
 pub mod kubeconfig;
 pub mod mapping;
 
@@ -28,10 +30,12 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Config};
 
 use crate::client::build_client;
+use crate::crd::CrdRead;
 use crate::mapping::{
     apply_push, check_remote_name, data_json, find_matches, map_kube_error, parse_push_metadata, push_namespace,
     secret_map, secret_value, tags_selector,
 };
+use keyward_crds::store_blocks::CrdReadSpec;
 use keyward_provider_runtime::body::{BodyError, FindAnswer, limit_error};
 use keyward_provider_runtime::json::find_regex;
 use keyward_provider_runtime::netguard::DeniedNetworks;
@@ -54,6 +58,8 @@ pub struct KubernetesProvider {
 /// the client when its credentials are refused).
 struct Target {
     client: Client,
+    /// What a `spec.provider.crd` store reads (its connection is the rest of the target).
+    crd: Option<CrdReadSpec>,
     remote_namespace: String,
     /// `spec.allowRemoteNamespaceOverride` of the config.
     allow_override: bool,
@@ -76,24 +82,33 @@ impl KubernetesProvider {
     /// The configuration a request names: a `Kubernetes` object, or the `spec.provider.kubernetes`
     /// of a SecretStore or ClusterSecretStore, checked by the configuration rules either way
     /// (`ClusterRefs::resolve_config`, shared by every provider).
-    async fn config(&self, ctx: &RequestContext) -> Result<(KubernetesSpec, Generation), ProviderError> {
+    /// A `spec.provider.crd` store gives its connection and what it reads.
+    async fn config(
+        &self,
+        ctx: &RequestContext,
+    ) -> Result<(KubernetesSpec, Option<CrdReadSpec>, Generation), ProviderError> {
         let resolved = self
             .refs
             .resolve_config(
                 ctx,
-                |k: Kubernetes| k.spec,
+                |k: Kubernetes| (k.spec, None),
                 |backend| match backend {
-                    StoreBackend::Kubernetes(spec) => Ok(*spec),
+                    StoreBackend::Kubernetes(spec) => Ok((*spec, None)),
+                    StoreBackend::Crd(crd) => Ok((crd.connection.clone(), Some(*crd))),
                     other => Err(other),
                 },
-                keyward_crds::rules::validate_kubernetes,
+                |(spec, crd): &(KubernetesSpec, Option<CrdReadSpec>)| match crd {
+                    Some(crd) => keyward_crds::rules::validate_crd(crd),
+                    None => keyward_crds::rules::validate_kubernetes(spec),
+                },
             )
             .await?;
-        Ok((resolved.spec, resolved.generation))
+        let (spec, crd) = resolved.spec;
+        Ok((spec, crd, resolved.generation))
     }
 
     async fn target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
-        let (spec, generation) = self.config(ctx).await?;
+        let (spec, crd, generation) = self.config(ctx).await?;
         // The tenant boundary, for the whole config at once so the message lists every field.
         check_reach(ctx, &keyward_crds::rules::kubernetes_reach(&spec))?;
         let key = CacheKey::of(ctx, generation);
@@ -108,6 +123,7 @@ impl KubernetesProvider {
             .await?;
         Ok(Target {
             client,
+            crd,
             remote_namespace: spec.remote_namespace.clone(),
             allow_override: spec.allow_remote_namespace_override,
             key,
@@ -126,6 +142,20 @@ impl KubernetesProvider {
         check_remote_name(name)?;
         let api: Api<Secret> = Api::namespaced(target.client.clone(), ns);
         api.get_opt(name).await.map_err(|e| self.fail(target, e, &format!("Secret {ns}/{name}")))
+    }
+
+    /// The CRD store read of `target`, when it is one.
+    fn crd<'t>(&self, target: &'t Target, ctx: &RequestContext) -> Result<Option<CrdRead<'t>>, ProviderError> {
+        target.crd.as_ref().map(|spec| CrdRead::new(target.client.clone(), spec, ctx)).transpose()
+    }
+
+    /// A write's target: refused for a CRD store, which is read-only.
+    async fn write_target(&self, ctx: &RequestContext) -> Result<Target, ProviderError> {
+        let target = self.target(ctx).await?;
+        if target.crd.is_some() {
+            return Err(crate::crd::read_only());
+        }
+        Ok(target)
     }
 
     async fn get_required(&self, target: &Target, name: &str) -> Result<Secret, ProviderError> {
@@ -166,6 +196,9 @@ impl Provider for KubernetesProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<Vec<u8>, ProviderError> {
         let target = self.target(ctx).await?;
+        if let Some(crd) = self.crd(&target, ctx)? {
+            return crd.get_secret(remote_ref).await;
+        }
         let secret = self.get_required(&target, &remote_ref.key).await?;
         secret_value(&secret, remote_ref)
     }
@@ -176,6 +209,9 @@ impl Provider for KubernetesProvider {
         remote_ref: &ExternalSecretDataRemoteRef,
     ) -> Result<SecretMap, ProviderError> {
         let target = self.target(ctx).await?;
+        if let Some(crd) = self.crd(&target, ctx)? {
+            return crd.get_secret_map(remote_ref).await;
+        }
         let secret = self.get_required(&target, &remote_ref.key).await?;
         secret_map(&secret, remote_ref)
     }
@@ -185,8 +221,11 @@ impl Provider for KubernetesProvider {
         ctx: &RequestContext,
         find: &ExternalSecretFind,
     ) -> Result<SecretMap, ProviderError> {
-        let regex = find_regex(find)?;
         let target = self.target(ctx).await?;
+        if let Some(crd) = self.crd(&target, ctx)? {
+            return crd.get_all_secrets(find).await;
+        }
+        let regex = find_regex(find)?;
         let ns = target.remote_namespace.clone();
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
         let mut base = ListParams::default();
@@ -232,7 +271,7 @@ impl Provider for KubernetesProvider {
         data: &PushSecretData,
     ) -> Result<(), ProviderError> {
         let meta = parse_push_metadata(&data.metadata)?;
-        let target = self.target(ctx).await?;
+        let target = self.write_target(ctx).await?;
         let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
         let name = &data.remote_key;
         let api: Api<Secret> = Api::namespaced(target.client.clone(), &ns);
@@ -262,7 +301,7 @@ impl Provider for KubernetesProvider {
 
     async fn delete_secret(&self, ctx: &RequestContext, remote_ref: &PushSecretRemoteRef) -> Result<(), ProviderError> {
         let meta = parse_push_metadata(&remote_ref.metadata)?;
-        let target = self.target(ctx).await?;
+        let target = self.write_target(ctx).await?;
         // Where the push wrote, not the config's default: a delete must never reach a
         // same-named Secret in another namespace.
         let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
@@ -297,7 +336,7 @@ impl Provider for KubernetesProvider {
         remote_ref: &PushSecretRemoteRef,
     ) -> Result<bool, ProviderError> {
         let meta = parse_push_metadata(&remote_ref.metadata)?;
-        let target = self.target(ctx).await?;
+        let target = self.write_target(ctx).await?;
         let ns = push_namespace(ctx, &target.remote_namespace, target.allow_override, &meta)?;
         let found = self.get(&target, &ns, &remote_ref.remote_key).await?;
         Ok(match found {
@@ -309,6 +348,9 @@ impl Provider for KubernetesProvider {
 
     async fn validate(&self, ctx: &RequestContext) -> Result<Vec<String>, ProviderError> {
         let target = self.target(ctx).await?;
+        if let Some(crd) = self.crd(&target, ctx)? {
+            return crd.validate().await;
+        }
         let mut denied = Vec::new();
         for verb in ["get", "list"] {
             let (allowed, reason) = self.can(&target, verb).await?;

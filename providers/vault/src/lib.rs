@@ -2,9 +2,9 @@
 //!
 //! Each request names a `Vault` config object (`provider.external-secrets.io/v2alpha1`), read
 //! from `providerRef.namespace` when set, else from the source namespace, or a SecretStore or
-//! ClusterSecretStore whose `spec.provider.vault` is the same configuration as upstream writes
-//! it. Its server, CA, options and login method give a Vault client, cached per config object,
-//! generation and owner for a few minutes; the token outlives the client (one login per token
+//! ClusterSecretStore whose `spec.provider.vault` (or `openBao`, a subset of it) is the same
+//! configuration as upstream writes it. Its server, CA, options and login method give a Vault
+//! client, cached per config object, generation and owner for a few minutes; the token outlives the client (one login per token
 //! lifetime however often the client is rebuilt), is renewed before it expires and replaced by
 //! a new login when Vault refuses it. Secret and ServiceAccount references resolve in the config's
 //! namespace; a tenant's config naming another namespace, or relying on the provider's own
@@ -213,7 +213,9 @@ impl VaultProvider {
                 ctx,
                 |v| v.spec,
                 |b| match b {
-                    StoreBackend::Vault(v) => Ok(*v),
+                    // OpenBao speaks Vault's API: its block is the Vault configuration it is a
+                    // subset of.
+                    StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => Ok(*v),
                     other => Err(other),
                 },
                 keyward_crds::rules::validate_vault,
