@@ -3,13 +3,14 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/keyward/target
 export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
 
-.PHONY: help check test generate generate-check cluster-up cluster-down demo bench chaos controlplane images
+.PHONY: help check test generate generate-check crds crds-check flags flags-check release cluster-up cluster-down demo bench chaos controlplane images
 
 help:
 	@echo "make demo          run the local demo against a local control plane"
 	@echo "make check         the everyday command: fmt, drift, clippy, unit and in-process tests (no root, no Go)"
 	@echo "make test          the whole suite (fmt, clippy, unit, integration, e2e, drift)"
-	@echo "make generate      regenerate the CRD YAML"
+	@echo "make generate      regenerate the CRD YAML and the flag reference (docs/flags.md)"
+	@echo "make release       write the release artifacts into dist/ (image, SBOM, chart, CLI, krew manifest, checksums)"
 	@echo "make cluster-up    start kube-apiserver + etcd on loopback (prints export KUBECONFIG=...)"
 	@echo "                   NODE=1: a one-node cluster that runs Pods (root)"
 	@echo "make cluster-down  stop it, remove its data, restore the host"
@@ -23,11 +24,25 @@ check:
 test:
 	bash scripts/test.sh
 
-generate:
+generate: crds flags
+
+generate-check: crds-check flags-check
+
+crds:
 	cargo run -q -p keyward-provider-registry --features generator --bin keyward-crdgen -- crds/yaml --chart charts/keyward/templates/crds
 
-generate-check:
+crds-check:
 	cargo run -q -p keyward-provider-registry --features generator --bin keyward-crdgen -- --check crds/yaml --chart charts/keyward/templates/crds
+
+# The flag reference runs every binary's --help: the build is the one scripts/test.sh does before
+# it checks the page (so there it costs nothing); flags-check comes after that build.
+flags:
+	cargo build -q --workspace --bins --all-features
+	python3 scripts/flags.py --bin-dir "$(CARGO_TARGET_DIR)/debug"
+
+flags-check:
+	cargo build -q --workspace --bins --all-features
+	python3 scripts/flags.py --check --bin-dir "$(CARGO_TARGET_DIR)/debug"
 
 controlplane:
 	bash e2e/scripts/build-controlplane.sh
@@ -49,3 +64,6 @@ chaos:
 
 images:
 	@bash image/build.sh >/dev/null
+
+release:
+	bash scripts/release.sh

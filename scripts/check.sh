@@ -7,8 +7,8 @@ source "$(dirname "$0")/common.sh"
 step "rustfmt"
 cargo fmt --all -- --check
 
-step "generated files are up to date"
-make -s generate-check
+step "generated CRD YAML and chart partials are up to date"
+make -s crds-check
 
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
@@ -29,3 +29,7 @@ cargo test --all-features -p keyward-provider-runtime --test server
 # The webhook's one integration-test binary also holds its end-to-end and load tests: only the
 # garbage module's tests run here.
 cargo test --all-features -p keyward-webhook --test webhook garbage::
+
+# Runs every binary's --help, so it builds them (over the test build above, mostly linking).
+step "generated flag reference (docs/flags.md) is up to date"
+make -s flags-check

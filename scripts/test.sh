@@ -6,8 +6,8 @@ source "$(dirname "$0")/common.sh"
 step "rustfmt"
 cargo fmt --all -- --check
 
-step "generated files are up to date"
-make -s generate-check
+step "generated CRD YAML and chart partials are up to date"
+make -s crds-check
 
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
@@ -38,6 +38,10 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 step "build every binary the end-to-end tests start"
 cargo build --workspace --bins --all-features
+
+# After the build above, whose binaries it runs (so it adds seconds, not a build).
+step "generated flag reference (docs/flags.md) is up to date"
+make -s flags-check
 
 step "release build and container image (make images)"
 bash image/build.sh >/dev/null
