@@ -7,7 +7,7 @@ export KEYWARD_CACHE_DIR ?= $(HOME)/.cache/keyward
 
 help:
 	@echo "make demo          run the local demo against a local control plane"
-	@echo "make check         the everyday command: fmt, drift, clippy, unit and in-process tests (no root, no Go)"
+	@echo "make check         the everyday command: fmt, drift, dependency policy, clippy, unit and in-process tests (no root, no Go)"
 	@echo "make test          the whole suite (fmt, clippy, unit, integration, e2e, drift)"
 	@echo "make generate      regenerate the CRD YAML and the flag reference (docs/flags.md)"
 	@echo "make release       write the release artifacts into dist/ (image, SBOM, chart, CLI, krew manifest, checksums)"

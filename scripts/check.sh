@@ -13,6 +13,10 @@ make -s crds-check
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
 
+# Not in scripts/test.sh: installing cargo-deny costs a cold CI machine about 4.5 minutes.
+step "dependency policy: licenses, banned crates, sources (deny.toml)"
+bash scripts/deny.sh
+
 step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
