@@ -787,6 +787,27 @@ fn cluster_networks_are_denied_to_tenants_beside_the_default_list() {
     assert_eq!(denied(&objects).as_deref(), Some("default,10.244.0.0/16,10.96.0.0/12,fd00:10:96::/112,172.18.0.2"));
 }
 
+/// `providerIdentityNamespaces` reach the webhook and every provider as the same list (the
+/// webhook admits what the providers then serve); unset, neither gets one.
+#[test]
+fn provider_identity_namespaces_reach_the_webhook_and_every_provider_alike() {
+    let listed = |objects: &[serde_json::Value], deployment: &str| -> Option<String> {
+        let env = &find(objects, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]["env"];
+        env.as_array()?.iter().find(|e| e["name"] == "KEYWARD_PROVIDER_IDENTITY_NAMESPACES")?["value"]
+            .as_str()
+            .map(Into::into)
+    };
+    let all = ["keyward-webhook", "keyward-provider-kubernetes", "keyward-provider-vault"];
+    let defaults = render(&["providers.vault.enabled=true"]);
+    for d in all {
+        assert_eq!(listed(&defaults, d), None, "{d}: only the operator's configurations by default");
+    }
+    let objects = render(&["providers.vault.enabled=true", "providerIdentityNamespaces={apps,platform}"]);
+    for d in all {
+        assert_eq!(listed(&objects, d).as_deref(), Some("apps,platform"), "{d}");
+    }
+}
+
 /// The workloads webhook is called for labelled workloads only, with a short timeout, and the
 /// reconciler's rights on workloads follow the same switch.
 #[test]

@@ -330,3 +330,12 @@ spec:
       {{- include "keyward.selectorLabels" . | nindent 6 }}
 {{- end }}
 {{- end -}}
+
+{{/* The provider-identity namespaces as an env entry, for the webhook and every provider (both
+must hold the same list: the webhook admits what the providers then serve). */}}
+{{- define "keyward.providerIdentityEnv" -}}
+{{- with .Values.providerIdentityNamespaces }}
+- name: KEYWARD_PROVIDER_IDENTITY_NAMESPACES
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- end }}
