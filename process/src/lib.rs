@@ -7,6 +7,7 @@
 //!   status) and counters kept under a name without `_total`;
 //! - `lease` (feature `lease`): leader election with a `coordination.k8s.io/v1` Lease.
 
+pub mod generic_targets;
 pub mod health;
 #[cfg(feature = "lease")]
 pub mod lease;
@@ -14,6 +15,7 @@ pub mod log;
 pub mod metrics;
 pub mod signal;
 
+pub use generic_targets::GenericTargetArgs;
 pub use health::{Health, Readiness};
 pub use log::{JsonLayout, LogArgs, LogFormat, LogStream, LogStyle, init_logging};
 pub use signal::{shutdown_signal, shutdown_token};

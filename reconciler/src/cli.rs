@@ -118,6 +118,8 @@ pub struct Cli {
     #[arg(long, env = "KEYWARD_STORE_PROVIDER_TLS_NAMESPACE")]
     pub store_provider_tls_namespace: Option<String>,
     #[command(flatten)]
+    pub generic_targets: keyward_process::GenericTargetArgs,
+    #[command(flatten)]
     pub log: keyward_process::LogArgs,
 }
 
@@ -141,6 +143,22 @@ impl Cli {
             }
         };
         Ok(KEY.get_or_init(|| key))
+    }
+
+    /// The generic targets the operator turned on (`--generic-targets`,
+    /// `--generic-target-resources`), read once at start.
+    pub fn generic_targets(&self) -> Result<&'static keyward_crds::rules::GenericTargets, String> {
+        use keyward_crds::rules::GenericTargets;
+        static TARGETS: std::sync::OnceLock<GenericTargets> = std::sync::OnceLock::new();
+        if let Some(t) = TARGETS.get() {
+            return Ok(t);
+        }
+        let args = &self.generic_targets;
+        let targets = GenericTargets::from_flags(args.generic_targets, &args.generic_target_resources)?;
+        if targets.enabled && targets.resources.is_empty() {
+            tracing::warn!("generic targets are on but --generic-target-resources lists none: none will be written");
+        }
+        Ok(TARGETS.get_or_init(|| targets))
     }
 
     /// Where SecretStores and ClusterSecretStores are served.

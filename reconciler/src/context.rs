@@ -36,7 +36,12 @@ pub struct Settings {
     pub render_slots: usize,
     /// The key of the data hashes written to Secrets and statuses (`--hash-key-file`).
     pub hash_key: &'static HashKey,
+    /// The generic targets the operator turned on (off by default).
+    pub generic_targets: &'static keyward_crds::rules::GenericTargets,
 }
+
+/// Generic targets off (the default).
+pub static GENERIC_TARGETS_OFF: keyward_crds::rules::GenericTargets = keyward_crds::rules::GenericTargets::OFF;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -48,6 +53,7 @@ impl Default for Settings {
             render_time_limit: Duration::from_secs(5),
             render_slots: 2,
             hash_key: HashKey::of_process(),
+            generic_targets: &GENERIC_TARGETS_OFF,
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::cli::Cli;
 use crate::clientmanager::{
     BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
 };
-use crate::context::{self, Context, Reporter, Settings};
+use crate::context::{self, Context, GENERIC_TARGETS_OFF, Reporter, Settings};
 use crate::externalsecret::target::HashKey;
 use crate::fanout;
 use crate::metrics::Metrics;
@@ -42,6 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(&cli.log, LOG_STYLE);
     cli.hash_key().map_err(anyhow::Error::msg)?;
+    cli.generic_targets().map_err(anyhow::Error::msg)?;
 
     let cancel = shutdown_token();
     let client = Client::try_default().await.context("connecting to the Kubernetes API")?;
@@ -212,6 +213,7 @@ async fn lead(
             render_slots: cli.template_render_slots,
             // Read and checked at start.
             hash_key: cli.hash_key().unwrap_or_else(|_| HashKey::of_process()),
+            generic_targets: cli.generic_targets().unwrap_or(&GENERIC_TARGETS_OFF),
             ..Settings::default()
         },
     ));

@@ -219,6 +219,9 @@ pub struct State {
     /// Namespaces whose own configurations may use a provider's identity (the operator's
     /// `--provider-identity-namespaces`, set once at start).
     pub provider_identity: keyward_crds::rules::ProviderIdentityNamespaces,
+    /// The generic targets the operator turned on (`--generic-targets`, set once at start), for
+    /// the warning the reconciler's rule gives.
+    pub generic_targets: keyward_crds::rules::GenericTargets,
 }
 
 impl State {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use keyward_crds::rules::GenericTargets;
 use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, shutdown_signal};
 use tokio::net::TcpListener;
 
@@ -72,6 +73,8 @@ pub struct Args {
         value_parser = keyward_crds::rules::ProviderIdentityNamespaces::parse
     )]
     pub provider_identity_namespaces: keyward_crds::rules::ProviderIdentityNamespaces,
+    #[command(flatten)]
+    pub generic_targets: keyward_process::GenericTargetArgs,
     /// How long shutdown waits for in-flight reviews.
     #[arg(long, env = "KEYWARD_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,
@@ -93,6 +96,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
     let caches = Arc::new(Caches::new());
     caches.write().provider_identity = args.provider_identity_namespaces.clone();
+    let generic = &args.generic_targets;
+    caches.write().generic_targets =
+        GenericTargets::from_flags(generic.generic_targets, &generic.generic_target_resources)
+            .map_err(anyhow::Error::msg)?;
     crate::watch::spawn_watches(client, caches.clone());
 
     let mut state = AppState::new(caches, metrics);

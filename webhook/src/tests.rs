@@ -581,6 +581,19 @@ fn a_manifest_target_is_accepted_with_a_warning() {
         d.warnings.iter().any(|w| w.starts_with("spec.target.manifest (v1 ConfigMap): non-Secret targets")),
         "{d:?}"
     );
+    assert!(
+        d.warnings.iter().any(|w| w.contains("--generic-targets") && w.contains("genericTargets.enabled")),
+        "{d:?}"
+    );
+    // Turned on for ConfigMaps (the operator's flags): the reconciler's rule warns what such an
+    // object is; a kind of a group not listed is warned as the reconciler will refuse it.
+    c.write().generic_targets = keyward_crds::rules::GenericTargets::from_flags(true, "configmaps").unwrap();
+    let d = validate(ES, "CREATE", Some("team-a"), es.clone(), &c);
+    assert!(d.allowed && d.warnings.iter().any(|w| w.contains("not encrypted at rest")), "{d:?}");
+    let mut app = es.clone();
+    app["spec"]["target"]["manifest"] = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application"});
+    let d = validate(ES, "CREATE", Some("team-a"), app, &c);
+    assert!(d.warnings.iter().any(|w| w.contains("no resource of API group \"argoproj.io\" is listed")), "{d:?}");
     // Without a manifest, a path is refused: it could reach the Secret's privileged fields.
     es["spec"]["target"].as_object_mut().unwrap().remove("manifest");
     denied_with(&validate(ES, "CREATE", Some("team-a"), es, &c), 400, &["templateFrom[0].target"]);

@@ -67,6 +67,14 @@ impl GenericTargets {
     /// Off (the default).
     pub const OFF: GenericTargets = GenericTargets { enabled: false, resources: Vec::new() };
 
+    /// The operator's switch and list, as the flags give them; a list naming no resource turns
+    /// nothing on, and a badly written one is an error at start.
+    pub fn from_flags(enabled: bool, resources: &str) -> Result<Self, String> {
+        let resources =
+            Self::parse_resources(resources).map_err(|e| format!("{GENERIC_TARGET_RESOURCES_FLAG}: {e}"))?;
+        Ok(GenericTargets { enabled, resources })
+    }
+
     /// Reads a comma-separated list of resources (`configmaps,appconfigs.config.example.com`).
     pub fn parse_resources(list: &str) -> Result<Vec<GroupResource>, String> {
         list.split(',').filter(|r| !r.trim().is_empty()).map(GroupResource::parse).collect()

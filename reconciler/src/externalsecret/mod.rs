@@ -2,6 +2,7 @@
 
 pub mod decode;
 pub mod fetch;
+pub mod generic;
 pub mod reconcile;
 pub mod refresh;
 pub mod render;

@@ -2,6 +2,7 @@
 //! Secret according to the creation and deletion policies, and report status, events and
 //! metrics. A failure never touches the target: it keeps its last good data.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,9 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::fetch::{FetchError, fetch};
+use super::generic::{GenericTarget, Refused, desired as desired_generic, resolve};
 use super::refresh::{Decision, RefreshState, decide, jitter, object_hash, read_max_age};
-use super::render::{load_sources, render_in_pool};
+use super::render::{RenderFor, Rendered, load_sources, render_for_in_pool};
 use super::target::{
     FIELD_MANAGER, MANAGED_LABEL, data_hash, desired, owned_by, up_to_date, with_rendered_metadata, written_by_upstream,
 };
@@ -123,19 +125,26 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let policy = es.spec.target.creation_policy;
     let target_name = es.target_secret_name();
-    let existing = existing_target(&es, &ctx, &secrets).await?;
     let status = es.status.clone().unwrap_or_default();
     let hash = object_hash(&es);
-    if let Some(m) = es.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
-        // Upstream's default too (generic targets off): said once, not retried until it changes.
-        let message = format!(
-            "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; nothing was \
-             written. Remove spec.target.manifest to write a Secret",
-            m.api_version, m.kind
-        );
-        let failed = Failed::new(reason::SECRET_SYNCED_ERROR, message);
-        return report_failure(&es, &ctx, status, failed, false, existing.is_some()).await;
-    }
+    // A generic target is resolved and checked against the operator's rule before anything is
+    // fetched; a refusal is said once, not retried until the ExternalSecret changes.
+    let generic = match es.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
+        None => None,
+        Some(m) => match resolve(&ctx.client, ctx.settings.generic_targets, &ns, m).await {
+            Ok(target) => Some(target),
+            Err(refused) => {
+                let retry = matches!(refused, Refused::Discovery(_));
+                let (Refused::Rule(message) | Refused::Discovery(message)) = refused;
+                let failed = Failed::new(reason::SECRET_SYNCED_ERROR, message);
+                return report_failure(&es, &ctx, status, failed, retry, false).await;
+            }
+        },
+    };
+    let existing = match &generic {
+        Some(target) => target.existing(&target_name).await?,
+        None => existing_target(&es, &ctx, &secrets).await?,
+    };
     let interval = match parse_go_duration(&es.spec.refresh_interval) {
         Ok(d) => d,
         Err(e) => {
@@ -178,7 +187,11 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
     }
 
     ctx.metrics.external_secrets.sync_started(&ns, &name);
-    let outcome = sync(&es, &ctx, &secrets, existing.as_deref(), read_max_age(&state)).await;
+    let writer = match &generic {
+        Some(target) => Writer::Generic(target),
+        None => Writer::Secret(&secrets),
+    };
+    let outcome = sync(&es, &ctx, &writer, existing.as_deref(), read_max_age(&state)).await;
     let action = match outcome {
         Ok(synced) => {
             ctx.clear_failures(&key);
@@ -193,7 +206,9 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>) -> Result<Act
                 refresh_time: Some(Time(Timestamp::now())),
                 synced_resource_version: Some(hash.clone()),
                 conditions,
-                binding: (policy != CreationPolicy::None).then_some(LocalObjectReference { name: target_name }),
+                // A binding names a Secret (Pod injection reads it); a generic target is none.
+                binding: (policy != CreationPolicy::None && generic.is_none())
+                    .then_some(LocalObjectReference { name: target_name }),
                 synced_data_hash: synced.data_hash,
             };
             // A refresh that changed nothing writes nothing: refreshTime is the time of the
@@ -298,15 +313,39 @@ async fn patch_status(es: &ExternalSecret, ctx: &Context, status: &ExternalSecre
     Ok(())
 }
 
+/// Where a sync writes: the target Secret, or a generic target's object.
+enum Writer<'a> {
+    Secret(&'a Api<Secret>),
+    Generic(&'a GenericTarget),
+}
+
+impl Writer<'_> {
+    /// The kind written, for messages.
+    fn noun(&self) -> &str {
+        match self {
+            Writer::Secret(_) => "Secret",
+            Writer::Generic(g) => g.kind(),
+        }
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+        match self {
+            Writer::Secret(api) => api.delete(name, &Default::default()).await.map(drop),
+            Writer::Generic(g) => g.api.delete(name, &Default::default()).await.map(drop),
+        }
+    }
+}
+
 async fn sync(
     es: &ExternalSecret,
     ctx: &Context,
-    secrets: &Api<Secret>,
+    writer: &Writer<'_>,
     existing: Option<&PartialObjectMeta<Secret>>,
     max_age: Duration,
 ) -> Result<Synced, Failed> {
     let target = &es.spec.target;
     let target_name = es.target_secret_name();
+    let noun = writer.noun();
     let err = |message: String| Failed::new(reason::SECRET_SYNCED_ERROR, message);
     let fetched = fetch(&ctx.client, &ctx.manager, &ctx.renders, es, ctx.settings.fetch_concurrency, max_age)
         .await
@@ -333,7 +372,7 @@ async fn sync(
     if target.creation_policy == CreationPolicy::None {
         return Ok(Synced {
             reason: reason::SECRET_SYNCED,
-            message: format!("{} values fetched; creationPolicy None writes no Secret", fetched.data.len()),
+            message: format!("{} values fetched; creationPolicy None writes no {noun}", fetched.data.len()),
             event: None,
             data_hash: None,
         });
@@ -341,7 +380,7 @@ async fn sync(
     if target.creation_policy == CreationPolicy::Merge && existing.is_none() {
         return Err(Failed::new(
             reason::SECRET_MISSING,
-            format!("Secret {target_name:?} does not exist; creationPolicy Merge never creates it"),
+            format!("{noun} {target_name:?} does not exist; creationPolicy Merge never creates it"),
         ));
     }
 
@@ -349,7 +388,7 @@ async fn sync(
         let Some(existing) = existing else {
             return Ok(Synced {
                 reason: reason::SECRET_DELETED,
-                message: "every remote value is gone; no Secret (deletionPolicy Delete)".into(),
+                message: format!("every remote value is gone; no {noun} (deletionPolicy Delete)"),
                 event: None,
                 data_hash: None,
             });
@@ -357,14 +396,11 @@ async fn sync(
         // Only delete what this ExternalSecret created.
         let ours = owned_by(existing, es) || existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true");
         if ours && target.creation_policy != CreationPolicy::Merge {
-            secrets
-                .delete(&target_name, &Default::default())
-                .await
-                .map_err(|e| err(format!("deleting Secret {target_name:?}: {e}")))?;
+            writer.delete(&target_name).await.map_err(|e| err(format!("deleting {noun} {target_name:?}: {e}")))?;
             return Ok(Synced {
                 reason: reason::SECRET_DELETED,
-                message: format!("every remote value is gone; Secret {target_name:?} deleted (deletionPolicy Delete)"),
-                event: Some((reason::SECRET_DELETED, format!("Secret {target_name:?} deleted"))),
+                message: format!("every remote value is gone; {noun} {target_name:?} deleted (deletionPolicy Delete)"),
+                event: Some((reason::SECRET_DELETED, format!("{noun} {target_name:?} deleted"))),
                 data_hash: None,
             });
         }
@@ -379,12 +415,20 @@ async fn sync(
                 .map_err(|e| err(format!("cannot load templates: {e}; the target Secret keeps its last data")))?;
             // Rendered on a render thread with a CPU budget and a time limit: a template is
             // tenant input and must never hold the async workers other tenants sync on.
-            let r =
-                render_in_pool(&ctx.renders, &ns, template, &sources, &fetched.data).await.map_err(Failed::render)?;
+            let purpose = if matches!(writer, Writer::Generic(_)) { RenderFor::Generic } else { RenderFor::Secret };
+            let r = render_for_in_pool(&ctx.renders, &ns, purpose, template, &sources, &fetched.data)
+                .await
+                .map_err(Failed::render)?;
             Some(r)
         }
     };
     let data = rendered.as_ref().map_or(&fetched.data, |r| &r.data);
+    let secrets = match writer {
+        Writer::Secret(secrets) => *secrets,
+        Writer::Generic(g) => {
+            return write_generic(es, ctx, g, existing, data, rendered.as_ref(), &fetched.missing).await;
+        }
+    };
     let mut hash = data_hash(ctx.settings.hash_key, data, target.creation_policy, target.immutable);
     if let Some(r) = &rendered {
         hash = with_rendered_metadata(&hash, r);
@@ -419,11 +463,46 @@ async fn sync(
 }
 
 fn synced_message(missing: &[String]) -> String {
+    synced_message_of("Secret", missing)
+}
+
+fn synced_message_of(noun: &str, missing: &[String]) -> String {
     if missing.is_empty() {
-        "Secret was synced".into()
+        format!("{noun} was synced")
     } else {
-        format!("Secret was synced; gone remotely and removed: {}", missing.join(", "))
+        format!("{noun} was synced; gone remotely and removed: {}", missing.join(", "))
     }
+}
+
+/// Writes a generic target. It is applied at every sync (server-side apply leaves an object
+/// that already holds it untouched, so a hand edit is corrected at the next refresh); an event
+/// says when the API server changed it.
+async fn write_generic(
+    es: &ExternalSecret,
+    ctx: &Context,
+    target: &GenericTarget,
+    existing: Option<&PartialObjectMeta<Secret>>,
+    data: &BTreeMap<String, Vec<u8>>,
+    rendered: Option<&Rendered>,
+    missing: &[String],
+) -> Result<Synced, Failed> {
+    let (name, kind) = (es.target_secret_name(), target.kind());
+    let err = |m: String| Failed::new(reason::SECRET_SYNCED_ERROR, format!("{m}; the {kind} keeps its last data"));
+    let body =
+        desired_generic(es, &target.manifest, data, rendered).map_err(|e| err(format!("{kind} {name:?}: {e}")))?;
+    // The status's data hash covers the whole object written, keyed as a Secret's.
+    let whole = BTreeMap::from([(String::new(), serde_json::to_vec(&body).unwrap_or_default())]);
+    let hash = data_hash(ctx.settings.hash_key, &whole, es.spec.target.creation_policy, false);
+    let before = existing.and_then(|e| e.resource_version());
+    let changed =
+        target.apply(&name, body, before.as_deref()).await.map_err(|e| err(format!("writing {kind} {name:?}: {e}")))?;
+    let (event_reason, verb) = if existing.is_some() { ("Updated", "updated") } else { ("Created", "created") };
+    Ok(Synced {
+        reason: reason::SECRET_SYNCED,
+        message: synced_message_of(kind, missing),
+        event: changed.then(|| (event_reason, format!("{kind} {name:?} {verb}"))),
+        data_hash: Some(hash),
+    })
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use keyward_crds::external_secret::{
     ExternalSecretTemplate, TemplateMergePolicy, TemplateRef, TemplateScope, TemplateTarget,
 };
+use keyward_crds::rules::{PathStep, parse_target_path};
 use keyward_template::{Limits, Scope};
 use kube::{Api, Client};
 
@@ -29,6 +30,31 @@ pub struct Rendered {
     pub annotations: BTreeMap<String, String>,
     /// Finalizers to add (`metadata.finalizers`, as written).
     pub finalizers: Vec<String>,
+    /// What `templateFrom` entries with a path target write into a generic target, in order
+    /// (only a render for a generic target has any).
+    pub at_paths: Vec<AtPath>,
+}
+
+/// A value a template writes at a path of a generic target (`templateFrom[].target: spec.database`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtPath {
+    /// Where, parsed by the rule the webhook also uses.
+    pub steps: Vec<PathStep>,
+    /// The rendered output read as YAML (kept as text when it is not YAML).
+    pub value: serde_json::Value,
+    /// Whether a map is merged into a map already there (a literal at a nested path, as
+    /// upstream) rather than replacing it.
+    pub merge: bool,
+}
+
+/// What a render is for: a Secret (`templateFrom[].target` names a part of it) or a generic
+/// target (it may also name a path into the object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderFor {
+    /// The target Secret.
+    Secret,
+    /// An object of `spec.target.manifest`.
+    Generic,
 }
 
 /// Object name → key → template (shared: a render on the pool takes a copy of the maps, not of
@@ -138,12 +164,37 @@ pub async fn render_in_pool(
     sources: &Sources,
     data: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Rendered, RenderError> {
+    render_for_in_pool(pool, namespace, RenderFor::Secret, template, sources, data).await
+}
+
+/// [`render_in_pool`] for the target `purpose` names.
+pub async fn render_for_in_pool(
+    pool: &RenderPool,
+    namespace: &str,
+    purpose: RenderFor,
+    template: &ExternalSecretTemplate,
+    sources: &Sources,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Rendered, RenderError> {
     let (template, sources, data) = (template.clone(), sources.clone(), data.clone());
-    pool.run(namespace, move |limits| render_limited(&template, &sources, &data, limits)).await
+    pool.run(namespace, move |limits| render_for(purpose, &template, &sources, &data, limits)).await
 }
 
 /// [`render`] with `limits` (their deadline is shared by every template of the render).
 pub fn render_limited(
+    template: &ExternalSecretTemplate,
+    sources: &Sources,
+    data: &BTreeMap<String, Vec<u8>>,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    render_for(RenderFor::Secret, template, sources, data, limits)
+}
+
+/// [`render_limited`] for the target `purpose` names. For a generic target the fetched data
+/// passes into `data` only with `mergePolicy: Merge` (as upstream, whose generic targets carry
+/// only what the template writes: a custom kind has no `data` field to receive it).
+pub fn render_for(
+    purpose: RenderFor,
     template: &ExternalSecretTemplate,
     sources: &Sources,
     data: &BTreeMap<String, Vec<u8>>,
@@ -154,12 +205,31 @@ pub fn render_limited(
     let mut out = Rendered { type_: template.type_.clone(), ..Default::default() };
     for (i, from) in template.template_from.iter().enumerate() {
         // Admission refuses other targets for a Secret; one that got past it is refused here.
-        let target = from.secret_target().ok_or_else(|| {
-            RenderError::Failed(format!(
-                "templateFrom[{i}].target {:?} names no part of a Secret (Data, Annotations, Labels)",
-                from.target
-            ))
-        })?;
+        let target = match (from.secret_target(), purpose) {
+            (Some(t), _) => Some(t),
+            (None, RenderFor::Generic) => None,
+            (None, RenderFor::Secret) => {
+                return Err(RenderError::Failed(format!(
+                    "templateFrom[{i}].target {:?} names no part of a Secret (Data, Annotations, Labels)",
+                    from.target
+                )));
+            }
+        };
+        let path = from.target.as_deref().unwrap_or_default();
+        if target.is_none()
+            && let Some(literal) = &from.literal
+        {
+            // A literal at a path is one YAML document placed there whole, as upstream.
+            let name = format!("templateFrom[{i}].literal");
+            let text = keyward_template::render(&[(&name, literal)], data, limits).map_err(e)?;
+            let text = text.into_values().next().unwrap_or_default();
+            let value = serde_yaml::from_slice(&text).map_err(|err| {
+                RenderError::Failed(format!("templateFrom[{i}]: output for {path:?} is not YAML: {err}"))
+            })?;
+            let steps =
+                parse_target_path(path).map_err(|err| RenderError::Failed(format!("templateFrom[{i}]: {err}")))?;
+            out.at_paths.push(AtPath { merge: steps.len() > 1, steps, value });
+        }
         let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let sourced: [(&Option<TemplateRef>, &Loaded, &str); 2] =
             [(&from.config_map, &sources.config_maps, "ConfigMap"), (&from.secret, &sources.secrets, "Secret")];
@@ -177,7 +247,7 @@ pub fn render_limited(
                     .extend(keyward_template::render_scoped(scope(item.template_as), &one, data, limits).map_err(e)?);
             }
         }
-        if let Some(literal) = &from.literal {
+        if let Some(literal) = from.literal.as_ref().filter(|_| target.is_some()) {
             let name = format!("templateFrom[{i}].literal");
             rendered.extend(keyward_template::render_keys_and_values(&name, literal, data, limits).map_err(e)?);
         }
@@ -191,9 +261,15 @@ pub fn render_limited(
                 .collect::<Result<_, _>>()?;
         }
         match target {
-            TemplateTarget::Data => out.data.extend(rendered),
-            TemplateTarget::Labels => out.labels.extend(text(rendered, i).map_err(RenderError::Failed)?),
-            TemplateTarget::Annotations => out.annotations.extend(text(rendered, i).map_err(RenderError::Failed)?),
+            Some(TemplateTarget::Data) => out.data.extend(rendered),
+            Some(TemplateTarget::Labels) => out.labels.extend(text(rendered, i).map_err(RenderError::Failed)?),
+            Some(TemplateTarget::Annotations) => {
+                out.annotations.extend(text(rendered, i).map_err(RenderError::Failed)?)
+            }
+            None => out.at_paths.extend(
+                items_at_path(path, rendered)
+                    .map_err(|err| RenderError::Failed(format!("templateFrom[{i}]: {err}")))?,
+            ),
         }
     }
 
@@ -215,12 +291,32 @@ pub fn render_limited(
 
     let renders_data = !template.data.is_empty()
         || template.template_from.iter().any(|f| f.secret_target() == Some(TemplateTarget::Data));
-    if !renders_data || template.merge_policy == Some(TemplateMergePolicy::Merge) {
+    let merge = template.merge_policy == Some(TemplateMergePolicy::Merge);
+    if merge || (!renders_data && purpose == RenderFor::Secret) {
         let mut merged = data.clone();
         merged.extend(out.data);
         out.data = merged;
     }
     Ok(out)
+}
+
+/// The rendered items of a ConfigMap or Secret entry with a path target, as upstream places
+/// them: under `spec` each item is a key of it (a text value); at any other path the item's
+/// value, read as YAML, replaces what is there.
+fn items_at_path(path: &str, rendered: BTreeMap<String, Vec<u8>>) -> Result<Vec<AtPath>, String> {
+    let steps = parse_target_path(path)?;
+    rendered
+        .into_iter()
+        .map(|(k, v)| {
+            let text = String::from_utf8(v).map_err(|_| format!("{k:?} is not text"))?;
+            Ok(if path.eq_ignore_ascii_case("spec") {
+                AtPath { steps: vec![PathStep::Key("spec".into()), PathStep::Key(k)], value: text.into(), merge: false }
+            } else {
+                let value = serde_yaml::from_str(&text).unwrap_or(serde_json::Value::String(text));
+                AtPath { steps: steps.clone(), value, merge: false }
+            })
+        })
+        .collect()
 }
 
 fn text(rendered: BTreeMap<String, Vec<u8>>, i: usize) -> Result<BTreeMap<String, String>, String> {

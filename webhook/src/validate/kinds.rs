@@ -2,10 +2,10 @@
 //! decision comes from `keyward_crds::rules`; these impls only say which rules a kind gets.
 
 use keyward_crds::rules::{
-    cluster_secret_store_references, external_secret_warnings, push_secret_warnings, secret_store_boundary,
-    secret_store_warnings, store_backend, store_ref_kind, validate_cluster_external_secret, validate_cluster_provider,
-    validate_cluster_push_secret, validate_external_secret, validate_provider, validate_push_secret,
-    validate_secret_store,
+    cluster_secret_store_references, external_secret_warnings, generic_target_warning, push_secret_warnings,
+    secret_store_boundary, secret_store_warnings, store_backend, store_ref_kind, validate_cluster_external_secret,
+    validate_cluster_provider, validate_cluster_push_secret, validate_external_secret, validate_provider,
+    validate_push_secret, validate_secret_store,
 };
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
@@ -24,11 +24,8 @@ impl Admitted for ExternalSecret {
         check.warnings.extend(external_secret_warnings("spec", &self.spec));
         check.warnings.extend(external_secret_template_warnings("spec", &self.spec));
         if let Some(m) = self.spec.target.manifest.as_ref().filter(|m| !m.is_secret()) {
-            check.warnings.push(format!(
-                "spec.target.manifest ({} {}): non-Secret targets are not supported by this controller; the \
-                 ExternalSecret is accepted, reports Ready=False and writes nothing",
-                m.api_version, m.kind
-            ));
+            // The reconciler's rule: the same flags, the same message.
+            check.warnings.push(generic_target_warning(&cx.state.generic_targets, &m.api_version, &m.kind));
         }
         for (path, r) in self.store_refs().into_iter().filter(|(_, r)| !r.name.is_empty()) {
             check.omitted_kind(cx.state, cx.ns, &path, &r.name, r.kind);
