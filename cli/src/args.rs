@@ -77,8 +77,15 @@ pub enum Command {
         #[arg(short, long, default_value = "default")]
         namespace: String,
     },
-    /// Lists what an External Secrets install needs before Keyward serves it.
-    Migrate,
+    /// Lists what an External Secrets install needs before Keyward serves it; with `--values`,
+    /// translates External Secrets' chart values file into Keyward's instead (offline).
+    Migrate {
+        /// An External Secrets chart values file: prints Keyward's chart values, with what does
+        /// not carry over (keys without an equivalent, `extraArgs` flags Keyward lacks) as
+        /// comments; exit code 1 when something does not.
+        #[arg(long)]
+        values: Option<PathBuf>,
+    },
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

@@ -12,6 +12,7 @@ mod error;
 mod explain;
 mod manifests;
 mod migrate;
+mod migrate_values;
 mod refresh;
 mod render;
 mod sync;
@@ -60,6 +61,7 @@ pub async fn run(cli: Cli) -> Result<bool, Error> {
             render::run(&file, &data, namespace.as_deref(), time_limit).await
         }
         Command::Check { files, namespace } => check::run(&files, &namespace, out),
-        Command::Migrate => migrate::run(out).await,
+        Command::Migrate { values: Some(file) } => migrate_values::run(&file, out),
+        Command::Migrate { values: None } => migrate::run(out).await,
     }
 }

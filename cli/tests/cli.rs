@@ -419,3 +419,48 @@ spec:
 fn json_of_any(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(out)))
 }
+
+/// `keyward migrate --values`: offline (no cluster configured), an upstream values file in,
+/// Keyward's values out, exit 1 and a comment for what does not carry over.
+#[test]
+fn migrate_values_translates_an_upstream_values_file() {
+    let migrate = |file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_keyward"))
+            .args(["migrate", "--values"])
+            .arg(file)
+            .env("KUBECONFIG", "/nonexistent")
+            .output()
+            .expect("run keyward")
+    };
+    let custom = migrate(&repo_root().join("charts/tests/upstream/customized.yaml"));
+    assert_eq!(custom.status.code(), Some(0), "{}", describe(&custom));
+    let values: Value = serde_yaml::from_str(&stdout(&custom)).expect("a values file");
+    assert_eq!(values["reconciler"]["replicas"], 2);
+    assert_eq!(values["reconciler"]["concurrency"], 5);
+    assert_eq!(values["reconciler"]["leaderElection"], true);
+    assert_eq!(values["webhook"]["replicas"], 3);
+    assert_eq!(values["certs"]["interval"], "10m");
+    assert_eq!(values["metrics"]["serviceMonitor"]["additionalLabels"]["release"], "kube-prometheus-stack");
+    assert_eq!(values["extraObjects"][0]["metadata"]["name"], "eso-extra");
+    assert!(values.get("replicaCount").is_none(), "{values}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("values.yaml");
+    std::fs::write(
+        &file,
+        "replicaCount: 2\nextraArgs: {enable-flood-gate: true, concurrent: 3}\nvault: {enableTokenCache: true}\n",
+    )
+    .expect("write");
+    let flagged = migrate(&file);
+    assert_eq!(flagged.status.code(), Some(1), "{}", describe(&flagged));
+    let text = stdout(&flagged);
+    assert!(
+        text.contains(
+            "# NOT CARRIED OVER: extraArgs.enable-flood-gate: --enable-flood-gate: keyward-reconciler has no such flag"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("# NOT CARRIED OVER: vault.enableTokenCache: no equivalent in Keyward"), "{text}");
+    let values: Value = serde_yaml::from_str(&text).expect("a values file");
+    assert_eq!(values, json!({"reconciler": {"replicas": 2, "extraArgs": {"concurrency": 3}}}));
+}
