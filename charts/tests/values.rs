@@ -710,3 +710,49 @@ async fn the_all_values_file_passes_server_side_dry_run() {
     })
     .await;
 }
+
+#[test]
+fn generic_targets_pass_the_flags_and_grant_exactly_the_listed_resources() {
+    let rules = |r: &Rendered| r.get("ClusterRole", "keyward-reconciler")["rules"].as_array().expect("rules").clone();
+    let grants = |rules: &[Value], group: &str, resource: &str| {
+        rules.iter().any(|rule| {
+            strings(&rule["apiGroups"]) == [group]
+                && strings(&rule["resources"]) == [resource]
+                && strings(&rule["verbs"]).contains(&"create".to_string())
+        })
+    };
+    // Off (the default): no flag, and the reconciler may not write ConfigMaps.
+    let off = render("{}");
+    for deployment in ["keyward-reconciler", "keyward-webhook"] {
+        assert!(!off.env(deployment).contains_key("KEYWARD_GENERIC_TARGETS"), "{deployment}");
+    }
+    assert!(!grants(&rules(&off), "", "configmaps"), "no rights while off");
+
+    // On, with a resource as kubectl names it and one in upstream's form.
+    let on = render(
+        "genericTargets:\n  enabled: true\n  resources:\n  - appconfigs.config.example.com\n\
+         - {apiGroup: argoproj.io, resources: [applications], verbs: [get, list, watch]}\n",
+    );
+    for deployment in ["keyward-reconciler", "keyward-webhook"] {
+        let env = on.env(deployment);
+        assert_eq!(env["KEYWARD_GENERIC_TARGETS"], "true", "{deployment}");
+        assert_eq!(
+            env["KEYWARD_GENERIC_TARGET_RESOURCES"],
+            "configmaps,appconfigs.config.example.com,applications.argoproj.io",
+            "{deployment}"
+        );
+    }
+    let granted = rules(&on);
+    for (group, resource) in [("", "configmaps"), ("config.example.com", "appconfigs"), ("argoproj.io", "applications")]
+    {
+        assert!(grants(&granted, group, resource), "{resource}.{group}");
+    }
+    assert!(!grants(&granted, "argoproj.io", "appprojects"));
+
+    // ConfigMaps may be left out; a misspelt resource is refused by the schema.
+    let without = render("genericTargets: {enabled: true, configMaps: false, resources: [widgets.example.com]}\n");
+    assert_eq!(without.env("keyward-reconciler")["KEYWARD_GENERIC_TARGET_RESOURCES"], "widgets.example.com");
+    assert!(!grants(&rules(&without), "", "configmaps"));
+    let e = refused("genericTargets: {enabled: true, resources: [ConfigMaps]}\n");
+    assert!(e.contains("genericTargets"), "{e}");
+}
