@@ -34,7 +34,8 @@ for b in "${binaries[@]}"; do
   install -m 0755 "$CARGO_TARGET_DIR/release/$b" "$rootfs/usr/local/bin/$b"
 done
 # The shared libraries the binaries link, at the paths the dynamic loader looks them up.
-for lib in $(for b in "${binaries[@]}"; do ldd "$rootfs/usr/local/bin/$b"; done | awk '$2=="=>" {print $3} $1 ~ /^\// {print $1}' | sort -u); do
+mapfile -t libs < <(for b in "${binaries[@]}"; do ldd "$rootfs/usr/local/bin/$b"; done | awk '$2=="=>" {print $3} $1 ~ /^\// {print $1}' | sort -u)
+for lib in "${libs[@]}"; do
   mkdir -p "$rootfs$(dirname "$lib")"
   cp -L "$lib" "$rootfs$lib"
 done
@@ -43,6 +44,22 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 # Public CAs, for providers that reach stores on the internet.
 cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+# Debian's record of what the image carries, where scanners (Trivy, Syft, Grype) read it as they
+# do in distroless images: the dpkg status entry of each package a copied library belongs to and
+# of ca-certificates (the CA bundle), their copyright files and the os-release they come from.
+# The SBOM (image/sbom.py) lists the same entries.
+if command -v dpkg-query >/dev/null; then
+  mapfile -t debs < <({ for lib in "${libs[@]}"; do dpkg -S "$lib" | cut -d: -f1; done; echo ca-certificates; } | sort -u)
+  mkdir -p "$rootfs/var/lib/dpkg/status.d"
+  for p in "${debs[@]}"; do
+    dpkg-query -s "$p" >"$rootfs/var/lib/dpkg/status.d/$p"
+    mkdir -p "$rootfs/usr/share/doc/$p"
+    cp -L "/usr/share/doc/$p/copyright" "$rootfs/usr/share/doc/$p/copyright"
+  done
+  cp -L /etc/os-release "$rootfs/etc/os-release"
+else
+  echo "warning: no dpkg-query on this host: the image carries no package records (make release refuses it)" >&2
+fi
 
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 python3 image/oci.py --rootfs "$rootfs" --name "$name" --out "$repo/dist/keyward-image.tar" \
@@ -60,9 +77,10 @@ echo "wrote dist/keyward-image.tar ($name, $size)" >&2
 # The keyward command-line tool is for people and CI, not for the image: built on its own (so the
 # image's binaries keep their own feature set) and left next to the image as dist/keyward.
 echo "==> release build of keyward (command line, not in the image)" >&2
-cargo build --release --locked -p keyward-cli --bin keyward >&2
+cargo build --release --locked -p keyward-cli --bin keyward --bin kubectl-keyward >&2
 install -m 0755 "$CARGO_TARGET_DIR/release/keyward" "$repo/dist/keyward"
-echo "wrote dist/keyward" >&2
+install -m 0755 "$CARGO_TARGET_DIR/release/kubectl-keyward" "$repo/dist/kubectl-keyward"
+echo "wrote dist/keyward and dist/kubectl-keyward" >&2
 
 if sock="$(bash e2e/scripts/cluster.sh node-socket 2>/dev/null)"; then
   ctr --address "$sock" -n k8s.io images import "$repo/dist/keyward-image.tar" >&2

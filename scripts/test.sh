@@ -46,6 +46,12 @@ make -s flags-check
 step "release build and container image (make images)"
 bash image/build.sh >/dev/null
 
+# make release's packing and checks on the image just built (no second release build): seconds.
+step "release artifacts agree: SBOMs, chart, command-line archive, krew manifest, checksums"
+release_dir="$(mktemp -d)"
+KEYWARD_RELEASE_REUSE_BUILD=1 KEYWARD_RELEASE_DIR="$release_dir" bash scripts/release.sh
+rm -rf "$release_dir"
+
 step "unit, integration, end-to-end and installed tests"
 # Each test binary starts its own control plane (about 5 s) unless KEYWARD_TEST_KUBECONFIG
 # names a running one; a watchdog stops it when the binary exits. The installed tier
