@@ -4,8 +4,12 @@
 use std::collections::BTreeSet;
 
 use keyward_crds::external_secret::GeneratorRef;
+use keyward_crds::generators::{
+    BeyondtrustWorkloadCredentialsDynamicSecret, CloudsmithAccessToken, ClusterGenerator, GeneratorKind,
+    GithubAccessToken, GitlabDeployToken, Grafana, QuayAccessToken,
+};
 use keyward_crds::registry::{PROVIDER_CONFIG_GROUP, PROVIDER_CONFIG_VERSION};
-use keyward_crds::rules::{generator_target, store_backend};
+use keyward_crds::rules::{generator_target, not_served, store_backend};
 use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
     PushSecret, SecretStore, SecretStoreSpec,
@@ -116,7 +120,7 @@ pub struct Survey {
     /// The provider processes the served stores need.
     pub providers_needed: BTreeSet<String>,
     /// Generator references of ExternalSecrets and PushSecrets that name a kind Keyward does not
-    /// serve.
+    /// serve, ClusterGenerators holding one, and generators of those kinds.
     pub generators: Vec<GeneratorUse>,
     /// Objects the admission rules refuse.
     pub refused: Vec<Refused>,
@@ -183,7 +187,17 @@ pub fn unserved_generators(kind: &str, object: &Value) -> Vec<(String, String, S
             .pointer("/spec/pushSecretSpec/selector/generatorRef")
             .map(|g| vec![("spec.pushSecretSpec.selector.generatorRef".to_string(), g)])
             .unwrap_or_default(),
-        _ => Vec::new(),
+        // A ClusterGenerator holding a kind Keyward does not serve, and a generator of such a kind.
+        "ClusterGenerator" => {
+            let held = object.pointer("/spec/kind").and_then(Value::as_str).unwrap_or_default();
+            return unserved_kind(held)
+                .map(|why| ("spec.kind".to_string(), held.to_string(), why))
+                .into_iter()
+                .collect();
+        }
+        other => {
+            return unserved_kind(other).map(|why| ("kind".to_string(), other.to_string(), why)).into_iter().collect();
+        }
     };
     refs.into_iter()
         .filter(|(_, g)| !g.is_null())
@@ -196,6 +210,28 @@ pub fn unserved_generators(kind: &str, object: &Value) -> Vec<(String, String, S
             Some((path, kind, why))
         })
         .collect()
+}
+
+/// Why a generator kind is not served, for one of upstream's kinds Keyward does not serve.
+fn unserved_kind(kind: &str) -> Option<String> {
+    GeneratorKind::parse(kind).filter(|k| !k.served()).map(|k| not_served(k.as_str()))
+}
+
+/// ClusterGenerators, and the objects of upstream's generator kinds Keyward does not serve: the
+/// generators a switch leaves without values.
+fn generator_kinds() -> Vec<(String, ApiResource)> {
+    [
+        ApiResource::erase::<ClusterGenerator>(&()),
+        ApiResource::erase::<GithubAccessToken>(&()),
+        ApiResource::erase::<GitlabDeployToken>(&()),
+        ApiResource::erase::<QuayAccessToken>(&()),
+        ApiResource::erase::<CloudsmithAccessToken>(&()),
+        ApiResource::erase::<Grafana>(&()),
+        ApiResource::erase::<BeyondtrustWorkloadCredentialsDynamicSecret>(&()),
+    ]
+    .into_iter()
+    .map(|r| (r.kind.clone(), r))
+    .collect()
 }
 
 /// The kinds the webhook admits, with their API resources.
@@ -235,7 +271,8 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
         cluster_wide: Vec::new(),
         guide: GUIDE,
     };
-    for (kind, resource) in admitted_kinds() {
+    let generators = generator_kinds().into_iter().map(|k| (k, true));
+    for ((kind, resource), generator_kind) in admitted_kinds().into_iter().map(|k| (k, false)).chain(generators) {
         for o in list(client, &resource, None).await? {
             let value = with_kind(&o, &resource)?;
             let object = object_ref(&kind, &o);
@@ -251,6 +288,9 @@ pub async fn survey(client: &Client) -> Result<Survey, Error> {
                 survey.generators.push(GeneratorUse { object: object.clone(), path, generator_kind, not_served });
             }
             survey.templates.extend(template_problems(&object, &kind, &value));
+            if generator_kind {
+                continue;
+            }
             if let Some(v) = review(&value, object.namespace.as_deref(), true, &state).filter(|v| !v.allowed) {
                 let message = v.message.unwrap_or_default();
                 survey.refused.push(Refused { object, message });
@@ -281,7 +321,7 @@ pub fn text(s: &Survey) -> String {
             needed.join(", ")
         ));
     }
-    out.push_str("Generator references Keyward does not serve (see docs/generators.md):\n");
+    out.push_str("Generators and generator references Keyward does not serve (see docs/generators.md):\n");
     if s.generators.is_empty() {
         out.push_str("  (none)\n");
     }
@@ -352,6 +392,22 @@ mod tests {
     }
 
     #[test]
+    fn open_bao_and_crd_stores_are_served_by_the_vault_and_kubernetes_providers() {
+        let bao: Value = serde_yaml::from_str(
+            "provider: {openBao: {server: 'https://bao:8200', path: secret, auth: {tokenSecretRef: {name: t, key: k}}}}",
+        )
+        .unwrap();
+        let s = store(at("b"), &bao);
+        assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("vault"), None));
+        let crd: Value = serde_yaml::from_str(
+            "provider: {crd: {auth: {serviceAccount: {name: r}}, resource: {group: '', version: v1, kind: ConfigMap}}}",
+        )
+        .unwrap();
+        let s = store(at("c"), &crd);
+        assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("kubernetes"), None));
+    }
+
+    #[test]
     fn templates_that_would_fail_at_sync_are_listed() {
         let es: Value = serde_yaml::from_str(
             "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e, namespace: apps}\n\
@@ -390,13 +446,13 @@ mod tests {
     fn generator_references_keyward_does_not_serve_are_found() {
         let es: Value = serde_yaml::from_str(
             "spec: {dataFrom: [{extract: {key: a}}, {sourceRef: {generatorRef: {kind: Password, name: p}}}, \
-             {sourceRef: {generatorRef: {kind: GCRAccessToken, name: e}}}]}",
+             {sourceRef: {generatorRef: {kind: Grafana, name: e}}}, {sourceRef: {generatorRef: {kind: MFA, name: m}}}]}",
         )
         .unwrap();
         let found = unserved_generators("ExternalSecret", &es);
-        assert_eq!(found.len(), 1, "Password is served: {found:?}");
+        assert_eq!(found.len(), 1, "Password and MFA are served: {found:?}");
         let (path, kind, why) = &found[0];
-        assert_eq!((path.as_str(), kind.as_str()), ("spec.dataFrom[2].sourceRef.generatorRef", "GCRAccessToken"));
+        assert_eq!((path.as_str(), kind.as_str()), ("spec.dataFrom[2].sourceRef.generatorRef", "Grafana"));
         assert!(why.contains("not served"), "{why}");
         let ps: Value = serde_yaml::from_str("spec: {selector: {generatorRef: {kind: Vault, name: p}}}").unwrap();
         assert_eq!(unserved_generators("PushSecret", &ps)[0].0, "spec.selector.generatorRef");
@@ -404,5 +460,21 @@ mod tests {
         let cps: Value =
             serde_yaml::from_str("spec: {pushSecretSpec: {selector: {generatorRef: {kind: Vault, name: p}}}}").unwrap();
         assert_eq!(unserved_generators("ClusterPushSecret", &cps)[0].0, "spec.pushSecretSpec.selector.generatorRef");
+    }
+
+    #[test]
+    fn generators_of_kinds_keyward_does_not_serve_are_found() {
+        let held = |kind: &str| serde_json::json!({"spec": {"kind": kind, "generator": {}}});
+        let found = unserved_generators("ClusterGenerator", &held("GitlabDeployToken"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].0.as_str(), found[0].1.as_str()), ("spec.kind", "GitlabDeployToken"));
+        assert!(found[0].2.contains("not served"), "{found:?}");
+        assert!(unserved_generators("ClusterGenerator", &held("MFA")).is_empty());
+        let listed: Vec<String> = generator_kinds().into_iter().map(|(k, _)| k).collect();
+        for kind in GeneratorKind::ALL.iter().filter(|k| !k.served()) {
+            assert!(listed.contains(&kind.to_string()), "{kind} objects are listed");
+            assert_eq!(unserved_generators(kind.as_str(), &serde_json::json!({"spec": {}}))[0].0, "kind");
+        }
+        assert!(unserved_generators("Password", &serde_json::json!({"spec": {}})).is_empty());
     }
 }

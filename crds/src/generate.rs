@@ -9,6 +9,10 @@ use crate::generators::{
     ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, GeneratorState, Password, SshKey, StsSessionToken,
     Uuid, VaultDynamicSecret, WebhookGenerator,
 };
+use crate::generators::{
+    AcrAccessToken, BeyondtrustWorkloadCredentialsDynamicSecret, CloudsmithAccessToken, GithubAccessToken,
+    GitlabDeployToken, Grafana, Mfa, QuayAccessToken,
+};
 use crate::registry::ProviderKind;
 use crate::{
     ClusterExternalSecret, ClusterProvider, ClusterPushSecret, ClusterSecretStore, ExternalSecret, Provider,
@@ -40,6 +44,14 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         EcrAuthorizationToken::crd(),
         StsSessionToken::crd(),
         WebhookGenerator::crd(),
+        AcrAccessToken::crd(),
+        Mfa::crd(),
+        GithubAccessToken::crd(),
+        GitlabDeployToken::crd(),
+        QuayAccessToken::crd(),
+        CloudsmithAccessToken::crd(),
+        Grafana::crd(),
+        BeyondtrustWorkloadCredentialsDynamicSecret::crd(),
         ClusterGenerator::crd(),
         GeneratorState::crd(),
     ];

@@ -4,17 +4,24 @@
 //! credentials: Password, UUID, SSHKey and Fake; VaultDynamicSecret, which calls Vault and so
 //! runs in the Vault provider process; ECRAuthorizationToken and STSSessionToken, which call AWS
 //! and so run in the AWS provider process; Webhook, which sends an HTTP request and so runs in
-//! the webhook provider process; each namespaced, and the cluster-scoped
-//! ClusterGenerator that holds the spec of one of them. Field names and defaults are upstream's,
-//! so upstream manifests apply unchanged. GeneratorState, upstream's record of generated values
+//! the webhook provider process; MFA, a TOTP code of a seed in a Secret, computed in the
+//! reconciler; each namespaced, and the cluster-scoped ClusterGenerator that holds the spec of
+//! one of them. Upstream's other kinds (GitHub, GitLab, Quay, Cloudsmith, Grafana, BeyondTrust)
+//! have their CRDs installed, so upstream's manifests apply, and are reported as not served.
+//! Field names and defaults are upstream's, so upstream manifests apply unchanged. GeneratorState, upstream's record of generated values
 //! to clean up later, is served so records brought from an External Secrets install are
 //! collected; Keyward itself creates none.
 
 pub mod acr;
 pub mod aws;
+pub mod beyondtrust;
 pub mod cluster;
 pub mod fake;
+pub mod git;
+pub mod grafana;
+pub mod mfa;
 pub mod password;
+pub mod registries;
 pub mod sshkey;
 pub mod state;
 pub mod uuid;
@@ -28,9 +35,14 @@ pub use acr::{
 pub use aws::{
     EcrAuthorizationToken, EcrAuthorizationTokenSpec, StsRequestParameters, StsSessionToken, StsSessionTokenSpec,
 };
+pub use beyondtrust::{BeyondtrustWorkloadCredentialsDynamicSecret, BeyondtrustWorkloadCredentialsDynamicSecretSpec};
 pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, GeneratorSpec};
 pub use fake::{Fake, FakeSpec};
+pub use git::{GithubAccessToken, GithubAccessTokenSpec, GitlabDeployToken, GitlabDeployTokenSpec};
+pub use grafana::{Grafana, GrafanaSpec};
+pub use mfa::{Mfa, MfaSpec};
 pub use password::{Password, PasswordEncoding, PasswordSpec};
+pub use registries::{CloudsmithAccessToken, CloudsmithAccessTokenSpec, QuayAccessToken, QuayAccessTokenSpec};
 pub use sshkey::{SshKey, SshKeySpec, SshKeyType};
 pub use state::{GeneratorState, GeneratorStateCondition, GeneratorStateSpec, GeneratorStateStatus};
 pub use uuid::{Uuid, UuidSpec};

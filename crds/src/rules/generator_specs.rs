@@ -7,6 +7,8 @@
 //! products are checked, and what one generation may produce is capped
 //! ([`MAX_GENERATED_BYTES`]); free-form fields keep the limits of `crate::free_json`.
 
+use super::acr::validate_acr_access_token;
+use super::mfa::mfa_plan;
 use super::password::{password_keys, password_plan};
 use super::{AnyGeneratorSpec, FieldError, ValidationErrors};
 use crate::generators::{
@@ -34,6 +36,14 @@ pub fn generator_spec_field(kind: GeneratorKind) -> &'static str {
         GeneratorKind::EcrAuthorizationToken => "ecrAuthorizationTokenSpec",
         GeneratorKind::StsSessionToken => "stsSessionTokenSpec",
         GeneratorKind::Webhook => "webhookSpec",
+        GeneratorKind::AcrAccessToken => "acrAccessTokenSpec",
+        GeneratorKind::Mfa => "mfaSpec",
+        GeneratorKind::GithubAccessToken => "githubAccessTokenSpec",
+        GeneratorKind::GitlabDeployToken => "gitlabDeployTokenSpec",
+        GeneratorKind::QuayAccessToken => "quayAccessTokenSpec",
+        GeneratorKind::CloudsmithAccessToken => "cloudsmithAccessTokenSpec",
+        GeneratorKind::Grafana => "grafanaSpec",
+        GeneratorKind::BeyondtrustWorkloadCredentialsDynamicSecret => "beyondtrustWorkloadCredentialsDynamicSecretSpec",
     }
 }
 
@@ -61,6 +71,23 @@ pub fn validate_generator_spec(path: &str, spec: AnyGeneratorSpec<'_>) -> Result
             }
         }
         AnyGeneratorSpec::Webhook(s) => found(s.fields.check(path)),
+        AnyGeneratorSpec::AcrAccessToken(s) => {
+            validate_acr_access_token(path, s).into_iter().for_each(|e| found(Err(e)))
+        }
+        AnyGeneratorSpec::Mfa(s) => {
+            if let Err(e) = mfa_plan(path, s) {
+                e.into_iter().for_each(|e| found(Err(e)));
+            }
+        }
+        AnyGeneratorSpec::BeyondtrustWorkloadCredentialsDynamicSecret(s) => {
+            found(s.provider.check(&format!("{path}.provider")))
+        }
+        // Not generated: the CRD's bounds are all there is to check.
+        AnyGeneratorSpec::GithubAccessToken(_)
+        | AnyGeneratorSpec::GitlabDeployToken(_)
+        | AnyGeneratorSpec::QuayAccessToken(_)
+        | AnyGeneratorSpec::CloudsmithAccessToken(_)
+        | AnyGeneratorSpec::Grafana(_) => {}
         AnyGeneratorSpec::Uuid(_)
         | AnyGeneratorSpec::EcrAuthorizationToken(_)
         | AnyGeneratorSpec::StsSessionToken(_) => {}

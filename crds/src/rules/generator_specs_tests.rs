@@ -49,6 +49,25 @@ fn every_kind_is_checked_at_the_path_given() {
     let e = validate_generator_spec("spec.generator.webhookSpec", AnyGeneratorSpec::Webhook(&webhook)).unwrap_err();
     assert_eq!(e.0[0].field, "spec.generator.webhookSpec");
     assert!(e.0[0].message.contains("more than Keyward keeps"), "{e}");
+
+    let mfa: crate::generators::MfaSpec =
+        serde_json::from_value(json!({"secret": {"name": "s", "key": "k"}, "algorithm": "md5"})).unwrap();
+    assert_eq!(
+        fields(validate_generator_spec("spec.generator.mfaSpec", AnyGeneratorSpec::Mfa(&mfa))),
+        ["spec.generator.mfaSpec.algorithm"]
+    );
+    let beyondtrust: crate::generators::BeyondtrustWorkloadCredentialsDynamicSecretSpec =
+        serde_json::from_value(json!({"provider": {"pad": vec![0; 5000]}})).unwrap();
+    assert_eq!(
+        fields(validate_generator_spec(
+            "spec",
+            AnyGeneratorSpec::BeyondtrustWorkloadCredentialsDynamicSecret(&beyondtrust)
+        )),
+        ["spec.provider"]
+    );
+    let acr: crate::generators::AcrAccessTokenSpec =
+        serde_json::from_value(json!({"registry": "https://r.example", "auth": {}})).unwrap();
+    assert!(!fields(validate_generator_spec("spec", AnyGeneratorSpec::AcrAccessToken(&acr))).is_empty());
 }
 
 #[test]

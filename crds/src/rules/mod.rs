@@ -17,6 +17,7 @@ mod generic_targets;
 mod identity;
 mod keys;
 mod lenient;
+mod mfa;
 mod namespace;
 mod password;
 mod patterns;
@@ -47,8 +48,8 @@ pub use generator_specs::{
 };
 pub use generators::{
     AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
-    check_generator_namespace_admitted, cluster_generator_spec, generator_target, read_generator_spec, spec_of_kind,
-    unserved_generator_warning,
+    check_generator_namespace_admitted, cluster_generator_spec, generator_target, not_served, read_generator_spec,
+    spec_of_kind, unserved_generator_warning,
 };
 pub use generic_targets::{
     GENERIC_TARGET_RESOURCES_FLAG, GENERIC_TARGETS_FLAG, GenericTargets, GroupResource, MAX_PATH_INDEX, PathStep,
@@ -58,6 +59,7 @@ pub use generic_targets::{
 pub use identity::{PROVIDER_IDENTITY_FLAG, ProviderIdentityNamespaces};
 pub use keys::{KeyError, SegmentRefusal, check_segment, key_segments};
 pub use lenient::{external_secret_warnings, push_secret_warnings};
+pub use mfa::{DEFAULT_MFA_LENGTH, DEFAULT_MFA_TIME_PERIOD, MfaAlgorithm, MfaPlan, mfa_plan, mfa_secret_namespace};
 pub use namespace::{NamespaceDenied, NamespaceView, check_namespace_admitted, conditions_admit};
 pub use password::{
     DEFAULT_SYMBOLS, DIGITS, LOWER, MAX_PASSWORD_LENGTH, MAX_PASSWORD_SECRET_KEYS, MAX_SYMBOL_CHARACTERS,

@@ -110,7 +110,8 @@ pub fn cleanup_served(resource: Option<&Value>) -> Result<(), String> {
             ));
         }
     }
-    if GeneratorKind::parse(kind).is_some() || kind == CLUSTER_GENERATOR_KIND {
+    // A kind whose CRD is installed but which Keyward does not generate (Grafana, …) is not served.
+    if GeneratorKind::parse(kind).is_some_and(GeneratorKind::served) || kind == CLUSTER_GENERATOR_KIND {
         Ok(())
     } else {
         Err(format!("cleanup of generator kind {kind:?} is not served by Keyward"))

@@ -29,6 +29,7 @@ mod generators;
 mod injection;
 mod kubernetes;
 mod leader;
+mod mfa_generators;
 mod plugin_store;
 mod push_kubernetes;
 mod pushsecret;
