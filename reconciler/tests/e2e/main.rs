@@ -26,6 +26,7 @@ mod externalsecret;
 mod gcp_guides;
 mod generator_limits;
 mod generators;
+mod generic_targets;
 mod injection;
 mod kubernetes;
 mod leader;
