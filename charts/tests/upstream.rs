@@ -341,3 +341,20 @@ fn docs_helm_md_shows_the_table() {
         "docs/helm.md's table of upstream keys differs; it should read:\n{begin}{expected}{end}"
     );
 }
+
+/// The schema's shared blocks let upstream's webhook-only keys through for every component; the
+/// chart refuses them where they are not upstream's.
+#[test]
+fn keywards_own_components_refuse_upstreams_webhook_only_keys() {
+    for (values, path) in [
+        (json!({"reconciler": {"log": {"timeEncoding": "iso8601"}}}), "reconciler.log.timeEncoding"),
+        (json!({"certs": {"podDisruptionBudget": {"nameOverride": "x"}}}), "certs.podDisruptionBudget.nameOverride"),
+        (
+            json!({"providers": {"kubernetes": {"log": {"timeEncoding": "iso8601"}}}}),
+            "providers.kubernetes.log.timeEncoding",
+        ),
+    ] {
+        let err = template(&values, &[]).expect_err("refused");
+        assert!(err.contains(&format!("`{path}` is not a key of Keyward's chart")), "{path}: {err}");
+    }
+}

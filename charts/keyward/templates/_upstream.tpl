@@ -67,6 +67,17 @@ keyward-reconciler does not have. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* The schema's shared log and podDisruptionBudget blocks let upstream's webhook keys through
+for every component: the others are Keyward's components, where these keys mean nothing. */}}
+{{- $components := dict "reconciler" $root.Values.reconciler "certs" $root.Values.certs -}}
+{{- range $name, $p := $root.Values.providers }}{{ $_ := set $components (printf "providers.%s" $name) $p }}{{ end -}}
+{{- range $name, $v := $components -}}
+{{- range list "log.timeEncoding" "podDisruptionBudget.nameOverride" -}}
+{{- if include "keyward.upstream.get" (dict "values" $v "path" .) -}}
+{{- fail (printf "values: `%s.%s` is not a key of Keyward's chart (only of External Secrets' webhook and cert controller)" $name .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- range $flag, $_ := $root.Values.extraArgs | default dict -}}
 {{- if not (has $flag $table.reconcilerFlags) -}}
 {{- $hint := "" -}}
