@@ -43,13 +43,19 @@ async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
 }
 
 /// The chart's defaults (the Kubernetes provider with the ClusterRole the chart ships), plus a
-/// second reconciler.
+/// second reconciler and the GCP and Azure providers (their Pods must start and be Ready with
+/// the chart's defaults: no cloud is reachable here, and none is needed until a store names one).
 fn values(cert_manager: bool) -> String {
     format!(
         r#"certManager:
   enabled: {cert_manager}
 reconciler:
   replicas: 2
+providers:
+  gcp:
+    enabled: true
+  azure:
+    enabled: true
 "#
     )
 }
@@ -229,7 +235,7 @@ async fn install_and_use(cert_manager: bool) {
         started.elapsed()
     );
     let all = pods(kc, NS, "app.kubernetes.io/instance=keyward");
-    assert!(all.len() >= 5, "webhook ×2, reconciler ×2, provider (and certs): {all:?}");
+    assert!(all.len() >= 7, "webhook ×2, reconciler ×2, providers ×3 (and certs): {all:?}");
     let not_ready = output(
         kc,
         &[
@@ -242,6 +248,10 @@ async fn install_and_use(cert_manager: bool) {
         ],
     );
     assert!(!not_ready.contains("=False"), "every Keyward Pod is Ready: {not_ready}");
+    for provider in ["provider-gcp", "provider-azure"] {
+        let found = pods(kc, NS, &format!("app.kubernetes.io/component={provider}"));
+        assert_eq!(found.len(), 1, "the {provider} Pod runs: {all:?}");
+    }
     // The chart's default image is exactly the one `make images` built.
     let images = output(kc, &["get", "pods", "-n", NS, "-o", "jsonpath={.items[*].spec.containers[*].image}"]);
     assert!(images.split_whitespace().all(|i| i == image), "chart default image {image}, Pods run: {images}");
