@@ -30,6 +30,7 @@ mod generic_targets;
 mod injection;
 mod kubernetes;
 mod leader;
+mod openbao_crd_stores;
 mod mfa_generators;
 mod plugin_store;
 mod push_kubernetes;
