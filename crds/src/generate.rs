@@ -6,12 +6,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::generators::{
-    ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, GeneratorState, Password, SshKey, StsSessionToken,
-    Uuid, VaultDynamicSecret, WebhookGenerator,
-};
-use crate::generators::{
     AcrAccessToken, BeyondtrustWorkloadCredentialsDynamicSecret, CloudsmithAccessToken, GithubAccessToken,
     GitlabDeployToken, Grafana, Mfa, QuayAccessToken,
+};
+use crate::generators::{
+    ClusterGenerator, EcrAuthorizationToken, Fake as GeneratorFake, GcrAccessToken, GeneratorState, Password, SshKey,
+    StsSessionToken, Uuid, VaultDynamicSecret, WebhookGenerator,
 };
 use crate::registry::ProviderKind;
 use crate::{
@@ -42,6 +42,7 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         GeneratorFake::crd(),
         VaultDynamicSecret::crd(),
         EcrAuthorizationToken::crd(),
+        GcrAccessToken::crd(),
         StsSessionToken::crd(),
         WebhookGenerator::crd(),
         AcrAccessToken::crd(),

@@ -6,6 +6,7 @@ pub mod cluster_push_secret;
 pub mod common;
 pub mod external_secret;
 pub mod free_json;
+pub mod gcp;
 pub mod generate;
 pub mod generators;
 pub mod provider;

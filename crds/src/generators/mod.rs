@@ -17,6 +17,7 @@ pub mod aws;
 pub mod beyondtrust;
 pub mod cluster;
 pub mod fake;
+pub mod gcr;
 pub mod git;
 pub mod grafana;
 pub mod mfa;
@@ -38,6 +39,7 @@ pub use aws::{
 pub use beyondtrust::{BeyondtrustWorkloadCredentialsDynamicSecret, BeyondtrustWorkloadCredentialsDynamicSecretSpec};
 pub use cluster::{ClusterGenerator, ClusterGeneratorSpec, GeneratorKind, GeneratorSpec};
 pub use fake::{Fake, FakeSpec};
+pub use gcr::{GcrAccessToken, GcrAccessTokenSpec};
 pub use git::{GithubAccessToken, GithubAccessTokenSpec, GitlabDeployToken, GitlabDeployTokenSpec};
 pub use grafana::{Grafana, GrafanaSpec};
 pub use mfa::{Mfa, MfaSpec};

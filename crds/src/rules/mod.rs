@@ -11,6 +11,7 @@ mod cluster_external_secret;
 mod cluster_push_secret;
 mod cluster_store;
 mod duration;
+mod gcp;
 mod generator_specs;
 mod generators;
 mod generic_targets;
@@ -42,6 +43,10 @@ pub use cluster_external_secret::{refused_store, selects_namespace, validate_clu
 pub use cluster_push_secret::{push_refused_store, push_selects_namespace, validate_cluster_push_secret};
 pub use cluster_store::cluster_secret_store_references;
 pub use duration::{DurationError, parse_go_duration};
+pub use gcp::{
+    CRED_CONFIG_IDENTITY, GCP_KEY_FIELD, GCP_WI_FIELD, GCP_WIF_AWS_FIELD, GCP_WIF_CONFIG_FIELD, GCP_WIF_SA_FIELD,
+    check_gcp_name_part, gcp_auth_reach, looks_like_email, validate_gcp_auth, validate_gcr_access_token,
+};
 pub use generator_specs::{
     ECDSA_BITS, MAX_GENERATED_BYTES, MAX_SSH_COMMENT, RSA_BITS, encoded_len, generator_spec_field,
     validate_generator_spec, validate_generator_state,

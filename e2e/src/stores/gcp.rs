@@ -266,6 +266,12 @@ impl SecretManagerServer {
         self.lock().aws_keys.insert(access_key_id.into(), (secret_access_key.into(), arn.into()));
     }
 
+    /// The principal a token this server issued stands for, while it is valid.
+    pub fn token_principal(&self, token: &str) -> Option<String> {
+        let inner = self.lock();
+        inner.tokens.get(token).filter(|(_, until)| *until > SystemTime::now()).map(|(p, _)| p.clone())
+    }
+
     /// Every request so far, as `METHOD /path`.
     pub fn requests(&self) -> Vec<String> {
         self.lock().log.clone()

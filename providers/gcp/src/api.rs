@@ -9,9 +9,17 @@
 //! Secret, GKE Workload Identity, Workload Identity Federation, or none (the provider's own
 //! identity, for the operator's configurations only).
 
-use keyward_crds::SecretKeySelector;
-use keyward_crds::provider_config::ServiceAccountSelector;
-use keyward_crds::rules::{Ambient, FieldError, NamedKind, NamedObject, Reach, ValidationErrors};
+pub use keyward_crds::gcp::{
+    AwsCredentialsConfig, ConfigMapReference, GCPSMAuth, GCPSMAuthSecretRef, GCPWorkloadIdentity,
+    GCPWorkloadIdentityFederation, SecretReference,
+};
+use keyward_crds::rules::{
+    FieldError, Reach, ValidationErrors, check_gcp_name_part, gcp_auth_reach, validate_gcp_auth,
+};
+pub use keyward_crds::rules::{
+    GCP_KEY_FIELD as KEY_FIELD, GCP_WI_FIELD as WI_FIELD, GCP_WIF_AWS_FIELD as WIF_AWS_FIELD,
+    GCP_WIF_CONFIG_FIELD as WIF_CONFIG_FIELD, GCP_WIF_SA_FIELD as WIF_SA_FIELD, looks_like_email,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,127 +66,6 @@ pub enum SecretVersionSelectionPolicy {
     LatestOrFetch,
 }
 
-/// The credentials; upstream tries them in this order.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GCPSMAuth {
-    /// A service-account key (JSON) in a Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<GCPSMAuthSecretRef>,
-    /// GKE Workload Identity: a ServiceAccount's token exchanged at Google's STS for the
-    /// cluster's identity pool, then (when the ServiceAccount is annotated
-    /// `iam.gke.io/gcp-service-account`) for that Google service account's token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload_identity: Option<GCPWorkloadIdentity>,
-    /// Workload Identity Federation: a subject token (a ServiceAccount's, AWS credentials', or
-    /// as an external-account credential configuration says) exchanged at Google's STS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload_identity_federation: Option<GCPWorkloadIdentityFederation>,
-}
-
-impl GCPSMAuth {
-    /// No credentials named: the provider's own identity.
-    pub fn is_empty(&self) -> bool {
-        self.secret_ref.is_none() && self.workload_identity.is_none() && self.workload_identity_federation.is_none()
-    }
-}
-
-/// The Secret key holding a service-account key file.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GCPSMAuthSecretRef {
-    /// The service-account key JSON. Its namespace is honoured only for a configuration owned
-    /// by the cluster operator.
-    #[serde(default)]
-    pub secret_access_key_secret_ref: SecretKeySelector,
-}
-
-/// GKE Workload Identity.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GCPWorkloadIdentity {
-    /// The ServiceAccount whose token is exchanged.
-    pub service_account_ref: ServiceAccountSelector,
-    /// The cluster's location (region or zone). Empty: the provider's `KEYWARD_GCP_CLUSTER_LOCATION`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cluster_location: String,
-    /// The cluster's name. Empty: the provider's `KEYWARD_GCP_CLUSTER_NAME`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cluster_name: String,
-    /// The cluster's project. Empty: `projectID`, else the provider's `KEYWARD_GCP_PROJECT_ID`.
-    #[serde(rename = "clusterProjectID", default, skip_serializing_if = "String::is_empty")]
-    pub cluster_project_id: String,
-}
-
-/// Workload Identity Federation: exactly one of `credConfig`, `serviceAccountRef` and
-/// `awsSecurityCredentials`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GCPWorkloadIdentityFederation {
-    /// A ConfigMap key holding an `external_account` credential configuration (JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cred_config: Option<ConfigMapReference>,
-    /// A ServiceAccount whose token (audience `audience`, plus `audiences`) is the subject token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_ref: Option<ServiceAccountSelector>,
-    /// AWS credentials in a Secret: a signed `GetCallerIdentity` request is the subject token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aws_security_credentials: Option<AwsCredentialsConfig>,
-    /// The workload identity provider's full resource name
-    /// (`//iam.googleapis.com/projects/N/locations/global/workloadIdentityPools/P/providers/X`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub audience: String,
-    /// The URL of a credential configuration's `credential_source.url`, which must equal it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub external_token_endpoint: String,
-    /// A Google service account to impersonate after the exchange.
-    #[serde(rename = "gcpServiceAccountEmail", default, skip_serializing_if = "String::is_empty")]
-    pub gcp_service_account_email: String,
-}
-
-/// A ConfigMap key.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct ConfigMapReference {
-    /// The ConfigMap's name.
-    pub name: String,
-    /// Its namespace: honoured only for a configuration owned by the cluster operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// The key.
-    pub key: String,
-}
-
-/// AWS credentials for an AWS workload identity provider.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AwsCredentialsConfig {
-    /// The AWS region of the signed request.
-    pub region: String,
-    /// A Secret with `aws_access_key_id`, `aws_secret_access_key` and optionally
-    /// `aws_session_token`.
-    pub aws_credentials_secret_ref: Option<SecretReference>,
-}
-
-/// A whole Secret.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct SecretReference {
-    /// The Secret's name.
-    pub name: String,
-    /// Its namespace: honoured only for a configuration owned by the cluster operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
-
-/// The field of the service-account key.
-pub const KEY_FIELD: &str = "spec.auth.secretRef.secretAccessKeySecretRef";
-/// The field of GKE Workload Identity's ServiceAccount.
-pub const WI_FIELD: &str = "spec.auth.workloadIdentity.serviceAccountRef";
-/// The field of Workload Identity Federation's ServiceAccount.
-pub const WIF_SA_FIELD: &str = "spec.auth.workloadIdentityFederation.serviceAccountRef";
-/// The field of Workload Identity Federation's credential configuration.
-pub const WIF_CONFIG_FIELD: &str = "spec.auth.workloadIdentityFederation.credConfig";
-/// The field of Workload Identity Federation's AWS credentials.
-pub const WIF_AWS_FIELD: &str = "spec.auth.workloadIdentityFederation.awsSecurityCredentials.awsCredentialsSecretRef";
 /// What the provider's own identity is called in refusals.
 pub const OWN_IDENTITY: &str = "a gcpsm configuration without spec.auth (Application Default Credentials)";
 
@@ -197,136 +84,28 @@ pub fn check_secret_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A project ID or a location as they appear in resource names: lowercase letters, digits
-/// and `-` (project IDs may carry a `domain:` prefix).
-fn check_name_part(v: &str) -> Result<(), String> {
-    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' || c == ':';
-    match v.chars().find(|c| !ok(*c)) {
-        Some(c) => Err(format!("{v:?} has {c:?}: lowercase letters, digits, -, . and : only")),
-        None if v.len() > 100 => Err(format!("{v:?} is longer than 100 characters")),
-        None => Ok(()),
-    }
-}
-
-fn require(errs: &mut Vec<FieldError>, field: &str, value: &str) {
-    if value.is_empty() {
-        errs.push(FieldError::new(field, "is required"));
-    }
-}
-
 /// The field errors of a `GCPSecretManager` configuration, with paths as in the configuration
 /// object (`spec.projectID`, `spec.auth.…`).
 pub fn validate_gcpsm(spec: &GCPSecretManagerSpec) -> Result<(), ValidationErrors> {
     let mut errs = Vec::new();
     for (field, v) in [("spec.projectID", &spec.project_id), ("spec.location", &spec.location)] {
-        if let Err(e) = check_name_part(v) {
+        if let Err(e) = check_gcp_name_part(v) {
             errs.push(FieldError::new(field, e));
         }
     }
-    let auth = &spec.auth;
-    if let Some(s) = &auth.secret_ref {
-        let sel = &s.secret_access_key_secret_ref;
-        require(&mut errs, &format!("{KEY_FIELD}.name"), &sel.name);
-        require(&mut errs, &format!("{KEY_FIELD}.key"), sel.key.as_deref().unwrap_or_default());
-        // Upstream: a key file has no project to fall back on.
-        if spec.project_id.is_empty() {
-            errs.push(FieldError::new("spec.projectID", "is required with spec.auth.secretRef"));
-        }
-    }
-    if let Some(wi) = &auth.workload_identity {
-        require(&mut errs, &format!("{WI_FIELD}.name"), &wi.service_account_ref.name);
-        if let Err(e) = check_name_part(&wi.cluster_project_id) {
-            errs.push(FieldError::new("spec.auth.workloadIdentity.clusterProjectID", e));
-        }
-    }
-    if let Some(f) = &auth.workload_identity_federation {
-        let base = "spec.auth.workloadIdentityFederation";
-        let set = [f.cred_config.is_some(), f.service_account_ref.is_some(), f.aws_security_credentials.is_some()];
-        if set.iter().filter(|s| **s).count() != 1 {
-            errs.push(FieldError::new(
-                base,
-                "takes exactly one of credConfig, serviceAccountRef and awsSecurityCredentials",
-            ));
-        }
-        if (f.service_account_ref.is_some() || f.aws_security_credentials.is_some()) && f.audience.is_empty() {
-            errs.push(FieldError::new(
-                format!("{base}.audience"),
-                "is required with serviceAccountRef or awsSecurityCredentials: the workload identity provider's \
-                 resource name",
-            ));
-        }
-        if let Some(c) = &f.cred_config {
-            require(&mut errs, &format!("{WIF_CONFIG_FIELD}.name"), &c.name);
-            require(&mut errs, &format!("{WIF_CONFIG_FIELD}.key"), &c.key);
-        }
-        if let Some(a) = &f.aws_security_credentials {
-            require(&mut errs, &format!("{base}.awsSecurityCredentials.region"), &a.region);
-            if !a.region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-                errs.push(FieldError::new(
-                    format!("{base}.awsSecurityCredentials.region"),
-                    format!("{:?} is not an AWS region (lowercase letters, digits and -)", a.region),
-                ));
-            }
-            match &a.aws_credentials_secret_ref {
-                None => errs.push(FieldError::new(WIF_AWS_FIELD, "is required")),
-                Some(r) => require(&mut errs, &format!("{WIF_AWS_FIELD}.name"), &r.name),
-            }
-        }
-        if !f.gcp_service_account_email.is_empty() && !looks_like_email(&f.gcp_service_account_email) {
-            errs.push(FieldError::new(
-                format!("{base}.gcpServiceAccountEmail"),
-                format!("{:?} is not a service account's e-mail address", f.gcp_service_account_email),
-            ));
-        }
+    errs.extend(validate_gcp_auth("spec", &spec.auth));
+    // Upstream: a key file has no project to fall back on.
+    if spec.auth.secret_ref.is_some() && spec.project_id.is_empty() {
+        errs.push(FieldError::new("spec.projectID", "is required with spec.auth.secretRef"));
     }
     ValidationErrors(errs).into_result()
-}
-
-/// A service account's e-mail: one `@`, no `/`, `:` or spaces (it becomes a path segment of
-/// the IAM Credentials call).
-pub fn looks_like_email(s: &str) -> bool {
-    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '@' | '.' | '-' | '_');
-    s.matches('@').count() == 1 && s.chars().all(ok) && !s.starts_with('@') && !s.ends_with('@')
-}
-
-fn secret<'a>(field: &'a str, name: &'a str, namespace: Option<&'a str>) -> NamedObject<'a> {
-    NamedObject { field, kind: NamedKind::Secret, name, namespace }
-}
-
-fn service_account<'a>(field: &'a str, s: &'a ServiceAccountSelector) -> NamedObject<'a> {
-    NamedObject { field, kind: NamedKind::ServiceAccount, name: &s.name, namespace: s.namespace.as_deref() }
 }
 
 /// What a `GCPSecretManager` configuration reaches in the cluster: its key Secret, its
 /// ServiceAccounts, its credential configuration and AWS credentials; and, without `auth`, the
 /// provider's own identity.
 pub fn gcpsm_reach(spec: &GCPSecretManagerSpec) -> Reach<'_> {
-    let mut named = Vec::new();
-    let auth = &spec.auth;
-    if let Some(s) = &auth.secret_ref {
-        let sel = &s.secret_access_key_secret_ref;
-        named.push(secret(KEY_FIELD, &sel.name, sel.namespace.as_deref()));
-    }
-    if let Some(wi) = &auth.workload_identity {
-        named.push(service_account(WI_FIELD, &wi.service_account_ref));
-    }
-    if let Some(f) = &auth.workload_identity_federation {
-        named.extend(f.service_account_ref.as_ref().map(|s| service_account(WIF_SA_FIELD, s)));
-        named.extend(f.cred_config.as_ref().map(|c| NamedObject {
-            field: WIF_CONFIG_FIELD,
-            kind: NamedKind::ConfigMap,
-            name: &c.name,
-            namespace: c.namespace.as_deref(),
-        }));
-        named.extend(
-            f.aws_security_credentials
-                .as_ref()
-                .and_then(|a| a.aws_credentials_secret_ref.as_ref())
-                .map(|r| secret(WIF_AWS_FIELD, &r.name, r.namespace.as_deref())),
-        );
-    }
-    let ambient = if auth.is_empty() { vec![Ambient { field: "spec.auth", what: OWN_IDENTITY }] } else { vec![] };
-    Reach { named, ambient, allow_remote_namespace_override: false }
+    gcp_auth_reach(&spec.auth, OWN_IDENTITY)
 }
 
 impl keyward_crds::registry::ProviderSpec for GCPSecretManagerSpec {
@@ -354,6 +133,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
 mod tests {
     use super::*;
     use keyward_crds::registry::ProviderSpec;
+    use keyward_crds::rules::NamedKind;
     use serde_json::json;
 
     fn fields(spec: &GCPSecretManagerSpec) -> Vec<String> {

@@ -39,6 +39,7 @@ pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 pub const AWS_TOKEN_TYPE: &str = "urn:ietf:params:aws:token-type:aws4_request";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// Where Google's APIs are: the operator's setting (flags or environment of the provider
 /// process), never a configuration's.
@@ -61,6 +62,11 @@ pub struct Endpoints {
     /// IAM Credentials (`generateAccessToken`, impersonation).
     #[arg(long, env = "KEYWARD_GCP_IAM_CREDENTIALS_ENDPOINT", default_value = "https://iamcredentials.googleapis.com")]
     pub iam_credentials: String,
+    /// Google's OAuth 2.0 token endpoint, where a service-account key's signed assertion is
+    /// exchanged for an access token (a GCRAccessToken's password; a key file's own `token_uri`
+    /// is never used).
+    #[arg(long, env = "KEYWARD_GCP_OAUTH_TOKEN_ENDPOINT", default_value = "https://oauth2.googleapis.com/token")]
+    pub oauth_token: String,
     /// The project of configurations without `projectID` (upstream asks GKE's metadata server).
     #[arg(long, env = "KEYWARD_GCP_PROJECT_ID", default_value = "")]
     pub project_id: String,
@@ -80,6 +86,7 @@ impl Endpoints {
             secret_manager_regional: "https://secretmanager.{location}.rep.googleapis.com".into(),
             sts: "https://sts.googleapis.com".into(),
             iam_credentials: "https://iamcredentials.googleapis.com".into(),
+            oauth_token: "https://oauth2.googleapis.com/token".into(),
             project_id: String::new(),
             cluster_name: String::new(),
             cluster_location: String::new(),
@@ -136,6 +143,16 @@ impl CredentialsProvider for BearerToken {
 /// # Errors
 /// `FAILED_PRECONDITION` naming `field` when the key is not a usable service-account key.
 pub fn service_account(key: &[u8], field: &str) -> Result<Credentials, ProviderError> {
+    let json = checked_key(key, field)?;
+    use google_cloud_auth::credentials::service_account::{AccessSpecifier, Builder};
+    Builder::new(json)
+        .with_access_specifier(AccessSpecifier::from_scopes([CLOUD_PLATFORM]))
+        .build()
+        .map_err(|e| ProviderError::BadConfig(format!("{field}: the key cannot sign tokens: {e}")))
+}
+
+/// A service-account key file as JSON, when it is one.
+fn checked_key(key: &[u8], field: &str) -> Result<Value, ProviderError> {
     let bad = |m: String| ProviderError::BadConfig(format!("{field}: {m}"));
     let json: Value = serde_json::from_slice(key).map_err(|e| bad(format!("the key is not JSON: {e}")))?;
     if json["type"] != "service_account" {
@@ -150,11 +167,7 @@ pub fn service_account(key: &[u8], field: &str) -> Result<Credentials, ProviderE
             return Err(bad(format!("the key has no {k}")));
         }
     }
-    use google_cloud_auth::credentials::service_account::{AccessSpecifier, Builder};
-    Builder::new(json)
-        .with_access_specifier(AccessSpecifier::from_scopes([CLOUD_PLATFORM]))
-        .build()
-        .map_err(|e| bad(format!("the key cannot sign tokens: {e}")))
+    Ok(json)
 }
 
 /// The provider's own Application Default Credentials.
@@ -168,6 +181,31 @@ pub fn own_identity() -> Result<Credentials, ProviderError> {
         ))
     })
 }
+
+/// An access token of the provider's own Application Default Credentials. Google's auth crate
+/// does not say when the token it hands out expires, only that it renews it minutes before:
+/// [`OWN_TOKEN_LEAST_LIFETIME`] is the expiry reported.
+///
+/// # Errors
+/// `FAILED_PRECONDITION` when the process has none; `UNAVAILABLE` when no token is given.
+pub async fn own_token() -> Result<Token, ProviderError> {
+    let creds = google_cloud_auth::credentials::Builder::default()
+        .with_scopes([CLOUD_PLATFORM])
+        .build_access_token_credentials()
+        .map_err(|e| {
+            ProviderError::BadConfig(format!(
+                "spec.auth is empty and the provider has no Google credentials of its own: {e}"
+            ))
+        })?;
+    let token = creds
+        .access_token()
+        .await
+        .map_err(|e| ProviderError::Unavailable(format!("the provider's own Google credentials gave no token: {e}")))?;
+    Ok(Token { value: token.token, expires: SystemTime::now() + OWN_TOKEN_LEAST_LIFETIME })
+}
+
+/// The least lifetime left on a token of the provider's own identity.
+pub const OWN_TOKEN_LEAST_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The token exchange and impersonation calls, with one HTTP client for the process.
 #[derive(Clone)]
@@ -200,14 +238,20 @@ impl TokenExchange {
         &self.endpoints
     }
 
-    async fn post(
-        &self,
-        url: String,
-        call: &str,
-        bearer: Option<&str>,
-        payload: Value,
-    ) -> Result<Value, ProviderError> {
-        let mut req = self.http.post(&url).json(&payload);
+    /// The process's HTTP client (timeouts, no redirects).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    async fn post(&self, url: String, call: &str, bearer: Option<&str>, payload: Body) -> Result<Value, ProviderError> {
+        let mut req = match payload {
+            Body::Json(v) => self.http.post(&url).json(&v),
+            Body::Form(pairs) => self
+                .http
+                .post(&url)
+                .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(form(&pairs)),
+        };
         if let Some(t) = bearer {
             req = req.bearer_auth(t);
         }
@@ -253,14 +297,14 @@ impl TokenExchange {
                 url,
                 "ExchangeToken",
                 None,
-                json!({
+                Body::Json(json!({
                     "grant_type": TOKEN_EXCHANGE,
                     "audience": audience,
                     "scope": CLOUD_PLATFORM,
                     "requested_token_type": ACCESS_TOKEN_TYPE,
                     "subject_token_type": token_type,
                     "subject_token": subject_token,
-                }),
+                })),
             )
             .await?;
         let value = answer["access_token"].as_str().unwrap_or_default().to_string();
@@ -283,7 +327,12 @@ impl TokenExchange {
             keyward_provider_runtime::keys::url_path([email])
         );
         let answer = self
-            .post(url, "GenerateAccessToken", Some(token), json!({"scope": [CLOUD_PLATFORM], "lifetime": "3600s"}))
+            .post(
+                url,
+                "GenerateAccessToken",
+                Some(token),
+                Body::Json(json!({"scope": [CLOUD_PLATFORM], "lifetime": "3600s"})),
+            )
             .await?;
         let value = answer["accessToken"].as_str().unwrap_or_default().to_string();
         if value.is_empty() {
@@ -295,6 +344,64 @@ impl TokenExchange {
             .map_or_else(|| SystemTime::now() + Duration::from_secs(3600), SystemTime::from);
         Ok(Token { value, expires })
     }
+
+    /// An access token of the service-account key `key` (JSON): an assertion signed with the
+    /// key, exchanged at the OAuth 2.0 token endpoint (the JWT-bearer grant, RFC 7523), as
+    /// Google's libraries do when a token rather than a self-signed JWT is wanted.
+    ///
+    /// # Errors
+    /// `FAILED_PRECONDITION` naming `field` when the key cannot sign; the endpoint's refusal.
+    pub async fn key_token(&self, key: &[u8], field: &str) -> Result<Token, ProviderError> {
+        let assertion = signed_assertion(key, &self.endpoints.oauth_token, SystemTime::now(), field).await?;
+        let form = vec![("grant_type", JWT_BEARER.to_string()), ("assertion", assertion)];
+        let answer = self.post(self.endpoints.oauth_token.clone(), "OAuthToken", None, Body::Form(form)).await?;
+        let value = answer["access_token"].as_str().unwrap_or_default().to_string();
+        if value.is_empty() {
+            return Err(ProviderError::Unavailable("the OAuth token endpoint answered without an access_token".into()));
+        }
+        let secs = answer["expires_in"].as_u64().unwrap_or(3600);
+        Ok(Token { value, expires: SystemTime::now() + Duration::from_secs(secs) })
+    }
+}
+
+/// A request body of the token endpoints.
+enum Body {
+    Json(Value),
+    Form(Vec<(&'static str, String)>),
+}
+
+/// `pairs` as `application/x-www-form-urlencoded`.
+fn form(pairs: &[(&str, String)]) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    pairs.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect::<Vec<_>>().join("&")
+}
+
+/// The JWT-bearer grant's assertion for `audience` (the token endpoint): the key's e-mail as
+/// issuer, scope `cloud-platform`, an hour's lifetime, signed RS256 with the key by Google's
+/// auth crate.
+async fn signed_assertion(key: &[u8], audience: &str, now: SystemTime, field: &str) -> Result<String, ProviderError> {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let bad = |m: String| ProviderError::BadConfig(format!("{field}: {m}"));
+    let json = checked_key(key, field)?;
+    let iat = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let header = json!({"alg": "RS256", "typ": "JWT", "kid": json["private_key_id"]});
+    let claims = json!({"iss": json["client_email"], "scope": CLOUD_PLATFORM, "aud": audience,
+                        "iat": iat, "exp": iat + 3600});
+    let unsigned =
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+    let signer = google_cloud_auth::credentials::service_account::Builder::new(json)
+        .build_signer()
+        .map_err(|e| bad(format!("the key cannot sign: {e}")))?;
+    let signature = signer.sign(unsigned.as_bytes()).await.map_err(|e| bad(format!("the key cannot sign: {e}")))?;
+    Ok(format!("{unsigned}.{}", URL_SAFE_NO_PAD.encode(signature)))
 }
 
 /// The subject token of an AWS workload identity provider, as Google's STS reads it: a

@@ -7,11 +7,19 @@
 //! the same block. Secret Manager is called through Google's Rust client
 //! (`google-cloud-secretmanager-v1`, HTTP/JSON), with credentials from [`auth`]. Where Google's
 //! endpoints are is the operator's setting ([`auth::Endpoints`]), never a configuration's.
+//! The process also generates upstream's GCRAccessToken values ([`generate`]) with the same
+//! identities.
 
 pub mod api;
 
 #[cfg(feature = "server")]
 pub mod auth;
+#[cfg(feature = "server")]
+pub mod external_account;
+#[cfg(feature = "server")]
+pub mod generate;
+#[cfg(feature = "server")]
+mod identity;
 #[cfg(feature = "server")]
 mod provider;
 #[cfg(feature = "server")]

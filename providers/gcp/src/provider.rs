@@ -15,16 +15,12 @@ use keyward_proto::v1::{
 use keyward_provider_runtime::json::{
     find_regex, has_property, push_value, value_map, value_property, without_property,
 };
-use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs, named_namespace};
-use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap, body, client_cache, store_calls};
+use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
+use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap, body, store_calls};
 
-use crate::api::{
-    GCPSecretManager, GCPSecretManagerSpec, KEY_FIELD, KIND, SecretVersionSelectionPolicy, WI_FIELD, WIF_AWS_FIELD,
-    WIF_SA_FIELD, check_secret_id,
-};
-use crate::auth::{self, BearerToken, Endpoints, GCP_SA_ANNOTATION, TokenExchange};
+use crate::api::{GCPSecretManager, KIND, SecretVersionSelectionPolicy, check_secret_id};
+use crate::auth::{Endpoints, TokenExchange};
 use crate::value::{self, PushMetadata};
-use keyward_crds::rules::NamedKind;
 
 /// The provider label of the store-calls metric (upstream's).
 pub const PROVIDER_NAME: &str = "GCP/SecretManager";
@@ -32,13 +28,11 @@ pub const PROVIDER_NAME: &str = "GCP/SecretManager";
 const PAGE: i32 = 100;
 /// Most secrets a find looks through.
 const MAX_LISTED: usize = 10_000;
-/// Lifetime asked of ServiceAccount tokens (upstream: 15 minutes).
-const SA_TOKEN_SECONDS: i64 = 900;
 
 /// The GCP Secret Manager provider.
 pub struct GcpProvider {
-    refs: ClusterRefs,
-    exchange: TokenExchange,
+    pub(crate) refs: ClusterRefs,
+    pub(crate) exchange: TokenExchange,
     /// Clients (credentials and endpoint) per configuration, generation and owner.
     clients: ClientCache<Arc<SecretManagerService>>,
 }
@@ -132,7 +126,8 @@ impl GcpProvider {
         let sm = self
             .clients
             .get_or_build(&key, async {
-                let creds = self.credentials(ctx, &spec, &project).await.map_err(|e| with_config(e, &config.what))?;
+                let creds =
+                    self.credentials(ctx, &spec.auth, &project).await.map_err(|e| with_config(e, &config.what))?;
                 let endpoint = eps.secret_manager_for(&spec.location);
                 SecretManagerService::builder()
                     .with_endpoint(endpoint.clone())
@@ -157,140 +152,6 @@ impl GcpProvider {
             policy: spec.secret_version_selection_policy.unwrap_or_default(),
             key,
         })
-    }
-
-    /// The credentials of the configuration, in upstream's order.
-    async fn credentials(
-        &self,
-        ctx: &RequestContext,
-        spec: &GCPSecretManagerSpec,
-        project: &str,
-    ) -> Result<google_cloud_auth::credentials::Credentials, ProviderError> {
-        let auth = &spec.auth;
-        if let Some(s) = &auth.secret_ref {
-            let json = self.refs.selected_secret_key(ctx, KEY_FIELD, &s.secret_access_key_secret_ref, "").await?;
-            return auth::service_account(&json, KEY_FIELD);
-        }
-        if let Some(wi) = &auth.workload_identity {
-            let eps = self.exchange.endpoints();
-            let cluster_project = if wi.cluster_project_id.is_empty() { project } else { &wi.cluster_project_id };
-            let pick = |v: &str, fallback: &str, field: &str| {
-                let v = if v.is_empty() { fallback } else { v };
-                if v.is_empty() {
-                    Err(ProviderError::BadConfig(format!(
-                        "spec.auth.workloadIdentity.{field} is required (the provider has no KEYWARD_GCP_CLUSTER_* default)"
-                    )))
-                } else {
-                    Ok(v.to_string())
-                }
-            };
-            let name = pick(&wi.cluster_name, &eps.cluster_name, "clusterName")?;
-            let location = pick(&wi.cluster_location, &eps.cluster_location, "clusterLocation")?;
-            let pool = format!("{cluster_project}.svc.id.goog");
-            let provider = format!(
-                "https://container.googleapis.com/v1/projects/{cluster_project}/locations/{location}/clusters/{name}"
-            );
-            let mut audiences = vec![pool.clone()];
-            audiences.extend(wi.service_account_ref.audiences.iter().cloned());
-            let sa = &wi.service_account_ref;
-            let ns = named_namespace(ctx, WI_FIELD, NamedKind::ServiceAccount, &sa.name, sa.namespace.as_deref())?;
-            return self
-                .exchanged(ns, &sa.name, &audiences, &format!("identitynamespace:{pool}:{provider}"), "", WI_FIELD)
-                .await;
-        }
-        if let Some(f) = &auth.workload_identity_federation {
-            if let Some(sa) = &f.service_account_ref {
-                let mut audiences = vec![f.audience.clone()];
-                audiences.extend(sa.audiences.iter().cloned());
-                let ns =
-                    named_namespace(ctx, WIF_SA_FIELD, NamedKind::ServiceAccount, &sa.name, sa.namespace.as_deref())?;
-                return self
-                    .exchanged(ns, &sa.name, &audiences, &f.audience, &f.gcp_service_account_email, WIF_SA_FIELD)
-                    .await;
-            }
-            if let Some(a) = &f.aws_security_credentials {
-                let subject = self.aws_subject(ctx, a, &f.audience).await?;
-                return self.federated(&subject, auth::AWS_TOKEN_TYPE, &f.audience, &f.gcp_service_account_email).await;
-            }
-            return Err(ProviderError::Unsupported(
-                "spec.auth.workloadIdentityFederation.credConfig is not served yet; use serviceAccountRef or \
-                 awsSecurityCredentials"
-                    .into(),
-            ));
-        }
-        // The boundary check refused this already for a tenant's configuration; checked again
-        // here so no path reaches the process's identity for one.
-        keyward_provider_runtime::refs::require_operator_owned(ctx, crate::api::OWN_IDENTITY)?;
-        auth::own_identity()
-    }
-
-    /// A ServiceAccount token exchanged at STS for `audience`, then impersonating `email` (or
-    /// the account the ServiceAccount's annotation names) when there is one.
-    async fn exchanged(
-        &self,
-        ns: &str,
-        sa: &str,
-        audiences: &[String],
-        audience: &str,
-        email: &str,
-        field: &str,
-    ) -> Result<google_cloud_auth::credentials::Credentials, ProviderError> {
-        let annotated = if email.is_empty() {
-            self.refs.service_account_annotation(ns, sa, GCP_SA_ANNOTATION, field).await?.unwrap_or_default()
-        } else {
-            email.to_string()
-        };
-        if !annotated.is_empty() && !crate::api::looks_like_email(&annotated) {
-            return Err(ProviderError::BadConfig(format!(
-                "{field}: ServiceAccount {ns}/{sa}'s {GCP_SA_ANNOTATION} {annotated:?} is not a service account's e-mail"
-            )));
-        }
-        let subject = self.refs.service_account_token(ns, sa, audiences, SA_TOKEN_SECONDS, field).await?;
-        self.federated(&subject, auth::JWT_TOKEN_TYPE, audience, &annotated).await
-    }
-
-    /// `subject` exchanged at STS for `audience`, then impersonating `email` when there is one.
-    async fn federated(
-        &self,
-        subject: &str,
-        token_type: &str,
-        audience: &str,
-        email: &str,
-    ) -> Result<google_cloud_auth::credentials::Credentials, ProviderError> {
-        let federated = self.exchange.sts(subject, token_type, audience).await?;
-        let token =
-            if email.is_empty() { federated } else { self.exchange.impersonate(&federated.value, email).await? };
-        client_cache::note_expiry(token.expires);
-        BearerToken::credentials(&token.value)
-    }
-
-    /// The subject token of `awsSecurityCredentials`: a `GetCallerIdentity` request signed with
-    /// the keys of the Secret it names (upstream's key names).
-    async fn aws_subject(
-        &self,
-        ctx: &RequestContext,
-        a: &crate::api::AwsCredentialsConfig,
-        audience: &str,
-    ) -> Result<String, ProviderError> {
-        let r = a
-            .aws_credentials_secret_ref
-            .as_ref()
-            .ok_or_else(|| ProviderError::BadConfig(format!("{WIF_AWS_FIELD} is required")))?;
-        let ns = named_namespace(ctx, WIF_AWS_FIELD, NamedKind::Secret, &r.name, r.namespace.as_deref())?;
-        let secret = self.refs.secret(ns, &r.name, WIF_AWS_FIELD).await?;
-        let key = |k: &str| {
-            let v =
-                secret.data.as_ref().and_then(|d| d.get(k)).map(|v| String::from_utf8_lossy(&v.0).trim().to_string());
-            v.filter(|v| !v.is_empty())
-        };
-        let (Some(id), Some(secret_key)) = (key("aws_access_key_id"), key("aws_secret_access_key")) else {
-            return Err(ProviderError::BadConfig(format!(
-                "{WIF_AWS_FIELD}: Secret {ns}/{} needs the keys aws_access_key_id and aws_secret_access_key",
-                r.name
-            )));
-        };
-        let creds = aws_credential_types::Credentials::new(id, secret_key, key("aws_session_token"), None, "keyward");
-        auth::aws_subject_token(&creds, &a.region, audience, std::time::SystemTime::now())
     }
 
     /// The payload of `version` of secret `id` (`LatestOrFetch`: the newest enabled version

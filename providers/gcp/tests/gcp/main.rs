@@ -5,5 +5,7 @@
 
 mod common;
 mod conformance;
+mod cred_config;
 mod gcp_provider;
+mod generate;
 mod python_client;
