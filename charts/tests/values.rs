@@ -730,7 +730,7 @@ fn generic_targets_pass_the_flags_and_grant_exactly_the_listed_resources() {
 
     // On, with a resource as kubectl names it and one in upstream's form.
     let on = render(
-        "genericTargets:\n  enabled: true\n  resources:\n  - appconfigs.config.example.com\n\
+        "genericTargets:\n  enabled: true\n  resources:\n  - appconfigs.config.example.com\n  \
          - {apiGroup: argoproj.io, resources: [applications], verbs: [get, list, watch]}\n",
     );
     for deployment in ["keyward-reconciler", "keyward-webhook"] {
