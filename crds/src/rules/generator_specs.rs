@@ -8,6 +8,7 @@
 //! ([`MAX_GENERATED_BYTES`]); free-form fields keep the limits of `crate::free_json`.
 
 use super::acr::validate_acr_access_token;
+use super::gcp::validate_gcr_access_token;
 use super::mfa::mfa_plan;
 use super::password::{password_keys, password_plan};
 use super::{AnyGeneratorSpec, FieldError, ValidationErrors};
@@ -37,6 +38,7 @@ pub fn generator_spec_field(kind: GeneratorKind) -> &'static str {
         GeneratorKind::StsSessionToken => "stsSessionTokenSpec",
         GeneratorKind::Webhook => "webhookSpec",
         GeneratorKind::AcrAccessToken => "acrAccessTokenSpec",
+        GeneratorKind::GcrAccessToken => "gcrAccessTokenSpec",
         GeneratorKind::Mfa => "mfaSpec",
         GeneratorKind::GithubAccessToken => "githubAccessTokenSpec",
         GeneratorKind::GitlabDeployToken => "gitlabDeployTokenSpec",
@@ -73,6 +75,9 @@ pub fn validate_generator_spec(path: &str, spec: AnyGeneratorSpec<'_>) -> Result
         AnyGeneratorSpec::Webhook(s) => found(s.fields.check(path)),
         AnyGeneratorSpec::AcrAccessToken(s) => {
             validate_acr_access_token(path, s).into_iter().for_each(|e| found(Err(e)))
+        }
+        AnyGeneratorSpec::GcrAccessToken(s) => {
+            validate_gcr_access_token(path, s).into_iter().for_each(|e| found(Err(e)))
         }
         AnyGeneratorSpec::Mfa(s) => {
             if let Err(e) = mfa_plan(path, s) {
