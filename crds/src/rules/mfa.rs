@@ -8,7 +8,7 @@ use crate::generators::mfa::{MAX_MFA_LENGTH, MAX_MFA_TIME_PERIOD};
 /// Upstream's defaults: six digits, thirty-second steps, HMAC-SHA1 (the RFC's).
 pub const DEFAULT_MFA_LENGTH: u32 = 6;
 /// Seconds of one time step when `timePeriod` is unset or not positive.
-pub const DEFAULT_MFA_TIME_PERIOD: u64 = 30;
+pub const DEFAULT_MFA_TIME_PERIOD: u32 = 30;
 
 /// The hash of a TOTP code's HMAC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,28 +57,18 @@ pub struct MfaPlan {
 /// upstream's defaults for unset or non-positive numbers, every field within its limit.
 pub fn mfa_plan(path: &str, spec: &MfaSpec) -> Result<MfaPlan, Vec<FieldError>> {
     let mut errs = Vec::new();
-    let length = match spec.length {
-        Some(n) if n > MAX_MFA_LENGTH => {
-            errs.push(FieldError::new(
-                format!("{path}.length"),
-                format!("{n} is above the limit of {MAX_MFA_LENGTH} digits (a code has 31 bits)"),
-            ));
-            DEFAULT_MFA_LENGTH
+    let mut positive = |field: &str, value: Option<i64>, max: i64, default: u32, unit: &str| match value {
+        Some(n) if n > max => {
+            errs.push(FieldError::new(format!("{path}.{field}"), format!("{n} is above the limit of {max} {unit}")));
+            default
         }
-        Some(n) if n > 0 => u32::try_from(n).unwrap_or(DEFAULT_MFA_LENGTH),
-        _ => DEFAULT_MFA_LENGTH,
+        // Not positive: upstream's default.
+        Some(n) if n > 0 => u32::try_from(n).unwrap_or(default),
+        _ => default,
     };
-    let time_period = match spec.time_period {
-        Some(n) if n > MAX_MFA_TIME_PERIOD => {
-            errs.push(FieldError::new(
-                format!("{path}.timePeriod"),
-                format!("{n} is above the limit of {MAX_MFA_TIME_PERIOD} seconds"),
-            ));
-            DEFAULT_MFA_TIME_PERIOD
-        }
-        Some(n) if n > 0 => u64::try_from(n).unwrap_or(DEFAULT_MFA_TIME_PERIOD),
-        _ => DEFAULT_MFA_TIME_PERIOD,
-    };
+    let length = positive("length", spec.length, MAX_MFA_LENGTH, DEFAULT_MFA_LENGTH, "digits (a code has 31 bits)");
+    let time_period =
+        u64::from(positive("timePeriod", spec.time_period, MAX_MFA_TIME_PERIOD, DEFAULT_MFA_TIME_PERIOD, "seconds"));
     let algorithm = match spec.algorithm.as_deref().filter(|a| !a.is_empty()) {
         None => MfaAlgorithm::Sha1,
         Some(a) => match MfaAlgorithm::NAMES.iter().find(|(name, _)| name.eq_ignore_ascii_case(a)) {

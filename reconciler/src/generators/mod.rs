@@ -85,14 +85,8 @@ fn values(spec: AnyGeneratorSpec<'_>) -> Result<BTreeMap<String, Vec<u8>>, Gener
         }
         // Reads a Secret: `mfa::generate`, from `source::generate_ref`.
         AnyGeneratorSpec::Mfa(_) => Err(GenerateError::Failed("MFA reads its seed from a Secret".into())),
-        AnyGeneratorSpec::GithubAccessToken(_)
-        | AnyGeneratorSpec::GitlabDeployToken(_)
-        | AnyGeneratorSpec::QuayAccessToken(_)
-        | AnyGeneratorSpec::CloudsmithAccessToken(_)
-        | AnyGeneratorSpec::Grafana(_)
-        | AnyGeneratorSpec::BeyondtrustWorkloadCredentialsDynamicSecret(_) => {
-            Err(GenerateError::Invalid(not_served(spec.kind().as_str())))
-        }
+        // The kinds not served (`GeneratorKind::served`).
+        _ => Err(GenerateError::Invalid(not_served(spec.kind().as_str()))),
     }
 }
 

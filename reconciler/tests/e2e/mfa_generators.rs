@@ -192,6 +192,10 @@ async fn upstreams_unserved_generator_manifests_apply_and_report_not_served() {
         let cluster_gitlab = format!("{ns}-gitlab");
         let _cleanup = ClusterGenerators(vec![cluster_gitlab.clone()]);
         let (_webhook, _pki) = webhook_for(&client, &ns).await;
+        // As printed, the Cloudsmith example names a field its CRD does not have.
+        let mut cloudsmith = upstream_generator_example("generator-cloudsmith.yaml").remove(0);
+        cloudsmith["metadata"].as_object_mut().unwrap().remove("namespace");
+        keyward_e2e::rejects_in(&ns, &cloudsmith.to_string(), "apiHost");
         let examples = unserved_examples(&ns);
         for doc in &examples {
             kubectl_apply(&ns, doc);
