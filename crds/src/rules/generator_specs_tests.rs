@@ -68,6 +68,16 @@ fn every_kind_is_checked_at_the_path_given() {
     let acr: crate::generators::AcrAccessTokenSpec =
         serde_json::from_value(json!({"registry": "https://r.example", "auth": {}})).unwrap();
     assert!(!fields(validate_generator_spec("spec", AnyGeneratorSpec::AcrAccessToken(&acr))).is_empty());
+    // A ClusterGenerator's GCRAccessToken: the GCP rule, at the ClusterGenerator's path.
+    let gcr: crate::generators::GcrAccessTokenSpec = serde_json::from_value(
+        json!({"projectID": "", "auth": {"secretRef": {"secretAccessKeySecretRef": {"name": "k"}}}}),
+    )
+    .unwrap();
+    let path = "spec.generator.gcrAccessTokenSpec";
+    assert_eq!(
+        fields(validate_generator_spec(path, AnyGeneratorSpec::GcrAccessToken(&gcr))),
+        [format!("{path}.projectID"), format!("{path}.auth.secretRef.secretAccessKeySecretRef.key")]
+    );
 }
 
 #[test]
