@@ -408,22 +408,6 @@ mod tests {
     }
 
     #[test]
-    fn open_bao_and_crd_stores_are_served_by_the_vault_and_kubernetes_providers() {
-        let bao: Value = serde_yaml::from_str(
-            "provider: {openBao: {server: 'https://bao:8200', path: secret, auth: {tokenSecretRef: {name: t, key: k}}}}",
-        )
-        .unwrap();
-        let s = store(at("b"), &bao);
-        assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("vault"), None));
-        let crd: Value = serde_yaml::from_str(
-            "provider: {crd: {auth: {serviceAccount: {name: r}}, resource: {group: '', version: v1, kind: ConfigMap}}}",
-        )
-        .unwrap();
-        let s = store(at("c"), &crd);
-        assert_eq!((s.served_by.as_deref(), s.not_served.as_deref()), (Some("kubernetes"), None));
-    }
-
-    #[test]
     fn templates_that_would_fail_at_sync_are_listed() {
         let es: Value = serde_yaml::from_str(
             "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e, namespace: apps}\n\
