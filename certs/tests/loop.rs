@@ -65,8 +65,11 @@ async fn ca_bundles(client: &Client, name: &str) -> (String, String) {
 async fn start_loop(ns: &str, configuration: &str, extra: &[&str]) -> ChildProcess {
     let kubeconfig = control_plane().await.kubeconfig().to_path_buf();
     let mut cmd = Command::new(workspace_binary("keyward-certs"));
+    // Each loop its own health port: tests (and other suites) run side by side.
+    let health = format!("127.0.0.1:{}", keyward_e2e::free_port());
     cmd.env("KUBECONFIG", kubeconfig)
         .args(["run", "--namespace", ns, "--webhook-service", "keyward-webhook"])
+        .args(["--health-listen", &health])
         .args(["--provider-service", "keyward-provider-fake", "--webhook-configuration", configuration])
         .args(["--interval", "500ms", "--lease-duration", "3s", "--log-format", "text"])
         .args(extra);
