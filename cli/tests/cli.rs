@@ -367,7 +367,7 @@ spec:
   - sourceRef:
       generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, kind: Password, name: pw}
   - sourceRef:
-      generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, kind: GCRAccessToken, name: ecr}
+      generatorRef: {apiVersion: generators.external-secrets.io/v1alpha1, kind: QuayAccessToken, name: quay}
 ",
         )
         .await;
@@ -390,11 +390,11 @@ spec:
             "{text}"
         );
         assert!(text.contains(&format!("SecretStore {ns}/fake: fake: served by Keyward's fake provider")), "{text}");
-        // Password is served; GCRAccessToken is not.
+        // Password is served; QuayAccessToken is not.
         assert!(
             text.contains(&format!(
-                "ExternalSecret {ns}/generated: spec.dataFrom[1].sourceRef.generatorRef (GCRAccessToken): \
-                 generator kind \"GCRAccessToken\" is not served"
+                "ExternalSecret {ns}/generated: spec.dataFrom[1].sourceRef.generatorRef (QuayAccessToken): \
+                 generator kind \"QuayAccessToken\" is not served"
             )),
             "{text}"
         );
