@@ -257,26 +257,33 @@ async fn a_tenant_config_stays_in_its_namespace_and_off_loopback() {
         let op = operator_ref("Webhook", "loop", &ns);
         assert_eq!(get(&mut c, &op, "elsewhere", "db", "user").await.expect("operator"), "app");
 
-        // A ClusterSecretStore is the operator's too; its Secret without a namespace is read in
-        // the source namespace.
+        // A ClusterSecretStore is the operator's too, and may reach loopback; its Secret must
+        // name its namespace (without one a tenant would supply it: refused).
         apply_secret(&client, &ns, "creds", &[("token", "t0k3n")], true).await;
         let css = format!("webhook-{ns}");
-        let obj = json!({
-            "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
-            "metadata": {"name": css},
-            "spec": {"provider": {"webhook": {
-                "url": store_url(&store.http_url),
-                "headers": {"X-Token": "{{ .creds.token }}"},
-                "secrets": [{"name": "creds", "secretRef": {"name": "creds"}}],
-            }}},
-        });
+        let store_with = |secret_ref: serde_json::Value| {
+            json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+                "metadata": {"name": css},
+                "spec": {"provider": {"webhook": {
+                    "url": store_url(&store.http_url),
+                    "headers": {"X-Token": "{{ .creds.token }}"},
+                    "secrets": [{"name": "creds", "secretRef": secret_ref}],
+                }}},
+            })
+        };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &store_resource("ClusterSecretStore"));
-        api.patch(&css, &PatchParams::apply("keyward-webhook-tests").force(), &Patch::Apply(&obj))
-            .await
-            .expect("ClusterSecretStore");
         let r = provider_ref("ClusterSecretStore", &css, "", "ClusterSecretStore");
+        let params = PatchParams::apply("keyward-webhook-tests").force();
+        let without = store_with(json!({"name": "creds"}));
+        api.patch(&css, &params, &Patch::Apply(&without)).await.expect("ClusterSecretStore");
+        let refused = get(&mut c, &r, &ns, "db", "user").await;
+        let named = store_with(json!({"name": "creds", "namespace": ns}));
+        api.patch(&css, &params, &Patch::Apply(&named)).await.expect("ClusterSecretStore");
         let got = get(&mut c, &r, &ns, "db", "user").await;
         let _ = api.delete(&css, &Default::default()).await;
+        let refused = refused.expect_err("a Secret reference without its namespace");
+        assert!(refused.message().contains("secretRef.namespace: is required on a ClusterSecretStore"), "{refused:?}");
         assert_eq!(got.expect("a ClusterSecretStore on loopback"), "app");
         assert_eq!(store.last_headers().get("x-token").map(String::as_str), Some("t0k3n"));
 
