@@ -91,10 +91,10 @@ async fn cluster_push_secret_pushes_in_selected_namespaces_and_cleans_up() {
 
     // Admission: the embedded spec gets the PushSecret rules, named under spec.pushSecretSpec.
     let mut invalid = push_spec.clone();
-    invalid["data"][0]["match"]["remoteRef"]["remoteKey"] = json!("");
+    invalid["selector"]["secret"]["name"] = json!("");
     let out = rejects(
         &serde_yaml::to_string(&cluster_push_secret(&name, &run, invalid)).unwrap(),
-        "spec.pushSecretSpec.data[0].match.remoteRef.remoteKey: must not be empty",
+        "spec.pushSecretSpec.selector.secret.name: must not be empty",
     );
     assert!(out.contains(&format!("ClusterPushSecret \"{name}\" is invalid")), "{out}");
 

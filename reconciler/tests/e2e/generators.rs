@@ -331,13 +331,13 @@ async fn the_webhook_warns_of_unserved_generator_kinds_and_refuses_cluster_gener
         let ps = json!({
             "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret", "metadata": {"name": "x"},
             "spec": {"secretStoreRefs": [{"name": "s", "kind": "Provider"}],
-                     "selector": {"generatorRef": {"kind": "GCRAccessToken", "name": "g"}},
+                     "selector": {"generatorRef": {"kind": "QuayAccessToken", "name": "g"}},
                      "data": [{"match": {"secretKey": "a", "remoteRef": {"remoteKey": "b"}}}]},
         });
         let answer = webhook.review(&ca_file, "/validate", &review("PushSecret", "pushsecrets", "v1alpha1", ps));
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         let warnings = answer["response"]["warnings"].to_string();
-        assert!(warnings.contains("spec.selector.generatorRef") && warnings.contains("GCRAccessToken"), "{warnings}");
+        assert!(warnings.contains("spec.selector.generatorRef") && warnings.contains("QuayAccessToken"), "{warnings}");
     })
     .await;
 }
