@@ -111,7 +111,10 @@ async fn one_store_read_per_secret_per_refresh_window() {
             for i in 0..10 {
                 wait_for_value(&secrets, &format!("own-{i}"), "user", "own", WAIT).await;
             }
-            assert_eq!(store_gets().await - gets_before, 0.0, "periodic and first syncs read the store from the watch");
+            // Not one GET per sync: at most a store check's (each of the two stores may be
+            // checked once in this window, which a loaded machine makes long enough).
+            let gets = store_gets().await - gets_before;
+            assert!(gets <= 2.0, "periodic and first syncs read the store from the watch: {gets} GETs for 10 syncs");
             drop(provider);
         }
     })
