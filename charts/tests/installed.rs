@@ -385,7 +385,17 @@ async fn install_and_use(cert_manager: bool) {
     // 8. Deleting a webhook Pod during a stream of applies loses no admission.
     let stream = AdmissionStream::start(kc, &external_secret("kw-team", "stream"));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let webhook = pods(kc, NS, "app.kubernetes.io/component=webhook");
+    // The upgrade's old Pods may still be terminating: pick one of the two current ones.
+    let webhook = eventually(
+        "the upgrade's old webhook Pods are gone",
+        Duration::from_secs(90),
+        || {
+            let current = pods(kc, NS, "app.kubernetes.io/component=webhook");
+            (current.len() == 2).then_some(current)
+        },
+        || describe(kc, NS),
+    )
+    .await;
     run({
         let mut c = kubectl(kc);
         c.args(["delete", "pod", &webhook[0], "-n", NS, "--wait=true", "--timeout=60s"]);
