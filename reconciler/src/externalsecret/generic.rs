@@ -132,8 +132,11 @@ pub fn desired(
         for (k, v) in &r.annotations {
             body["metadata"]["annotations"][k] = json!(v);
         }
+        // One budget for every path of the object: each may name an index up to
+        // MAX_PATH_INDEX, and a template may hold many paths.
+        let mut list_slots = MAX_LIST_SLOTS;
         for at in &r.at_paths {
-            set_at(&mut body, at)?;
+            set_at(&mut body, at, &mut list_slots)?;
         }
     }
     Ok(body)
@@ -165,9 +168,15 @@ fn texts(data: &BTreeMap<String, Vec<u8>>) -> Result<BTreeMap<&str, &str>, Strin
         .collect()
 }
 
+/// Most list elements the paths of one object may create in all: a path's index grows its list
+/// to it, and the indexes are tenant input (each up to `MAX_PATH_INDEX`), so without a total
+/// many paths of large indexes would fill the shared reconciler's memory.
+pub const MAX_LIST_SLOTS: usize = keyward_crds::rules::MAX_PATH_INDEX + 1;
+
 /// Places `at.value` at its path, creating the maps and lists on the way (a list grows to the
-/// index); a map meets a map by merging when `at.merge`, anything else is replaced.
-pub fn set_at(body: &mut Value, at: &AtPath) -> Result<(), String> {
+/// index, taking what it adds from `list_slots`); a map meets a map by merging when `at.merge`,
+/// anything else is replaced.
+pub fn set_at(body: &mut Value, at: &AtPath, list_slots: &mut usize) -> Result<(), String> {
     let mut node = body;
     for (depth, step) in at.steps.iter().enumerate() {
         let here = || format!("at step {} of the path", depth + 1);
@@ -185,6 +194,10 @@ pub fn set_at(body: &mut Value, at: &AtPath) -> Result<(), String> {
                 }
                 let Value::Array(list) = node else { return Err(format!("{}: [{i}] is not in a list", here())) };
                 if list.len() <= *i {
+                    let added = i.saturating_add(1).saturating_sub(list.len());
+                    *list_slots = list_slots.checked_sub(added).ok_or_else(|| {
+                        format!("{}: [{i}] would grow the object's lists past {MAX_LIST_SLOTS} elements in all", here())
+                    })?;
                     list.resize(i + 1, Value::Null);
                 }
                 &mut list[*i]

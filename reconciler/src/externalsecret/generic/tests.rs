@@ -87,18 +87,18 @@ fn a_nested_literal_merges_into_a_map_and_a_single_key_replaces() {
         value: json!({"host": "new"}),
         merge: true,
     };
-    set_at(&mut body, &merge).unwrap();
+    set_at(&mut body, &merge, &mut MAX_LIST_SLOTS.clone()).unwrap();
     assert_eq!(body["spec"]["database"], json!({"host": "new", "keep": true}));
     let replace = AtPath { steps: vec![PathStep::Key("spec".into())], value: json!({"x": 1}), merge: false };
-    set_at(&mut body, &replace).unwrap();
+    set_at(&mut body, &replace, &mut MAX_LIST_SLOTS.clone()).unwrap();
     assert_eq!(body["spec"], json!({"x": 1}));
     let into_scalar =
         AtPath { steps: keyward_crds::rules::parse_target_path("spec.x.y").unwrap(), value: json!(1), merge: false };
-    let e = set_at(&mut body, &into_scalar).unwrap_err();
+    let e = set_at(&mut body, &into_scalar, &mut MAX_LIST_SLOTS.clone()).unwrap_err();
     assert!(e.contains("\"y\" is not in a map"), "{e}");
     let into_map =
         AtPath { steps: keyward_crds::rules::parse_target_path("spec[0]").unwrap(), value: json!(1), merge: false };
-    assert!(set_at(&mut body, &into_map).unwrap_err().contains("[0] is not in a list"));
+    assert!(set_at(&mut body, &into_map, &mut MAX_LIST_SLOTS.clone()).unwrap_err().contains("[0] is not in a list"));
 }
 
 #[test]
@@ -121,4 +121,25 @@ fn a_path_is_refused_for_a_secret_and_items_under_spec_are_keys() {
     let r = render_for(RenderFor::Generic, template, &sources, &data(&[("h", b"x")]), &Limits::default()).unwrap();
     let body = desired(&es, &manifest("example.com/v1", "Thing"), &r.data, Some(&r)).unwrap();
     assert_eq!(body["spec"], json!({"url": "https://x", "hosts": ["a", "x"]}));
+}
+
+#[test]
+fn the_paths_of_one_object_share_one_budget_of_list_elements() {
+    let at = |path: &str| AtPath {
+        steps: keyward_crds::rules::parse_target_path(path).unwrap(),
+        value: json!(1),
+        merge: false,
+    };
+    // One path at upstream's highest index fits.
+    let mut body = json!({});
+    let mut slots = MAX_LIST_SLOTS;
+    set_at(&mut body, &at("spec.a[10000]"), &mut slots).unwrap();
+    assert_eq!(body["spec"]["a"].as_array().map(Vec::len), Some(10_001));
+    // A second large list of the same object is refused, naming the step, and grows nothing.
+    let e = set_at(&mut body, &at("spec.b[10000]"), &mut slots).unwrap_err();
+    assert!(e.contains("[10000] would grow the object's lists past 10001 elements"), "{e}");
+    assert!(body["spec"]["b"].as_array().is_none_or(Vec::is_empty), "{}", body["spec"]["b"]);
+    // Writing into what exists costs nothing.
+    set_at(&mut body, &at("spec.a[5]"), &mut slots).unwrap();
+    assert_eq!(body["spec"]["a"][5], json!(1));
 }
