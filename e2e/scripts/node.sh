@@ -75,13 +75,21 @@ node_claim_bridge() {
   # finished): wait for it to give the host back. A live node is refused. A record whose node
   # left no saved host state (its `up` died early, or its directory was removed) is stale, and
   # its bridge, if any, is taken back: otherwise every later `up` fails with "File exists".
-  local other waited=0
+  local other waited=0 took_over=""
   while [[ -f "$node_record" ]]; do
     other="$(cat "$node_record")"
     [[ "$other" == "$dir" || ! -d "$other/node/host" ]] && break
     if ! node_stopping "$other"; then
       echo "cluster: $bridge belongs to the node in $other; one node per machine (cluster-down there first)" >&2
       return 1
+    fi
+    if [[ -z "$took_over" ]] && node_abandoned "$other"; then
+      took_over=1
+      # Nobody is left to finish that teardown (its owner and its watchdog are gone, e.g. both
+      # killed together): finish it here rather than wait for a `down` that never comes.
+      echo "cluster: the node in $other was left half stopped; tearing it down" >&2
+      KEYWARD_CLUSTER_DIR="$other" NODE=1 bash "$self" down || true
+      continue
     fi
     if (( waited++ >= 180 )); then
       echo "cluster: the node in $other is still stopping after 180 s; one node per machine" >&2
@@ -101,6 +109,14 @@ node_claim_bridge() {
 node_stopping() {
   [[ -e "$1/stopping" ]] && return 0
   [[ -f "$1/owner" ]] && ! kill -0 "$(cat "$1/owner")" 2>/dev/null
+}
+
+# Whether the node in directory $1 is on its way down with nobody to take it there: its owner
+# has exited (or it had none) and its watchdog, the process that runs `down`, is gone too.
+node_abandoned() {
+  [[ -f "$1/owner" ]] && kill -0 "$(cat "$1/owner")" 2>/dev/null && return 1
+  [[ -f "$1/watchdog.pid" ]] && kill -0 "$(cat "$1/watchdog.pid")" 2>/dev/null && return 1
+  return 0
 }
 
 # Records what node_down restores, then prepares the host's network namespace.
