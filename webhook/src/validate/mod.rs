@@ -52,10 +52,9 @@ pub enum Kind {
     ClusterSecretStore,
     /// A `provider.external-secrets.io/v2alpha1` configuration kind of the registry.
     ProviderConfig(&'static ProviderKind),
-    /// A namespaced generator of `generators.external-secrets.io/v1alpha1` (Password, UUID,
-    /// SSHKey, Fake, VaultDynamicSecret, ECRAuthorizationToken, STSSessionToken, Webhook): its
-    /// spec rules; a Webhook's spec is also a SecretStore's `spec.provider.webhook` block,
-    /// checked with that block's registry row.
+    /// A namespaced generator of `generators.external-secrets.io/v1alpha1`, any kind of
+    /// `GeneratorKind` (served or not): its spec rules; a Webhook's spec is also a SecretStore's
+    /// `spec.provider.webhook` block, checked with that block's registry row.
     Generator(GeneratorKind),
     /// `generators.external-secrets.io/v1alpha1` ClusterGenerator: the spec it holds, checked
     /// as that kind's at `spec.generator.<kind>Spec`.
