@@ -80,6 +80,16 @@ impl Health {
         Health { check: Arc::new(move || Box::pin(check())), scrape: Arc::new(scrape) }
     }
 
+    /// What `/readyz` answers now.
+    pub(crate) async fn readiness(&self) -> Readiness {
+        (self.check)().await
+    }
+
+    /// What `/metrics` answers now.
+    pub(crate) fn metrics(&self) -> Response {
+        metrics(&self.scrape)
+    }
+
     /// `/healthz`, `/readyz` and `/metrics`; a binary with more operations routes merges them
     /// into this router.
     pub fn router(self) -> Router {

@@ -64,6 +64,16 @@ pub struct LogStyle {
     pub json: JsonLayout,
 }
 
+impl LogStyle {
+    /// The one layout of every Keyward server ([`crate::Runtime`] sets it up): lines on stderr
+    /// (stdout stays free for a command's own output); a JSON line has `timestamp`, `level`,
+    /// `target`, the event's fields under `fields` (`message` among them), the current span
+    /// under `span` and the enclosing spans under `spans`.
+    pub const fn standard(default_filter: &'static str) -> Self {
+        LogStyle { default_filter, stream: LogStream::Stderr, json: JsonLayout::Nested { span_list: true } }
+    }
+}
+
 /// Installs the global tracing subscriber described by the flags and the binary's style. A
 /// filter that does not parse is reported and replaced by the style's default rather than
 /// stopping the process; a second call reports that logging is already set up and changes
