@@ -14,14 +14,9 @@ struct Cli {
     runtime: keyward_provider_runtime::RuntimeArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+    keyward_provider_runtime::main("keyward-provider-aws", &cli.runtime, |config| {
         kube::Client::try_from(config).map(keyward_provider_aws::SecretsManagerProvider::new)
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }

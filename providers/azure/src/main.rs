@@ -18,18 +18,13 @@ struct Cli {
     host_aliases: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
-    let denied = cli.runtime.tenant_denied_networks.clone();
-    let aliases =
-        keyward_provider_azure::transport::parse_aliases(&cli.host_aliases).map_err(|e| anyhow::anyhow!(e))?;
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+    keyward_provider_runtime::main("keyward-provider-azure", &cli.runtime, |config| {
+        let aliases =
+            keyward_provider_azure::transport::parse_aliases(&cli.host_aliases).map_err(|e| anyhow::anyhow!(e))?;
         let client = kube::Client::try_from(config)?;
-        keyward_provider_azure::AzureProvider::new(client, denied, &aliases).map_err(|e| anyhow::anyhow!(e))
+        keyward_provider_azure::AzureProvider::new(client, cli.runtime.tenant_denied_networks.clone(), &aliases)
+            .map_err(|e| anyhow::anyhow!(e))
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }

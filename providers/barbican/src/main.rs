@@ -12,16 +12,11 @@ struct Cli {
     runtime: keyward_provider_runtime::RuntimeArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
-    let denied = cli.runtime.tenant_denied_networks.clone();
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+    keyward_provider_runtime::main("keyward-provider-barbican", &cli.runtime, |config| {
         let client = kube::Client::try_from(config)?;
-        keyward_provider_barbican::BarbicanProvider::new(client, denied).map_err(|e| anyhow::anyhow!(e))
+        keyward_provider_barbican::BarbicanProvider::new(client, cli.runtime.tenant_denied_networks.clone())
+            .map_err(|e| anyhow::anyhow!(e))
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }

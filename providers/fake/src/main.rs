@@ -10,14 +10,9 @@ struct Cli {
     runtime: keyward_provider_runtime::RuntimeArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+    keyward_provider_runtime::main("keyward-provider-fake", &cli.runtime, |config| {
         kube::Client::try_from(config).map(keyward_provider_fake::FakeProvider::start)
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }

@@ -13,16 +13,11 @@ struct Cli {
     endpoints: keyward_provider_gcp::auth::Endpoints,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
     let endpoints = cli.endpoints;
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
+    keyward_provider_runtime::main("keyward-provider-gcp", &cli.runtime, |config| {
         let client = kube::Client::try_from(config)?;
         Ok::<_, kube::Error>(keyward_provider_gcp::GcpProvider::new(client, endpoints))
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }

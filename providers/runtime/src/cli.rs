@@ -1,17 +1,16 @@
-//! Flags shared by every provider binary and their logging setup.
+//! Flags shared by every provider binary.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle};
+use keyward_process::LogArgs;
 
 use crate::server::ServerOptions;
 
-/// The providers' log lines: on stderr, JSON event fields under `fields` and the current span
-/// (the call) under `span`.
-const LOG_STYLE: LogStyle =
-    LogStyle { default_filter: "info", stream: LogStream::Stderr, json: JsonLayout::Nested { span_list: false } };
+/// The providers' log filter when neither `--log-level` nor `RUST_LOG` is set; the layout is
+/// every Keyward process's (`keyward_process::Runtime`), the call's span under `span`.
+pub(crate) const DEFAULT_LOG_FILTER: &str = "info";
 
 /// Flags of a provider process; each also reads an environment variable.
 #[derive(Clone, Debug, clap::Args)]
@@ -28,7 +27,7 @@ pub struct RuntimeArgs {
     #[command(flatten)]
     pub log: LogArgs,
     /// How long in-flight calls may run after SIGTERM before the process exits anyway.
-    #[arg(long, env = "KEYWARD_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
+    #[arg(long, env = "KEYWARD_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = keyward_process::parse_duration)]
     pub shutdown_timeout: Duration,
     /// Client certificate names (DNS/URI SAN or common name) allowed to call, comma-separated:
     /// another certificate of the same CA is refused at the handshake.
@@ -72,32 +71,7 @@ pub struct RuntimeArgs {
     pub watch_referenced_objects: bool,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 25s, 500ms or 1m"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("{s:?} must be a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(v * mult))
-}
-
 impl RuntimeArgs {
-    /// Installs the global tracing subscriber in the chosen format. Span fields (the method,
-    /// ProviderReference and source namespace of a call) are part of every line logged inside
-    /// a call.
-    pub fn init_logging(&self) {
-        keyward_process::init_logging(&self.log, LOG_STYLE);
-    }
-
     /// The server options these flags describe; fails when no client name is allowed.
     pub fn server_options(&self) -> Result<ServerOptions, crate::tls::TlsError> {
         Ok(ServerOptions {
@@ -112,10 +86,11 @@ impl RuntimeArgs {
     }
 }
 
-/// Installs rustls' ring crypto provider for the whole process. Call it first thing in `main`;
-/// calling it again is harmless.
+/// Installs the process's crypto provider as every Keyward server does
+/// ([`keyward_process::install_crypto_provider`]), for tests and benchmarks that serve a
+/// provider without [`crate::main`]; calling it again is harmless.
 pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = keyward_process::install_crypto_provider();
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The shared runtime of Keyward's provider processes.
 //!
 //! A provider implements [`Provider`] (the eight operations of `provider.v1.SecretStoreProvider`)
-//! and hands it to [`serve`], which runs:
+//! and its binary's `main` is one call of [`main`], which starts the process through
+//! `keyward_process::Runtime` (crypto provider, logging, admin server, shutdown drain) and
+//! serves it ([`serve`] without the process runtime, for tests), running:
 //!
 //! - the gRPC service over mutual TLS only (TLS 1.2+, client certificate required and verified
 //!   against `ca.crt`), with the certificate material read from a Secret-style directory and
@@ -32,6 +34,8 @@ pub mod read_cache;
 pub mod refs;
 mod server;
 mod service;
+#[cfg(feature = "refs")]
+mod start;
 pub mod store_calls;
 pub mod store_tls;
 #[cfg(feature = "testkit")]
@@ -46,24 +50,5 @@ pub use metrics::Metrics;
 pub use provider::{Provider, SecretMap};
 pub use server::{RuntimeError, ServerOptions, serve};
 pub use service::ProviderService;
-
-/// Runs a provider binary after its flags are parsed: reads the process's Kubernetes
-/// configuration (a kubeconfig, else the in-cluster one), builds the provider from it with
-/// `make`, and serves it with `args` until SIGTERM or SIGINT.
 #[cfg(feature = "refs")]
-pub async fn serve_in_cluster<P, E>(
-    args: &RuntimeArgs,
-    make: impl FnOnce(kube::Config) -> Result<P, E>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
-where
-    P: Provider,
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let config = kube::Config::infer()
-        .await
-        .map_err(|e| format!("no Kubernetes configuration (kubeconfig or in-cluster): {e}"))?;
-    client_cache::watch_referenced_objects(args.watch_referenced_objects);
-    let provider = make(config).map_err(Into::into)?;
-    serve(provider, args.server_options()?, shutdown_signal()).await?;
-    Ok(())
-}
+pub use start::main;

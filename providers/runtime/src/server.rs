@@ -132,12 +132,31 @@ fn spawn_acceptor(
     (ReceiverStream::new(rx), task)
 }
 
+/// Where `/healthz`, `/readyz` and `/metrics` are answered.
+pub(crate) enum Ops<'a> {
+    /// A server of its own on `ServerOptions::health_listen` (tests and benchmarks).
+    Own,
+    /// The process runtime's admin server (a provider binary).
+    Admin(&'a keyward_process::Admin),
+}
+
 /// Serves `provider` until `shutdown` resolves, then stops accepting, reports NOT_SERVING and
-/// lets in-flight calls finish (up to `shutdown_timeout`).
+/// lets in-flight calls finish (up to `shutdown_timeout`); `/healthz`, `/readyz` and `/metrics`
+/// on a server of its own at `health_listen`. A provider binary starts through
+/// [`crate::main`] instead, which answers them on the process runtime's admin server.
 pub async fn serve<P: Provider>(
     provider: P,
     options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RuntimeError> {
+    serve_with(provider, options, shutdown, Ops::Own).await
+}
+
+pub(crate) async fn serve_with<P: Provider>(
+    provider: P,
+    options: ServerOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ops: Ops<'_>,
 ) -> Result<(), RuntimeError> {
     let provider = Arc::new(provider);
     let metrics = Metrics::new();
@@ -147,11 +166,7 @@ pub async fn serve<P: Provider>(
     let grpc_listener = TcpListener::bind(options.listen)
         .await
         .map_err(|source| RuntimeError::Bind { addr: options.listen, source })?;
-    let http_listener = TcpListener::bind(options.health_listen)
-        .await
-        .map_err(|source| RuntimeError::Bind { addr: options.health_listen, source })?;
     let grpc_addr = grpc_listener.local_addr().unwrap_or(options.listen);
-    let http_addr = http_listener.local_addr().unwrap_or(options.health_listen);
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<SecretStoreProviderServer<ProviderService<P>>>().await;
@@ -167,11 +182,24 @@ pub async fn serve<P: Provider>(
     let serving = Arc::new(AtomicBool::new(true));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
-    let app = health(provider.clone(), metrics.clone(), serving.clone()).router();
-    let mut http_stop = stop_rx.clone();
-    let http = tokio::spawn(keyward_process::health::serve(http_listener, app, async move {
-        let _ = http_stop.wait_for(|s| *s).await;
-    }));
+    let ops_health = health(provider.clone(), metrics.clone(), serving.clone());
+    let (http, http_addr) = match ops {
+        Ops::Own => {
+            let http_listener = TcpListener::bind(options.health_listen)
+                .await
+                .map_err(|source| RuntimeError::Bind { addr: options.health_listen, source })?;
+            let http_addr = http_listener.local_addr().unwrap_or(options.health_listen);
+            let mut http_stop = stop_rx.clone();
+            let http = tokio::spawn(keyward_process::health::serve(http_listener, ops_health.router(), async move {
+                let _ = http_stop.wait_for(|s| *s).await;
+            }));
+            (Some(http), Some(http_addr))
+        }
+        Ops::Admin(admin) => {
+            admin.serve(ops_health);
+            (None, admin.local_addr())
+        }
+    };
 
     let (incoming, acceptor) = spawn_acceptor(grpc_listener, tls, options.handshake_timeout);
     let mut grpc_stop = stop_rx.clone();
@@ -193,7 +221,7 @@ pub async fn serve<P: Provider>(
     );
     tracing::info!(
         grpc = %grpc_addr,
-        http = %http_addr,
+        http = ?http_addr,
         tls_dir = %options.tls_dir.display(),
         allowed_clients = ?options.allowed_clients.names(),
         "provider serving"
@@ -229,7 +257,9 @@ pub async fn serve<P: Provider>(
         }
     };
     watch.abort();
-    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(2), http).await {
+    if let Some(http) = http
+        && let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(2), http).await
+    {
         tracing::warn!(error = %e, "health server stopped with an error");
     }
     tracing::info!("stopped");

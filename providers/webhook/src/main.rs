@@ -12,15 +12,10 @@ struct Cli {
     runtime: keyward_provider_runtime::RuntimeArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    keyward_provider_runtime::install_crypto_provider();
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.runtime.init_logging();
-    let denied = cli.runtime.tenant_denied_networks.clone();
-    keyward_provider_runtime::serve_in_cluster(&cli.runtime, |config| {
-        kube::Client::try_from(config).map(|c| keyward_provider_webhook::WebhookProvider::new(c, denied))
+    keyward_provider_runtime::main("keyward-provider-webhook", &cli.runtime, |config| {
+        kube::Client::try_from(config)
+            .map(|c| keyward_provider_webhook::WebhookProvider::new(c, cli.runtime.tenant_denied_networks.clone()))
     })
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
 }
