@@ -135,15 +135,62 @@ pub struct VaultAuth {
     /// Vault token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iam: Option<VaultIamAuth>,
-    /// GCP auth method (upstream's field; not served by Keyward's Vault provider).
+    /// GCP auth method, IAM type: a JWT signed for a Google service account through IAM
+    /// Credentials `signJwt`, exchanged for a Vault token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-    pub gcp: Option<crate::free_json::FreeJson>,
+    pub gcp: Option<VaultGcpAuth>,
 }
 
-/// Methods upstream defines that Keyward's Vault provider does not serve: a store naming one is
-/// admitted with a warning and reports the method as unsupported.
-pub const UNSERVED_VAULT_AUTH: [&str; 1] = ["gcp"];
+fn default_gcp_path() -> String {
+    "gcp".to_string()
+}
+
+/// Vault's GCP auth method (upstream's `VaultGCPAuth`, release 2.9.0). `secretRef` and
+/// `workloadIdentity` are the GCP Secret Manager provider's credentials ([`crate::gcp`]); without
+/// either, upstream logs in with the GCE metadata server's identity, which Keyward does not
+/// serve.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultGcpAuth {
+    /// Mount path of the GCP auth method.
+    #[serde(default = "default_gcp_path")]
+    pub path: String,
+    /// The Vault role (of type `iam`) to log in as.
+    pub role: String,
+    /// The project of the Google service account (for `workloadIdentity`'s cluster project).
+    #[serde(rename = "projectID", default, skip_serializing_if = "String::is_empty")]
+    pub project_id: String,
+    /// Upstream's field; not used by the login.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub location: String,
+    /// A service-account key (JSON) in a Secret: its account signs the login JWT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<crate::gcp::GCPSMAuthSecretRef>,
+    /// GKE Workload Identity: the Google service account the ServiceAccount's
+    /// `iam.gke.io/gcp-service-account` annotation names signs the login JWT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_identity: Option<crate::gcp::GCPWorkloadIdentity>,
+    /// Upstream: the controller Pod's own identity through GCE's metadata server (not served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_ref: Option<ServiceAccountSelector>,
+}
+
+impl VaultGcpAuth {
+    /// The credentials as the GCP Secret Manager provider's `auth` block names them.
+    pub fn credentials(&self) -> crate::gcp::GCPSMAuth {
+        crate::gcp::GCPSMAuth {
+            secret_ref: self.secret_ref.clone(),
+            workload_identity: self.workload_identity.clone(),
+            workload_identity_federation: None,
+        }
+    }
+
+    /// Whether this is upstream's GCE login (no `secretRef` or `workloadIdentity`), which reads
+    /// the GCE metadata server's identity document: not served.
+    pub fn is_gce(&self) -> bool {
+        self.secret_ref.is_none() && self.workload_identity.is_none()
+    }
+}
 
 impl VaultAuth {
     /// Names of the login methods that are set, in schema order.
@@ -177,6 +224,13 @@ impl VaultAuth {
             set.push("gcp");
         }
         set
+    }
+
+    /// The login method set that Keyward's Vault provider does not serve (a store naming it is
+    /// admitted with a warning and reports it unsupported): upstream's GCE login, `gcp` without
+    /// `secretRef` or `workloadIdentity`.
+    pub fn unserved(&self) -> Option<&'static str> {
+        self.gcp.as_ref().filter(|g| g.is_gce()).map(|_| "gcp")
     }
 }
 

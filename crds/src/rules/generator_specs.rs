@@ -68,9 +68,6 @@ pub fn validate_generator_spec(path: &str, spec: AnyGeneratorSpec<'_>) -> Result
             if let Some(p) = &s.parameters {
                 found(p.check(&format!("{path}.parameters")));
             }
-            if let Some(gcp) = &s.provider.auth.gcp {
-                found(gcp.check(&format!("{path}.provider.auth.gcp")));
-            }
         }
         AnyGeneratorSpec::Webhook(s) => found(s.fields.check(path)),
         AnyGeneratorSpec::AcrAccessToken(s) => {

@@ -71,8 +71,8 @@ pub use password::{
     MAX_SYMBOL_CHARACTERS_BYTES, PasswordPlan, UPPER, password_keys, password_plan,
 };
 pub use reach::{
-    AWS_DEFAULT_CHAIN, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach,
-    secrets_manager_reach, vault_reach,
+    AWS_DEFAULT_CHAIN, VAULT_GCP_KEY_FIELD, VAULT_GCP_WI_FIELD, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY,
+    VAULT_OWN_GCP_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
 };
 pub use secret_store::{
     MAX_STORE_RETRIES, MAX_STORE_RETRY_INTERVAL, Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError,

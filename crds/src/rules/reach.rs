@@ -57,6 +57,17 @@ pub const VAULT_OWN_TOKEN: &str = "spec.auth.kubernetes without serviceAccountRe
 /// chain.
 pub const VAULT_OWN_AWS_IDENTITY: &str = "spec.auth.iam without secretRef or jwt";
 
+/// What a Vault `gcp` login without secretRef or workloadIdentity would use (upstream's GCE
+/// login): the provider's own Google identity.
+pub const VAULT_OWN_GCP_IDENTITY: &str =
+    "spec.auth.gcp without secretRef or workloadIdentity (the provider's own Google identity)";
+
+/// The service-account key Secret of a Vault `gcp` login.
+pub const VAULT_GCP_KEY_FIELD: &str = "spec.auth.gcp.secretRef.secretAccessKeySecretRef";
+
+/// The Workload Identity ServiceAccount of a Vault `gcp` login.
+pub const VAULT_GCP_WI_FIELD: &str = "spec.auth.gcp.workloadIdentity.serviceAccountRef";
+
 /// What a Vault configuration without a login method uses, as upstream allows: the provider's
 /// own `VAULT_TOKEN`, or none when a Vault Agent in front of Vault logs in for it.
 pub const VAULT_NO_LOGIN: &str = "spec.auth without a login method (the provider's own VAULT_TOKEN or Vault Agent)";
@@ -112,6 +123,14 @@ pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
         );
         if iam.secret_ref.is_none() && iam.jwt.is_none() {
             ambient.push(Ambient { field: "spec.auth.iam", what: VAULT_OWN_AWS_IDENTITY });
+        }
+    }
+    if let Some(g) = &auth.gcp {
+        named.extend(g.secret_ref.as_ref().map(|s| secret(VAULT_GCP_KEY_FIELD, &s.secret_access_key_secret_ref)));
+        named.extend(g.workload_identity.as_ref().map(|w| service_account(VAULT_GCP_WI_FIELD, &w.service_account_ref)));
+        named.extend(g.service_account_ref.as_ref().map(|sa| service_account("spec.auth.gcp.serviceAccountRef", sa)));
+        if g.is_gce() {
+            ambient.push(Ambient { field: "spec.auth.gcp", what: VAULT_OWN_GCP_IDENTITY });
         }
     }
     if auth.methods().is_empty() {

@@ -24,7 +24,7 @@ use crate::registry::ProviderKind;
 use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::store_blocks::CrdReadSpec;
-use crate::vault::{UNSERVED_VAULT_AUTH, VaultSpec};
+use crate::vault::VaultSpec;
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
 /// provider crates add theirs as rows with a `store_key` ([`ProviderKind::store_key`]).
@@ -234,10 +234,11 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
     }
     if let Some(v) = &spec.provider.vault {
         out.extend(super::vault_warnings(v).into_iter().map(|w| format!("spec.provider.vault{}", &w["spec".len()..])));
-        for m in v.auth.methods().into_iter().filter(|m| UNSERVED_VAULT_AUTH.contains(m)) {
+        if let Some(m) = v.auth.unserved() {
             out.push(format!(
-                "spec.provider.vault.auth.{m}: this Vault login is not served by this controller; the store reports \
-                 Ready=False (ProviderNotSupported): use tokenSecretRef, appRole, kubernetes, jwt, ldap, userPass, cert or iam"
+                "spec.provider.vault.auth.{m}: without secretRef or workloadIdentity this is upstream's GCE login (the \
+                 metadata server's identity), not served by this controller; the store reports Ready=False \
+                 (ProviderNotSupported): name a service-account key (secretRef) or workloadIdentity"
             ));
         }
     }
@@ -285,7 +286,7 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
             } else if let Some(f) = &provider.fake {
                 Ok(StoreBackend::Fake(fake(f)))
             } else if let Some(v) = &provider.vault {
-                match v.auth.methods().into_iter().find(|m| UNSERVED_VAULT_AUTH.contains(m)) {
+                match v.auth.unserved() {
                     Some(m) => Err(not_supported(&format!("vault.auth.{m}"))),
                     None => Ok(StoreBackend::Vault(Box::new(v.clone()))),
                 }
@@ -369,16 +370,10 @@ pub fn validate_secret_store(
                 errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
             }
         }
-        // An unserved Vault login is free-form, and bounded like every such field.
+        // A Vault block with an unserved login (GCE) is still checked as a Vault block.
         Err(StoreProviderError::NotSupported { .. }) => {
-            if let Some(Err(e)) = spec
-                .provider
-                .vault
-                .as_ref()
-                .and_then(|v| v.auth.gcp.as_ref())
-                .map(|g| g.check("spec.provider.vault.auth.gcp"))
-            {
-                errs.0.push(e);
+            if let Some(v) = &spec.provider.vault {
+                prefixed(&mut errs, "spec.provider.vault", validate_vault(v));
             }
         }
         Err(StoreProviderError::Oversized(o)) => errs.push("spec.provider", o.to_string()),
@@ -703,6 +698,35 @@ mod tests {
     }
 
     #[test]
+    fn vault_gcp_logins_with_credentials_are_served_checked_and_bounded() {
+        let key = "provider: {vault: {server: 'http://v', auth: {gcp: {role: r, \
+                   secretRef: {secretAccessKeySecretRef: {name: sa, key: key.json}}}}}}";
+        assert!(matches!(store_backend(&spec(key).provider, &[]), Ok(StoreBackend::Vault(_))));
+        assert_eq!(errors(Some("a"), key), Vec::<String>::new());
+        assert!(secret_store_warnings(&spec(key), &[]).is_empty());
+        let wi = "provider: {vault: {server: 'http://v', auth: {gcp: {role: r, workloadIdentity: \
+                  {serviceAccountRef: {name: sa, namespace: b}, clusterName: c, clusterLocation: l}}}}}";
+        let errs = errors(Some("a"), wi);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with(
+                "spec.provider.vault.auth.gcp.workloadIdentity.serviceAccountRef.namespace: \"b\" names ServiceAccount"
+            ),
+            "{errs:?}"
+        );
+        let bad = "provider: {vault: {server: 'http://v', auth: {gcp: {role: '', path: '../x', \
+                   secretRef: {secretAccessKeySecretRef: {name: ''}}}}}}";
+        let errs = errors(Some("a"), bad);
+        for field in [
+            "spec.provider.vault.auth.gcp.role",
+            "spec.provider.vault.auth.gcp.path",
+            "spec.provider.vault.auth.gcp.secretRef.secretAccessKeySecretRef.name",
+        ] {
+            assert!(errs.iter().any(|e| e.starts_with(&format!("{field}: "))), "{field}: {errs:?}");
+        }
+    }
+
+    #[test]
     fn unserved_empty_and_several_providers() {
         let e = store_backend(&spec("provider: {gcpsm: {projectID: p}}").provider, &[]).unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "gcpsm"), "{e:?}");
@@ -740,11 +764,6 @@ mod tests {
             errs[0].starts_with("spec.provider: free-form JSON of ") && errs[0].contains("at most 65536"),
             "{errs:?}"
         );
-        // The typed blocks are not free-form; Vault's unserved login is.
-        let gcp =
-            format!("provider: {{vault: {{server: 'http://v', auth: {{gcp: {{pad: [{}0]}}}}}}}}", "0, ".repeat(5000));
-        let errs = errors(Some("a"), &gcp);
-        assert!(errs.iter().any(|e| e.starts_with("spec.provider.vault.auth.gcp: free-form JSON")), "{errs:?}");
         // A process keeps only the block it serves, and still sees what else is set.
         let mut two = spec("provider: {vault: {server: 'http://v'}, webhook: {url: u}, gcpsm: {projectID: p}}");
         two.provider.keep_only("webhook");

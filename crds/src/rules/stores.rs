@@ -6,7 +6,7 @@ use super::ValidationErrors;
 use super::validate::check_secret_key;
 use crate::provider_config::CaProvider;
 use crate::secrets_manager::{AwsAuthSecretRef, SecretsManagerSpec};
-use crate::vault::{VaultIamAuth, VaultSpec};
+use crate::vault::{VaultGcpAuth, VaultIamAuth, VaultSpec};
 
 /// A CA given inline (`caBundle`, Base64 PEM) or by reference (`caProvider`), not both.
 pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, provider: Option<&CaProvider>) {
@@ -109,14 +109,13 @@ pub fn validate_vault(spec: &VaultSpec) -> Result<(), ValidationErrors> {
             _ => errs.push("spec.tls", "set both certSecretRef and keySecretRef, or neither"),
         }
     }
-    if let Some(gcp) = &spec.auth.gcp
-        && let Err(e) = gcp.check("spec.auth.gcp")
-    {
-        errs.0.push(e);
+    if let Some(gcp) = &spec.auth.gcp {
+        check_vault_gcp(&mut errs, gcp);
     }
     let auth = &spec.auth;
     let methods = auth.methods();
-    const ONE_OF: &str = "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert or iam";
+    const ONE_OF: &str =
+        "set exactly one of tokenSecretRef, appRole, kubernetes, jwt, userPass, ldap, cert, iam or gcp";
     // None is upstream's too: the provider's own token (`reach::VAULT_NO_LOGIN`).
     if methods.len() > 1 {
         errs.push("spec.auth", format!("{} are set; {ONE_OF}", methods.join(" and ")));
@@ -239,6 +238,22 @@ fn check_headers(errs: &mut ValidationErrors, headers: &std::collections::BTreeM
         } else if value.chars().any(|c| c.is_control() && c != '\t') {
             errs.push(field, "the value must not hold control characters such as line breaks");
         }
+    }
+}
+
+/// Vault's GCP login: a role, a mount, and the credentials as a GCPSecretManager
+/// configuration's `auth` is checked (its fields named under `spec.auth.gcp`).
+fn check_vault_gcp(errs: &mut ValidationErrors, gcp: &VaultGcpAuth) {
+    if gcp.role.trim().is_empty() {
+        errs.push("spec.auth.gcp.role", "must not be empty: name the Vault role to log in as");
+    }
+    // Empty is the default mount (`gcp`), as upstream.
+    if !gcp.path.is_empty() {
+        check_mount(errs, "spec.auth.gcp.path", &gcp.path);
+    }
+    for e in super::validate_gcp_auth("spec", &gcp.credentials()) {
+        let field = e.field.strip_prefix("spec.auth").map_or(e.field.clone(), |f| format!("spec.auth.gcp{f}"));
+        errs.push(field, e.message);
     }
 }
 

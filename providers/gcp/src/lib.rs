@@ -5,8 +5,9 @@
 //! rest (feature `server`, default) is the provider process: each request names a
 //! `GCPSecretManager` object or a SecretStore / ClusterSecretStore whose `spec.provider.gcpsm` is
 //! the same block. Secret Manager is called through Google's Rust client
-//! (`google-cloud-secretmanager-v1`, HTTP/JSON), with credentials from [`auth`]. Where Google's
-//! endpoints are is the operator's setting ([`auth::Endpoints`]), never a configuration's.
+//! (`google-cloud-secretmanager-v1`, HTTP/JSON), with credentials from [`auth`] (resolved by
+//! `keyward_gcp_identity`, shared with the Vault provider). Where Google's endpoints are is the
+//! operator's setting ([`auth::Endpoints`]), never a configuration's.
 //! The process also generates upstream's GCRAccessToken values ([`generate`]) with the same
 //! identities.
 
@@ -15,7 +16,7 @@ pub mod api;
 #[cfg(feature = "server")]
 pub mod auth;
 #[cfg(feature = "server")]
-pub mod external_account;
+pub use keyward_gcp_identity::external_account;
 #[cfg(feature = "server")]
 pub mod generate;
 #[cfg(feature = "server")]

@@ -104,7 +104,7 @@ impl GcpProvider {
     pub fn new(client: kube::Client, endpoints: Endpoints) -> Self {
         GcpProvider {
             refs: ClusterRefs::new(client),
-            exchange: TokenExchange::new(endpoints),
+            exchange: TokenExchange::new(endpoints, PROVIDER_NAME),
             clients: ClientCache::default(),
         }
     }

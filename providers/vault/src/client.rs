@@ -12,6 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use keyward_crds::rules::{VAULT_NO_LOGIN, parse_go_duration};
 use keyward_crds::secret_store::SecretStoreRetrySettings;
 use keyward_crds::vault::{VaultAuth, VaultSpec, VaultUserPassAuth};
+use keyward_gcp_identity::TokenExchange;
 use keyward_provider_runtime::netguard::{DeniedNetworks, denied_error, guarded_http};
 use keyward_provider_runtime::refs::{CacheKey, ClusterRefs, NamedKind, named_namespace, require_operator_owned};
 use keyward_provider_runtime::{ProviderError, RequestContext, body, keys, store_calls, store_tls};
@@ -21,6 +22,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::gcp::GcpLogin;
 use crate::iam::{DEFAULT_MOUNT, IamLogin};
 use crate::kv::map_status;
 
@@ -40,6 +42,8 @@ enum Login {
     Post { path: String, body: Value },
     /// `POST <path>` with a body signed afresh for each login (the AWS auth method).
     Iam { path: String, iam: Box<IamLogin> },
+    /// `POST <path>` with a JWT signed through Google at each login (the GCP auth method).
+    Gcp { path: String, gcp: Box<GcpLogin> },
 }
 
 impl Login {
@@ -319,7 +323,12 @@ async fn password_login(
 }
 
 /// Reads the credentials the login method names.
-async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth) -> Result<Login, ProviderError> {
+async fn login_method(
+    refs: &ClusterRefs,
+    ctx: &RequestContext,
+    auth: &VaultAuth,
+    google: &TokenExchange,
+) -> Result<Login, ProviderError> {
     if let Some(t) = &auth.token_secret_ref {
         return Ok(Login::Token(refs.selected_secret_text(ctx, "spec.auth.tokenSecretRef", t).await?));
     }
@@ -401,8 +410,11 @@ async fn login_method(refs: &ClusterRefs, ctx: &RequestContext, auth: &VaultAuth
         let mount = i.path.as_deref().filter(|p| !p.is_empty()).unwrap_or(DEFAULT_MOUNT);
         return Ok(Login::Iam { path: Login::path("spec.auth.iam", mount, None)?, iam });
     }
-    if let Some(m) = auth.methods().into_iter().next() {
-        return Err(ProviderError::Unsupported(format!("spec.auth.{m}: this login method is not served")));
+    if let Some(g) = &auth.gcp {
+        let gcp = Box::new(GcpLogin::read(refs, ctx, g, google).await?);
+        // An empty path is the default mount, as upstream.
+        let mount = if g.path.is_empty() { "gcp" } else { &g.path };
+        return Ok(Login::Gcp { path: Login::path("spec.auth.gcp", mount, None)?, gcp });
     }
     // No login, as upstream allows: the provider's own VAULT_TOKEN, or none (a Vault Agent in
     // front of Vault logs in for it). Either is the provider's identity.
@@ -468,6 +480,13 @@ fn fingerprint(
                 part(&p);
             }
         }
+        Login::Gcp { path, gcp } => {
+            part(b"gcp");
+            part(path.as_bytes());
+            for p in gcp.identity_parts() {
+                part(&p);
+            }
+        }
     }
     if let Some((cert, key)) = identity {
         part(cert);
@@ -517,13 +536,14 @@ impl VaultClient {
         tokens: &TokenCache,
         key: &CacheKey,
         denied: &DeniedNetworks,
+        google: &TokenExchange,
     ) -> Result<Self, ProviderError> {
         let server = reqwest::Url::parse(&spec.server)
             .map_err(|e| ProviderError::BadConfig(format!("spec.server {:?}: {e}", spec.server)))?;
         denied.check_url(&server).map_err(|d| ProviderError::PermissionDenied(format!("spec.server: {d}")))?;
         let (tls, identity) = tls_config(refs, ctx, spec).await?;
         let http = http_client(tls, denied)?;
-        let login = login_method(refs, ctx, &spec.auth).await?;
+        let login = login_method(refs, ctx, &spec.auth, google).await?;
         let namespace = spec.namespace.clone().filter(|n| !n.is_empty());
         let auth_namespace = spec.auth.namespace.clone().filter(|n| !n.is_empty()).or_else(|| namespace.clone());
         let token = tokens.slot(key, fingerprint(spec, auth_namespace.as_deref(), &login, identity.as_ref()));
@@ -679,6 +699,7 @@ impl VaultClient {
             }
             Login::Post { path, body } => self.post_login(path, body).await,
             Login::Iam { path, iam } => self.post_login(path, &iam.login_body().await?).await,
+            Login::Gcp { path, gcp } => self.post_login(path, &gcp.login_body().await?).await,
         }
     }
 

@@ -11,6 +11,7 @@
 //! ServiceAccount token, is refused.
 
 pub mod client;
+mod gcp;
 mod generate;
 mod iam;
 pub mod kv;
@@ -18,6 +19,7 @@ pub mod kv;
 use keyward_crds::Vault;
 use keyward_crds::rules::StoreBackend;
 use keyward_crds::vault::{VaultKvVersion, VaultSpec};
+use keyward_gcp_identity::{Endpoints, TokenExchange};
 use keyward_proto::v1::{
     ExternalSecretDataRemoteRef, ExternalSecretFind, PushSecretData, PushSecretRemoteRef, SecretStoreCapabilities,
 };
@@ -77,6 +79,8 @@ pub struct VaultProvider {
     tenant_denied: DeniedNetworks,
     /// KV reads shared by the requests that read the same secret (every property of it).
     reads: ReadCache<SharedData>,
+    /// Google's token calls of the GCP login, to the operator's `KEYWARD_GCP_*` endpoints.
+    google: TokenExchange,
 }
 
 /// A secret's data map as the read cache shares it: parsed once, handed to every request that
@@ -193,6 +197,15 @@ impl Walk {
     }
 }
 
+/// Where Google's APIs are for the GCP login: the process's `KEYWARD_GCP_*` environment (as
+/// the GCP provider's), Google's own where unset.
+fn google_endpoints() -> Endpoints {
+    Endpoints::from_env().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "the KEYWARD_GCP_* endpoints are unusable; the GCP login calls Google's own");
+        Endpoints::google()
+    })
+}
+
 impl VaultProvider {
     /// A provider reading its config objects and credentials with `client`; tenants'
     /// configurations may not reach `tenant_denied`.
@@ -203,6 +216,7 @@ impl VaultProvider {
             tokens: TokenCache::default(),
             tenant_denied,
             reads: ReadCache::default(),
+            google: TokenExchange::new(google_endpoints(), client::PROVIDER_NAME),
         }
     }
 
@@ -239,7 +253,8 @@ impl VaultProvider {
         self.clients
             .get_or_build(&key, async {
                 let denied = self.tenant_denied.for_request(ctx);
-                let client = VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key, &denied).await?;
+                let client =
+                    VaultClient::build(&self.refs, ctx, spec, &self.tokens, &key, &denied, &self.google).await?;
                 tracing::info!(generation = key.generation, config = %what, server = %spec.server, "built a Vault client");
                 Ok(Target {
                     client,
