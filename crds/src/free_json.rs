@@ -1,7 +1,7 @@
 //! Free-form JSON that tenants write: every `x-kubernetes-preserve-unknown-fields` subtree of a
 //! Keyward kind (PushSecret `metadata`, a store's `spec.provider.<key>` blocks Keyward does not
 //! type, GeneratorState `resource` and `state`, VaultDynamicSecret `parameters`, a Webhook
-//! generator's spec, Vault's `auth.gcp`).
+//! generator's spec).
 //!
 //! The API server keeps such a subtree as written, up to the object's 1.5 MB, and decoded into
 //! `serde_json::Value` it costs 16 to 32 bytes per 2 bytes of text (`[0,0,…]`): one object is

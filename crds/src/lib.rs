@@ -18,6 +18,7 @@ mod schema;
 pub mod secret_store;
 pub mod secrets_manager;
 pub mod store_blocks;
+pub mod store_schema;
 pub mod vault;
 pub mod workload;
 

@@ -233,6 +233,10 @@ pub struct FakeStoreProvider {
     /// The values served.
     #[serde(default)]
     pub data: Vec<FakeStoreData>,
+    /// Upstream's forced outcome of the store check (an integer its tests set); accepted so its
+    /// manifests apply, and not used: Keyward's Fake store is always valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_result: Option<i64>,
 }
 
 /// One value of upstream's Fake provider.

@@ -213,3 +213,39 @@ async fn crds_apply_over_a_cluster_that_stored_upstreams_v1beta1() {
         stored_versions(crd, r#"["v1"]"#);
     }
 }
+
+/// A served store block is typed from its registry row (`make generate`): the API server refuses
+/// a misspelt field in it under strict field validation (kubectl's default) and prunes it when
+/// validation is off, and `kubectl explain` shows the block's fields. A block Keyward does not
+/// serve stays open: its fields are kept as written.
+#[tokio::test]
+async fn a_misspelt_field_of_a_served_store_block_is_refused_or_pruned() {
+    with_temp_namespace(&[], |_client, ns| async move {
+        let store = |name: &str, block: &str| {
+            format!(
+                "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+                 spec:\n  provider:\n    {block}\n"
+            )
+        };
+        let misspelt =
+            store("typo", "webhook: {url: 'https://values.example/{{ .remoteRef.key }}', reslt: {jsonPath: $.v}}");
+        rejects_in(&ns, &misspelt, r#"unknown field "spec.provider.webhook.reslt""#);
+        let file = std::env::temp_dir().join(format!("{ns}-typo.yaml"));
+        std::fs::write(&file, &misspelt).expect("write manifest");
+        run(&["apply", "--validate=false", "-f", &file.to_string_lossy()]);
+        let _ = std::fs::remove_file(&file);
+        let kept = run(&["get", "secretstore", "typo", "-n", &ns, "-o", "jsonpath={.spec.provider.webhook}"]);
+        assert!(kept.contains("values.example") && !kept.contains("reslt"), "the misspelt field is pruned: {kept}");
+        // An upstream provider Keyward does not serve keeps what it was given.
+        accepts_in(
+            &ns,
+            &store("unserved", "doppler: {auth: {secretRef: {dopplerToken: {name: t, key: k}}}, projct: p}"),
+        );
+        let kept =
+            run(&["get", "secretstore", "unserved", "-n", &ns, "-o", "jsonpath={.spec.provider.doppler.projct}"]);
+        assert_eq!(kept, "p");
+        let explained = run(&["explain", "clustersecretstore.spec.provider.barbican"]);
+        assert!(explained.contains("authURL"), "{explained}");
+    })
+    .await;
+}
