@@ -9,20 +9,21 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use keyward_crds::rules::GenericTargets;
-use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, shutdown_signal};
+use keyward_process::{LogArgs, Runtime, parse_duration};
 use tokio::net::TcpListener;
 
 use crate::cache::Caches;
 use crate::metrics::Metrics;
-use crate::server::{AppState, Limits, admission_router, health_router, serve_tls};
+use crate::server::{AppState, Limits, admission_router, health, serve_tls};
 use crate::tls::{ReloadingCert, server_config};
 
-/// The webhook's log lines: on stdout, JSON event fields at the top level of each object.
-pub const LOG_STYLE: LogStyle = LogStyle {
-    default_filter: "info,kube=warn,hyper=warn,rustls=warn",
-    stream: LogStream::Stdout,
-    json: JsonLayout::Flat,
-};
+/// The webhook's log filter when neither `--log-level` nor `RUST_LOG` is set; the layout is
+/// every Keyward process's (`keyward_process::Runtime`).
+pub const DEFAULT_LOG_FILTER: &str = "info,kube=warn,hyper=warn,rustls=warn";
+
+/// How much longer than the shutdown delay and grace the process waits for the admission
+/// server before it exits anyway.
+const DRAIN_MARGIN: Duration = Duration::from_secs(2);
 
 /// Keyward's admission webhook: validates and defaults ExternalSecrets, PushSecrets,
 /// Providers, ClusterProviders and provider configurations.
@@ -80,12 +81,21 @@ pub struct Args {
     pub shutdown_grace: Duration,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
+impl Args {
+    /// The process runtime these flags describe: logging, the admin server on
+    /// `--health-listen`, and a drain as long as the shutdown delay and grace.
+    pub async fn runtime(&self) -> anyhow::Result<Runtime> {
+        Ok(Runtime::builder("keyward-webhook")
+            .log(&self.log, DEFAULT_LOG_FILTER)
+            .admin(self.health_listen)
+            .drain(self.shutdown_delay + self.shutdown_grace + DRAIN_MARGIN)
+            .build()
+            .await?)
+    }
 }
 
-/// Runs the webhook until SIGTERM or Ctrl-C.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+/// Runs the webhook in `rt` until SIGTERM or Ctrl-C.
+pub async fn run(args: Args, rt: Runtime) -> anyhow::Result<()> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let metrics = Arc::new(Metrics::new());
     let cert = ReloadingCert::load(&args.tls_dir, provider.clone())
@@ -111,42 +121,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ..Limits::default()
     };
 
-    let health =
-        TcpListener::bind(args.health_listen).await.with_context(|| format!("binding {}", args.health_listen))?;
+    rt.admin().serve(health(state.clone()));
     let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, health = %health.local_addr()?, "keyward-webhook serving");
-
-    let (stop_health, health_stopped) = tokio::sync::oneshot::channel::<()>();
-    let health_routes = health_router(state.clone());
-    let health_task = tokio::spawn(async move {
-        let stopped = async {
-            let _ = health_stopped.await;
-        };
-        if let Err(e) = keyward_process::health::serve(health, health_routes, stopped).await {
-            tracing::error!(error = %e, "health server failed");
-        }
-    });
+    let health_addr = rt.admin().local_addr();
+    tracing::info!(listen = %listener.local_addr()?, health = ?health_addr, "keyward-webhook serving");
 
     let shutting_down = state.shutting_down.clone();
     let delay = args.shutdown_delay;
-    let shutdown = async move {
-        shutdown_signal().await;
-        shutting_down.store(true, Ordering::SeqCst);
-        tracing::info!(?delay, "shutdown requested; not ready, still serving until the delay has passed");
-        tokio::time::sleep(delay).await;
-        tracing::info!("no longer accepting connections; draining in-flight reviews");
-    };
-    serve_tls(
-        listener,
-        tls,
-        admission_router(state.clone()),
-        state.limits.handshake_timeout,
-        shutdown,
-        args.shutdown_grace,
-    )
+    rt.run(|stop| async move {
+        let shutdown = async move {
+            stop.cancelled().await;
+            shutting_down.store(true, Ordering::SeqCst);
+            tracing::info!(?delay, "shutdown requested; not ready, still serving until the delay has passed");
+            tokio::time::sleep(delay).await;
+            tracing::info!("no longer accepting connections; draining in-flight reviews");
+        };
+        let handshake_timeout = state.limits.handshake_timeout;
+        serve_tls(listener, tls, admission_router(state), handshake_timeout, shutdown, args.shutdown_grace).await;
+    })
     .await;
-    let _ = stop_health.send(());
-    let _ = health_task.await;
-    tracing::info!("keyward-webhook stopped");
     Ok(())
 }

@@ -134,8 +134,13 @@ async fn close_when_draining(
 
 /// The plain-HTTP routes: `/healthz`, `/readyz`, `/metrics`.
 pub fn health_router(state: AppState) -> Router {
+    health(state).router()
+}
+
+/// What `/readyz` and `/metrics` answer: the caches' state and the webhook's metrics.
+pub fn health(state: AppState) -> Health {
     let scraped = state.clone();
-    Health::new(move || std::future::ready(readiness(&state)), move || Ok(scrape(&scraped))).router()
+    Health::new(move || std::future::ready(readiness(&state)), move || Ok(scrape(&scraped)))
 }
 
 fn readiness(state: &AppState) -> Readiness {

@@ -89,7 +89,7 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = keyward_process::install_crypto_provider();
     let args = Args::parse();
 
     let before = rss_kib();
