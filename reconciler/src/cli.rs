@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use clap::Parser;
 
+/// Every duration flag's grammar, shared by every Keyward binary (Go's, `15s`, `1h30m`, and a few
+/// older forms).
 fn duration(s: &str) -> Result<Duration, String> {
-    keyward_crds::rules::parse_go_duration(s).map_err(|e| e.to_string())
+    keyward_process::parse_duration(s)
 }
 
 fn store_provider(s: &str) -> Result<(String, String), String> {
@@ -120,7 +122,72 @@ pub struct Cli {
     #[command(flatten)]
     pub generic_targets: keyward_process::GenericTargetArgs,
     #[command(flatten)]
+    pub controllers: Controllers,
+    #[command(flatten)]
     pub log: keyward_process::LogArgs,
+}
+
+/// Which of the upstream kinds this instance processes: one switch per kind, named after the
+/// chart value of External Secrets' chart that sets it (`processPushSecret` is
+/// `--process-push-secret`). A kind switched off is left alone: its controller does not run, and
+/// its watch is not opened where nothing else reads it. Provider and ClusterProvider (Keyward's
+/// own kinds) and ExternalSecrets always run.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Controllers {
+    /// Run the PushSecret controller. false: PushSecrets are not watched (unless the
+    /// ClusterPushSecret controller needs its children) and never pushed, deleted or updated.
+    #[arg(long, env = "KEYWARD_PROCESS_PUSH_SECRET", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_push_secret: bool,
+    /// Run the ClusterPushSecret controller (only ever with every namespace watched). false:
+    /// ClusterPushSecrets are not watched and create no PushSecrets.
+    #[arg(long, env = "KEYWARD_PROCESS_CLUSTER_PUSH_SECRET", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_cluster_push_secret: bool,
+    /// Run the ClusterExternalSecret controller (only ever with every namespace watched). false:
+    /// ClusterExternalSecrets are not watched and create no ExternalSecrets.
+    #[arg(long, env = "KEYWARD_PROCESS_CLUSTER_EXTERNAL_SECRET", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_cluster_external_secret: bool,
+    /// Run the SecretStore controller (the check that writes a SecretStore's status).
+    /// ExternalSecrets and PushSecrets still use SecretStores either way, as upstream's.
+    #[arg(long, env = "KEYWARD_PROCESS_SECRET_STORE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_secret_store: bool,
+    /// Run the ClusterSecretStore controller. false: no ClusterSecretStore is checked, and an
+    /// ExternalSecret naming one is left alone (no sync, no status), as upstream's.
+    #[arg(long, env = "KEYWARD_PROCESS_CLUSTER_STORE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_cluster_store: bool,
+    /// Read ClusterGenerators. false: an ExternalSecret or PushSecret naming one reports
+    /// `Ready=False` saying so, and no ClusterGenerator is read (the chart drops the right to).
+    #[arg(long, env = "KEYWARD_PROCESS_CLUSTER_GENERATOR", default_value_t = true, action = clap::ArgAction::Set)]
+    pub process_cluster_generator: bool,
+}
+
+impl Default for Controllers {
+    fn default() -> Self {
+        Controllers {
+            process_push_secret: true,
+            process_cluster_push_secret: true,
+            process_cluster_external_secret: true,
+            process_secret_store: true,
+            process_cluster_store: true,
+            process_cluster_generator: true,
+        }
+    }
+}
+
+impl Controllers {
+    /// The switches that are off, by flag name (for the start-up log line).
+    pub fn off(&self) -> Vec<&'static str> {
+        [
+            (self.process_push_secret, "process-push-secret"),
+            (self.process_cluster_push_secret, "process-cluster-push-secret"),
+            (self.process_cluster_external_secret, "process-cluster-external-secret"),
+            (self.process_secret_store, "process-secret-store"),
+            (self.process_cluster_store, "process-cluster-store"),
+            (self.process_cluster_generator, "process-cluster-generator"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| (!on).then_some(flag))
+        .collect()
+    }
 }
 
 impl Cli {

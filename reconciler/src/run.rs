@@ -1,8 +1,9 @@
-//! Process wiring: logging, the operations server, leader election, the one set of caches every
-//! controller shares, the client manager, the controllers, and an orderly shutdown.
+//! Process wiring: the operations server's readiness and metrics, leadership terms, the one set
+//! of caches every controller shares, the client manager and the controllers. The process
+//! runtime (crypto provider, logging, admin listener, shutdown drain, the Lease loop) is
+//! `keyward_process::Runtime`, built in `main.rs` with [`runtime`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -21,30 +22,37 @@ use crate::context::{self, Context, GENERIC_TARGETS_OFF, Reporter, Settings};
 use crate::externalsecret::target::HashKey;
 use crate::fanout;
 use crate::metrics::Metrics;
+use keyward_process::Runtime;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
-use keyward_process::{JsonLayout, LogStream, LogStyle, init_logging, shutdown_token};
 
 /// Label that assigns an object to one reconciler instance.
 pub const CONTROLLER_CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
-/// The reconciler's log lines: on stdout, JSON fields under `fields` with the spans of the
-/// reconcile they belong to.
-const LOG_STYLE: LogStyle = LogStyle {
-    default_filter: "info,kube_runtime=warn",
-    stream: LogStream::Stdout,
-    json: JsonLayout::Nested { span_list: true },
-};
+/// The reconciler's log filter when neither `--log-level` nor `RUST_LOG` is set.
+const DEFAULT_LOG_FILTER: &str = "info,kube_runtime=warn";
 
-/// Runs the reconciler until a signal arrives or leadership is lost.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    // One crypto provider for the whole process (kube client and provider channels).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    init_logging(&cli.log, LOG_STYLE);
+/// The process runtime of these flags: logging, the operations server on `--health-listen`, and
+/// `--shutdown-grace` for in-flight reconciles after a signal or the loss of the Lease.
+pub async fn runtime(cli: &Cli) -> anyhow::Result<Runtime> {
+    Ok(Runtime::builder("keyward-reconciler")
+        .log(&cli.log, DEFAULT_LOG_FILTER)
+        .admin(cli.health_listen)
+        .drain(cli.shutdown_grace)
+        .build()
+        .await?)
+}
+
+/// Runs the reconciler in `rt` until a signal arrives; a term that lost the Lease stops its
+/// controllers and watches and waits to lead again.
+pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
     cli.hash_key().map_err(anyhow::Error::msg)?;
     cli.generic_targets().map_err(anyhow::Error::msg)?;
+    let off = cli.controllers.off();
+    if !off.is_empty() {
+        tracing::info!(switched_off = ?off, "controllers switched off (--process-*=false): their objects are left alone");
+    }
 
-    let cancel = shutdown_token();
     let client = Client::try_default().await.context("connecting to the Kubernetes API")?;
 
     let metrics = Arc::new(Metrics::default());
@@ -53,101 +61,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     keyward_process::metrics::register_process(&mut registry, "reconciler", env!("CARGO_PKG_VERSION"));
     let identity = cli.identity.clone().unwrap_or_else(default_identity);
     let lease_namespace = cli.lease_namespace().unwrap_or_else(|| client.default_namespace().to_string());
-    let mut elector = LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration);
-    if cli.leader_elect {
-        elector = elector.with_status(keyward_process::metrics::register_leader_status(&mut registry, &cli.lease_name));
-    }
-    let ready = Arc::new(AtomicBool::new(false));
-    let http = serve_operations(cli.health_listen, registry, ready.clone(), cancel.clone()).await?;
-
+    let elector = cli.leader_elect.then(|| {
+        tracing::info!(lease = %cli.lease_name, namespace = %lease_namespace, "leader election");
+        LeaseLock::new(client.clone(), &lease_namespace, &cli.lease_name, &identity, cli.lease_duration)
+            .with_status(keyward_process::metrics::register_leader_status(&mut registry, &cli.lease_name))
+    });
     // Standbys are ready: they are healthy and waiting for the lease.
-    ready.store(true, Ordering::Relaxed);
-    // Leadership terms: a leader that could not renew its Lease (an API server outage longer
-    // than two thirds of the lease) stops its controllers and watches and waits to lead again,
-    // in the same process, with fresh caches; only a signal ends the loop.
-    loop {
-        if cli.leader_elect {
-            tracing::info!(%identity, lease = %cli.lease_name, namespace = %lease_namespace, "waiting for leadership");
-            if !elector.acquire(cancel.cancelled()).await {
-                break;
-            }
-            tracing::info!(%identity, "leading");
-        }
-        match lead(&cli, &client, &metrics, &identity, &elector, &cancel).await {
-            Term::Signalled => break,
-            Term::Lost => tracing::warn!(%identity, "leadership lost; controllers stopped, waiting to lead again"),
-        }
-    }
-    cancel.cancel();
-    let _ = http.await;
-    tracing::info!("stopped");
+    rt.admin().serve(Health::new(|| std::future::ready(Readiness::ok()), move || health::encode(&registry)));
+    // Leadership terms, with fresh caches each: the runtime releases the Lease only after a
+    // term's controllers stopped (or `--shutdown-grace` passed), so two leaders never overlap.
+    rt.run_leading(elector, |stop| lead(&cli, &client, &metrics, &identity, stop)).await;
     Ok(())
 }
 
-/// Starts the operations server: `/healthz`, `/readyz` (initialised: leading, or standing by as
-/// a healthy follower) and `/metrics`, until `cancel` fires.
-async fn serve_operations(
-    addr: std::net::SocketAddr,
-    registry: Registry,
-    ready: Arc<AtomicBool>,
-    cancel: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
-    tracing::info!(addr = %listener.local_addr()?, "operations server listening");
-    let health = Health::new(
-        move || std::future::ready(Readiness::when(ready.load(Ordering::Relaxed), "starting")),
-        move || health::encode(&registry),
-    );
-    Ok(tokio::spawn(async move {
-        if let Err(e) = health::serve(listener, health.router(), async move { cancel.cancelled().await }).await {
-            tracing::error!(error = %e, "operations server failed");
-        }
-    }))
-}
-
-/// How a leadership term ended.
-enum Term {
-    /// A shutdown signal.
-    Signalled,
-    /// The Lease could not be renewed, or another instance took it.
-    Lost,
-}
-
-/// One leadership term: caches, client manager and controllers, until a signal or the loss of
-/// the Lease; everything it started is stopped when it returns.
-async fn lead(
-    cli: &Cli,
-    client: &Client,
-    metrics: &Arc<Metrics>,
-    identity: &str,
-    elector: &LeaseLock,
-    cancel: &CancellationToken,
-) -> Term {
-    let lost = CancellationToken::new();
-    // Released only after the controllers stopped, so two leaders never overlap.
-    let release = CancellationToken::new();
-    let holder = if cli.leader_elect {
-        let (elector, release, lost) = (elector.clone(), release.clone(), lost.clone());
-        Some(tokio::spawn(async move {
-            elector.hold(release.cancelled()).await;
-            lost.cancel();
-        }))
-    } else {
-        None
-    };
-    // Stop on a signal or when leadership is lost.
-    let stop = CancellationToken::new();
-    {
-        let (stop, cancel, lost) = (stop.clone(), cancel.clone(), lost.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = lost.cancelled() => {}
-            }
-            stop.cancel();
-        });
-    }
-
+/// One leadership term: caches, client manager and controllers, until `stop` (a signal or the
+/// loss of the Lease); everything it started is stopped when it returns.
+async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str, stop: CancellationToken) {
     let class_watch = match &cli.controller_class {
         Some(class) => watcher::Config::default().labels(&format!("{CONTROLLER_CLASS_LABEL}={class}")),
         None => watcher::Config::default(),
@@ -179,7 +108,8 @@ async fn lead(
             metrics.clone(),
         )
         .with_store_providers(cli.store_providers())
-        .with_controller_class(cli.controller_class.clone()),
+        .with_controller_class(cli.controller_class.clone())
+        .with_controllers(cli.controllers),
     );
     {
         let stop = stop.clone();
@@ -226,8 +156,11 @@ async fn lead(
     let class = cli.controller_class.clone();
     let es =
         crate::externalsecret::controller(&mut caches, ctx.clone(), class.clone(), cli.concurrency, shutdown.clone());
-    let ps = crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone());
-    let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, shutdown.clone());
+    let switches = cli.controllers;
+    let ps = switches
+        .process_push_secret
+        .then(|| crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone()));
+    let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, switches, shutdown.clone());
     let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
     // Its own watch, not waited for: a cluster whose CRDs predate GeneratorState only logs it.
     let states = crate::generators::state::controller(ctx.clone(), cli.watch_namespace.clone(), shutdown.clone());
@@ -235,8 +168,12 @@ async fn lead(
     // that watches them all runs their controllers.
     let (ces, cps) = match &cli.watch_namespace {
         None => (
-            Some(fanout::controller::<ClusterExternalSecret>(&mut caches, ctx.clone(), shutdown.clone())),
-            Some(fanout::controller::<ClusterPushSecret>(&mut caches, ctx.clone(), shutdown.clone())),
+            switches
+                .process_cluster_external_secret
+                .then(|| fanout::controller::<ClusterExternalSecret>(&mut caches, ctx.clone(), shutdown.clone())),
+            switches
+                .process_cluster_push_secret
+                .then(|| fanout::controller::<ClusterPushSecret>(&mut caches, ctx.clone(), shutdown.clone())),
         ),
         Some(ns) => {
             tracing::info!(
@@ -251,6 +188,9 @@ async fn lead(
         namespace: cli.watch_namespace.clone(),
         class: class_watch,
         workloads: cli.reload_workloads,
+        push_secrets: ps.is_some() || cps.is_some(),
+        cluster_external_secrets: ces.is_some(),
+        cluster_push_secrets: cps.is_some(),
     };
     let (ready, _watches) = caches.start(&scope);
     tokio::select! {
@@ -263,40 +203,26 @@ async fn lead(
         use futures::FutureExt as _;
         futures::join!(
             es.map(stopped("externalsecret")),
-            ps.map(stopped("pushsecret")),
+            switched("pushsecret", ps),
             prov.map(stopped("provider")),
             reload.map(stopped("reload")),
             states.map(stopped("generatorstate")),
-            async move {
-                if let Some(ces) = ces {
-                    ces.await;
-                    tracing::info!(controller = "clusterexternalsecret", "controller stopped");
-                }
-            },
-            async move {
-                if let Some(cps) = cps {
-                    cps.await;
-                    tracing::info!(controller = "clusterpushsecret", "controller stopped");
-                }
-            },
+            switched("clusterexternalsecret", ces),
+            switched("clusterpushsecret", cps),
         );
     };
-    // In-flight reconciles get a grace period to finish; past it they are dropped (cancelled),
-    // so the Lease is released and a standby takes over without waiting for its expiry.
-    let grace = async {
-        stop.cancelled().await;
-        tokio::time::sleep(cli.shutdown_grace).await;
-    };
-    tokio::select! {
-        _ = controllers => {}
-        _ = grace => tracing::warn!(grace = ?cli.shutdown_grace, "controllers did not stop in time; exiting anyway"),
-    }
-
+    // In-flight reconciles get `--shutdown-grace` (the runtime's drain) to finish; past it
+    // they are dropped (cancelled), so the Lease is released and a standby takes over without
+    // waiting for its expiry.
+    controllers.await;
     manager.close();
-    let signalled = cancel.is_cancelled();
-    release.cancel();
-    if let Some(h) = holder {
-        let _ = h.await;
+}
+
+/// Runs a controller that may be switched off (`--process-*`, or a namespaced instance's
+/// cluster-wide kinds), and logs when it stopped.
+async fn switched(name: &'static str, controller: Option<impl std::future::Future<Output = ()>>) {
+    if let Some(controller) = controller {
+        controller.await;
+        tracing::info!(controller = name, "controller stopped");
     }
-    if lost.is_cancelled() && !signalled { Term::Lost } else { Term::Signalled }
 }

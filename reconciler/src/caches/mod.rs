@@ -267,6 +267,13 @@ pub struct Scope {
     /// Whether workloads are watched (rollouts on rotation), those labelled
     /// `keyward.dev/reload=true` only.
     pub workloads: bool,
+    /// Whether PushSecrets are watched: their controller runs, or the ClusterPushSecret
+    /// controller's children are read.
+    pub push_secrets: bool,
+    /// Whether ClusterExternalSecrets are watched (with every namespace watched only).
+    pub cluster_external_secrets: bool,
+    /// Whether ClusterPushSecrets are watched (with every namespace watched only).
+    pub cluster_push_secrets: bool,
 }
 
 impl Scope {
@@ -328,7 +335,6 @@ impl Caches {
         let tls = watcher::Config::default().fields(&format!("metadata.name={TLS_SECRET_NAME}"));
         let mut waits = vec![
             ready("ExternalSecret", self.external_secrets.store()),
-            ready("PushSecret", self.push_secrets.store()),
             ready("Provider", self.providers.store()),
             ready("ClusterProvider", self.cluster_providers.store()),
             ready("SecretStore", self.secret_stores.store()),
@@ -339,7 +345,6 @@ impl Caches {
         ];
         let mut watches = vec![
             self.external_secrets.start(scope.api(), all.clone(), strip::object),
-            self.push_secrets.start(scope.api(), scope.class.clone(), strip::object),
             self.providers.start(scope.api(), all.clone(), strip::object),
             self.cluster_providers.start(scope.all(), all.clone(), strip::object),
             self.secret_stores.start(scope.api(), all.clone(), strip::secret_store),
@@ -348,6 +353,11 @@ impl Caches {
             self.tls_secrets.start(scope.all(), tls, strip::tls_secret),
             self.namespaces.start(scope.all(), all, strip::namespace),
         ];
+        // A kind switched off (`--process-*`) is not watched at all: no list, no memory.
+        if scope.push_secrets {
+            waits.push(ready("PushSecret", self.push_secrets.store()));
+            watches.push(self.push_secrets.start(scope.api(), scope.class.clone(), strip::object));
+        }
         if scope.workloads {
             // Only opted-in workloads: every other one stays out of memory and out of reach.
             let opted_in = watcher::Config::default().labels(&format!("{RELOAD_LABEL}=true"));
@@ -361,9 +371,11 @@ impl Caches {
         // Not waited for: they only re-check Providers when a configuration changes, and a kind
         // whose CRD is missing (CRDs installed apart from the chart) must not hold the rest up.
         watches.extend(self.provider_configs.start(&scope.client));
-        if scope.namespace.is_none() {
+        if scope.namespace.is_none() && scope.cluster_external_secrets {
             waits.push(ready("ClusterExternalSecret", self.cluster_external_secrets.store()));
             watches.push(self.cluster_external_secrets.start(scope.all(), scope.class.clone(), strip::object));
+        }
+        if scope.namespace.is_none() && scope.cluster_push_secrets {
             // Not waited for: a cluster whose CRDs predate ClusterPushSecret keeps the rest
             // running (the watch logs the missing kind); its controller starts from what lists.
             watches.push(self.cluster_push_secrets.start(scope.all(), scope.class.clone(), strip::object));

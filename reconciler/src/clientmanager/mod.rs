@@ -80,6 +80,8 @@ pub struct ClientManager {
     metrics: Arc<Metrics>,
     /// This instance's `--controller-class` (stores naming another controller are left alone).
     controller_class: Option<String>,
+    /// Which upstream kinds this instance processes (`--process-*`).
+    controllers: crate::cli::Controllers,
 }
 
 impl ClientManager {
@@ -100,6 +102,7 @@ impl ClientManager {
             stores: StoreProviders::default(),
             metrics,
             controller_class: None,
+            controllers: crate::cli::Controllers::default(),
         }
     }
 
@@ -116,13 +119,29 @@ impl ClientManager {
         self
     }
 
+    /// Which upstream kinds this instance processes: with ClusterSecretStores off, what uses
+    /// one is left alone; with ClusterGenerators off, none is read.
+    pub fn with_controllers(mut self, controllers: crate::cli::Controllers) -> Self {
+        self.controllers = controllers;
+        self
+    }
+
+    /// Which upstream kinds this instance processes.
+    pub fn controllers(&self) -> &crate::cli::Controllers {
+        &self.controllers
+    }
+
     /// Whether this instance serves every store the references name (kind as written, an
     /// omitted one is a SecretStore). A store naming another controller in `spec.controller`
     /// is that controller's, and so is what uses it: the caller leaves the object alone, as
-    /// upstream. A store that cannot be found counts as served (the sync reports it).
+    /// upstream; so is a ClusterSecretStore while `--process-cluster-store=false`. A store that
+    /// cannot be found counts as served (the sync reports it).
     pub async fn serves_stores(&self, refs: &[(Option<StoreKind>, &str)], manifest_ns: &str) -> bool {
         for &(kind, name) in refs {
             let kind = keyward_crds::rules::store_ref_kind(kind);
+            if kind == StoreKind::ClusterSecretStore && !self.controllers.process_cluster_store && !name.is_empty() {
+                return false;
+            }
             if !matches!(kind, StoreKind::SecretStore | StoreKind::ClusterSecretStore) || name.is_empty() {
                 continue;
             }

@@ -341,11 +341,13 @@ where
 }
 
 /// Registers the store controllers on the shared caches and returns them; they run until
-/// `shutdown` resolves.
+/// `shutdown` resolves. A SecretStore or ClusterSecretStore controller switched off
+/// (`--process-secret-store`, `--process-cluster-store`) registers nothing and checks nothing.
 pub fn controllers(
     caches: &mut Caches,
     ctx: Arc<Context>,
     class: Option<String>,
+    switches: crate::cli::Controllers,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     // Providers and ClusterProviders name a configuration object; stores carry theirs inline.
@@ -363,23 +365,26 @@ pub fn controllers(
         ctx.clone(),
         class.clone(),
     );
-    let s_triggers = follow(&mut caches.secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class.clone());
-    let cs_triggers = follow(&mut caches.cluster_secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class);
     let providers =
         run_controller(caches.providers.store(), p_triggers, reconcile_provider, ctx.clone(), shutdown.clone());
     let clusters =
         run_controller(caches.cluster_providers.store(), c_triggers, reconcile_cluster, ctx.clone(), shutdown.clone());
-    let secret_stores =
-        run_controller(caches.secret_stores.store(), s_triggers, reconcile_secret_store, ctx.clone(), shutdown.clone());
-    let cluster_secret_stores = run_controller(
-        caches.cluster_secret_stores.store(),
-        cs_triggers,
-        reconcile_cluster_secret_store,
-        ctx,
-        shutdown,
-    );
+    let secret_stores = switches.process_secret_store.then(|| {
+        let triggers = follow(&mut caches.secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class.clone());
+        run_controller(caches.secret_stores.store(), triggers, reconcile_secret_store, ctx.clone(), shutdown.clone())
+    });
+    let cluster_secret_stores = switches.process_cluster_store.then(|| {
+        let triggers = follow(&mut caches.cluster_secret_stores, &mut caches.tls_secrets, None, ctx.clone(), class);
+        let store = caches.cluster_secret_stores.store();
+        run_controller(store, triggers, reconcile_cluster_secret_store, ctx, shutdown)
+    });
     async move {
-        futures::join!(providers, clusters, secret_stores, cluster_secret_stores);
+        futures::join!(
+            providers,
+            clusters,
+            futures::future::OptionFuture::from(secret_stores),
+            futures::future::OptionFuture::from(cluster_secret_stores)
+        );
     }
 }
 
