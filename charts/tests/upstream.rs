@@ -358,3 +358,135 @@ fn keywards_own_components_refuse_upstreams_webhook_only_keys() {
         assert!(err.contains(&format!("`{path}` is not a key of Keyward's chart")), "{path}: {err}");
     }
 }
+
+/// The reconciler's ClusterRole rules, as (resource, verb) pairs.
+fn reconciler_rights(docs: &[Value]) -> Vec<(String, String)> {
+    let role = object(docs, "ClusterRole", "keyward-reconciler");
+    let mut rights = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for resource in rule["resources"].as_array().into_iter().flatten() {
+            for verb in rule["verbs"].as_array().expect("verbs") {
+                rights.push((resource.as_str().expect("resource").into(), verb.as_str().expect("verb").into()));
+            }
+        }
+    }
+    rights
+}
+
+fn documents(out: &str) -> Vec<Value> {
+    out.split("\n---").filter_map(|d| serde_yaml::from_str::<Value>(d).ok()).filter(Value::is_object).collect()
+}
+
+/// Upstream's controller switches turn keyward-reconciler's `--process-*` flags off (through
+/// their environment variables) and take the switched-off kinds' rights out of its role.
+#[test]
+fn upstreams_process_switches_render_to_the_reconcilers_flags_and_drop_their_rights() {
+    let switches = [
+        ("processPushSecret", "KEYWARD_PROCESS_PUSH_SECRET"),
+        ("processClusterPushSecret", "KEYWARD_PROCESS_CLUSTER_PUSH_SECRET"),
+        ("processClusterExternalSecret", "KEYWARD_PROCESS_CLUSTER_EXTERNAL_SECRET"),
+        ("processSecretStore", "KEYWARD_PROCESS_SECRET_STORE"),
+        ("processClusterStore", "KEYWARD_PROCESS_CLUSTER_STORE"),
+        ("processClusterGenerator", "KEYWARD_PROCESS_CLUSTER_GENERATOR"),
+    ];
+    let has = |rights: &[(String, String)], resource: &str, verb: &str| {
+        rights.iter().any(|(r, v)| r == resource && v == verb)
+    };
+    // Upstream's defaults: every controller on, every right there, no switch rendered.
+    let on = documents(&template(&json!({}), &[upstream("defaults.yaml")]).expect("renders"));
+    let on_env = env(object(&on, "Deployment", "keyward-reconciler"));
+    let on_rights = reconciler_rights(&on);
+    for (_, var) in switches {
+        assert!(!on_env.contains_key(var), "{var} rendered with the switch on");
+    }
+    let dropped = [
+        ("pushsecrets", "watch"),
+        ("pushsecrets/status", "patch"),
+        ("clusterpushsecrets", "watch"),
+        ("clusterexternalsecrets", "watch"),
+        ("clusterexternalsecrets/status", "patch"),
+        ("secretstores/status", "patch"),
+        ("clustersecretstores/status", "patch"),
+        ("clustergenerators", "get"),
+    ];
+    for (resource, verb) in dropped {
+        assert!(has(&on_rights, resource, verb), "{resource} {verb} with every controller on");
+    }
+
+    // Each switch alone: its flag, nothing else.
+    for (value, var) in switches {
+        let out = template(&at(value, json!(false)), &[upstream("defaults.yaml")]).expect("renders");
+        let env = env(object(&documents(&out), "Deployment", "keyward-reconciler"));
+        assert_eq!(env.get(var), Some(&json!("false")), "{value}: false");
+        let others: Vec<_> = env.keys().filter(|k| k.starts_with("KEYWARD_PROCESS_") && *k != var).collect();
+        assert!(others.is_empty(), "{value} set {others:?} too");
+    }
+    // PushSecrets off but ClusterPushSecrets on: the children are still kept and read.
+    let out = template(&json!({"processPushSecret": false}), &[]).expect("renders");
+    let rights = reconciler_rights(&documents(&out));
+    assert!(has(&rights, "pushsecrets", "watch") && has(&rights, "pushsecrets", "create"));
+    assert!(!has(&rights, "pushsecrets/status", "patch"), "no PushSecret status written");
+
+    // All off: every right of theirs gone, the ExternalSecret's and the stores' reads kept.
+    let mut all_off = json!({});
+    for (value, _) in switches {
+        merge(&mut all_off, at(value, json!(false)));
+    }
+    let off = documents(&template(&all_off, &[upstream("defaults.yaml")]).expect("renders"));
+    let rights = reconciler_rights(&off);
+    for (resource, verb) in dropped {
+        assert!(!has(&rights, resource, verb), "{resource} {verb} kept with its controller off");
+    }
+    for (resource, verb) in [("externalsecrets", "watch"), ("secretstores", "watch"), ("clustersecretstores", "watch")]
+    {
+        assert!(has(&rights, resource, verb), "{resource} {verb} dropped");
+    }
+}
+
+/// The schema takes anything under External Secrets' own blocks; the chart then refuses a key
+/// there that is no path of upstream's chart, naming the keys the block has. `blocks` in
+/// upstream-keys.yaml is exactly the schema's upstream-only keys that are blocks upstream.
+#[test]
+fn misspelt_keys_under_upstreams_own_blocks_are_refused_naming_the_blocks_keys() {
+    let schema = yaml_file(&chart_dir().join("values.schema.json"));
+    let defaults = yaml_file(&upstream("defaults.yaml"));
+    let paths: Vec<String> = table().iter().map(|e| e["path"].as_str().expect("path").to_string()).collect();
+    let mut expected: Vec<&str> = schema["properties"]
+        .as_object()
+        .expect("properties")
+        .iter()
+        .filter(|(k, v)| {
+            v["$ref"] == "#/definitions/upstreamKey" && defaults[k.as_str()].is_object() && !paths.contains(k)
+        })
+        .map(|(k, _)| k.as_str())
+        .collect();
+    expected.sort_unstable();
+    let listed = yaml_file(&chart_dir().join("upstream-keys.yaml"))["blocks"].clone();
+    let mut listed: Vec<&str> = listed.as_array().expect("blocks").iter().map(|b| b.as_str().expect("name")).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, expected, "upstream-keys.yaml's blocks");
+
+    for (values, path, names) in [
+        (json!({"serviceMonitor": {"enabeld": true}}), "serviceMonitor.enabeld", "`enabled`"),
+        (json!({"vault": {"enableTokenCash": false}}), "vault.enableTokenCash", "`enableTokenCache`"),
+        (
+            json!({"certController": {"podDisruptionBudget": {"minAvaliable": 1}}}),
+            "certController.podDisruptionBudget.minAvaliable",
+            "`minAvailable`",
+        ),
+    ] {
+        let err = template(&values, &[]).expect_err("refused");
+        assert!(err.contains(&format!("`{path}` is no key of External Secrets' chart")), "{path}: {err}");
+        assert!(err.contains(names), "{path}: the block's keys named: {err}");
+    }
+    let err = template(&json!({"certController": {"podDisruptionBudget": "x"}}), &[]).expect_err("refused");
+    assert!(err.contains("`certController.podDisruptionBudget` is a block"), "{err}");
+    // A path covers everything under it; null blocks and correct keys render.
+    for values in [
+        json!({"certController": {"resources": {"limits": {"cpu": "1"}}}}),
+        json!({"serviceMonitor": null}),
+        json!({"serviceMonitor": {"enabled": true, "additionalLabels": {"release": "x"}}}),
+    ] {
+        template(&values, &[]).unwrap_or_else(|e| panic!("{values}: {e}"));
+    }
+}

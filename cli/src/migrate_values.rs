@@ -256,19 +256,21 @@ mod tests {
     #[test]
     fn upstream_defaults_need_nothing_and_other_values_are_flagged() {
         let t = tr(
-            "image: {flavour: \"\"}\nprocessClusterStore: true\nwebhook: {certManager: {cert: {issuerRef: {name: my-issuer}}}}\n",
+            "image: {flavour: \"\"}\nleaderElectionID: \"\"\nwebhook: {certManager: {cert: {issuerRef: {name: my-issuer}}}}\n",
         );
         assert!(t.problems.is_empty(), "{:?}", t.problems);
         assert_eq!(t.values, json!({}));
         let t = tr(
-            "image: {flavour: ubi}\nprocessClusterStore: false\nwebhook: {certManager: {cert: {issuerRef: {name: vault}}}}\n",
+            "image: {flavour: ubi}\nleaderElectionID: eso-lock\nprocessClusterStore: false\nwebhook: {certManager: {cert: {issuerRef: {name: vault}}}}\n",
         );
         assert_eq!(
             paths(&t.problems),
-            ["image.flavour", "processClusterStore", "webhook.certManager.cert.issuerRef.name"]
+            ["image.flavour", "leaderElectionID", "webhook.certManager.cert.issuerRef.name"]
         );
         assert!(t.problems[0].message.contains("no equivalent"), "{:?}", t.problems[0]);
-        assert!(t.problems[1].message.contains("`scopedNamespace`"), "{:?}", t.problems[1]);
+        assert!(t.problems[1].message.contains("`fullnameOverride`"), "{:?}", t.problems[1]);
+        // A controller switch is Keyward's key too: it carries over as written.
+        assert_eq!(t.values, json!({"processClusterStore": false}));
         assert!(t.problems[2].message.contains("`certManager.issuerRef`"), "{:?}", t.problems[2]);
     }
 

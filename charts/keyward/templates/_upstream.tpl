@@ -78,11 +78,43 @@ for every component: the others are Keyward's components, where these keys mean 
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* Under External Secrets' own blocks (upstream-keys.yaml's `blocks`, which the schema takes
+as they come) every key must be a path of the table: a misspelt one fails here, naming the keys
+that block has. */}}
+{{- $paths := list -}}
+{{- range $table.keys }}{{ $paths = append $paths .path }}{{ end -}}
+{{- range $table.blocks -}}
+{{- if kindIs "map" (index $root.Values .) -}}
+{{- include "keyward.upstream.walk" (dict "values" (index $root.Values .) "prefix" . "paths" $paths) -}}
+{{- end -}}
+{{- end -}}
 {{- range $flag, $_ := $root.Values.extraArgs | default dict -}}
 {{- if not (has $flag $table.reconcilerFlags) -}}
 {{- $hint := "" -}}
 {{- with index ($table.flags | default dict) $flag }}{{ $hint = printf ": Keyward's is `%s`" . }}{{ end -}}
 {{- fail (printf "values: extraArgs: `--%s` is not a flag of keyward-reconciler%s (upstream's top-level extraArgs go to the reconciler; `keyward migrate --values FILE` lists the flags Keyward does not know)" $flag $hint) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails on a key under `prefix` that is no value path of External Secrets' chart (nor above
+one: a path covers everything under it). (dict "values" map "prefix" "a.b" "paths" list) */}}
+{{- define "keyward.upstream.walk" -}}
+{{- $w := . -}}
+{{- range $key, $value := $w.values -}}
+{{- $path := printf "%s.%s" $w.prefix $key -}}
+{{- if not (has $path $w.paths) -}}
+{{- $under := list -}}
+{{- range $w.paths }}{{ if hasPrefix (printf "%s." $path) . }}{{ $under = append $under . }}{{ end }}{{ end -}}
+{{- if and $under (kindIs "map" $value) -}}
+{{- include "keyward.upstream.walk" (dict "values" $value "prefix" $path "paths" $w.paths) -}}
+{{- else if not $under -}}
+{{- $known := list -}}
+{{- range $w.paths }}{{ if hasPrefix (printf "%s." $w.prefix) . }}{{ $known = append $known (index (splitList "." (trimPrefix (printf "%s." $w.prefix) .)) 0) }}{{ end }}{{ end -}}
+{{- fail (printf "values: `%s` is no key of External Secrets' chart (2.9.0), whose `%s` block Keyward's chart takes: misspelt? `%s` has %s" $path $w.prefix $w.prefix (printf "`%s`" ($known | uniq | join "`, `"))) -}}
+{{- else if not (kindIs "invalid" $value) -}}
+{{- fail (printf "values: `%s` is a block of External Secrets' chart (with %s), not a value" $path (printf "`%s`" ($under | join "`, `"))) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
