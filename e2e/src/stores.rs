@@ -216,22 +216,29 @@ impl VaultDev {
 
     /// Builds Vault (first run) and starts a dev server on a free loopback port (plain HTTP).
     pub fn start() -> VaultDev {
-        VaultDev::start_with(false, "127.0.0.1")
+        VaultDev::start_with(false, "127.0.0.1", &[])
+    }
+
+    /// Like [`VaultDev::start`], with `env` for the `vault` process: how it reaches the servers
+    /// its auth methods check logins with, such as a protocol test server standing in for a
+    /// cloud API (`SSL_CERT_FILE` for its CA, `GOOGLE_APPLICATION_CREDENTIALS`).
+    pub fn start_with_env(env: &[(&str, &str)]) -> VaultDev {
+        VaultDev::start_with(false, "127.0.0.1", env)
     }
 
     /// Like [`VaultDev::start`], listening on `host` (e.g. [`crate::node_ip`], where the
     /// one-node cluster's Pods reach the host).
     pub fn start_on(host: &str) -> VaultDev {
-        VaultDev::start_with(false, host)
+        VaultDev::start_with(false, host, &[])
     }
 
     /// Like [`VaultDev::start`], serving HTTPS with a certificate for `127.0.0.1` signed by a CA
     /// the server generates (`-dev-tls`); [`VaultDev::ca_pem`] is that CA.
     pub fn start_tls() -> VaultDev {
-        VaultDev::start_with(true, "127.0.0.1")
+        VaultDev::start_with(true, "127.0.0.1", &[])
     }
 
-    fn start_with(tls: bool, host: &str) -> VaultDev {
+    fn start_with(tls: bool, host: &str, env: &[(&str, &str)]) -> VaultDev {
         let bin = cached_tool("build-vault.sh").join("vault");
         let port = crate::process::free_ports(2);
         let root_token = format!("root-{:016x}", rand::random::<u64>());
@@ -244,6 +251,7 @@ impl VaultDev {
             .env_remove("VAULT_ADDR")
             .env_remove("VAULT_TOKEN")
             .env_remove("VAULT_CACERT");
+        cmd.envs(env.iter().copied());
         if let Some(dir) = &tls_dir {
             cmd.arg("-dev-tls").arg(format!("-dev-tls-cert-dir={}", dir.path().display()));
         }

@@ -1,8 +1,9 @@
 //! A protocol test server for Google Cloud Secret Manager v1 (HTTP/JSON, the transport of
 //! Google's Rust client and of the Python client's REST transport) and the token endpoints its
 //! authentication calls: OAuth 2.0's JWT-bearer grant (`/token`), STS's token exchange
-//! (`/v1/token`, for Kubernetes ServiceAccount tokens and signed AWS requests: [`aws`]) and IAM
-//! Credentials' `generateAccessToken`.
+//! (`/v1/token`, for Kubernetes ServiceAccount tokens and signed AWS requests: [`aws`]), IAM
+//! Credentials' `generateAccessToken`, and what Vault's GCP auth method calls to check a login
+//! ([`iam`]: `signJwt`, `serviceAccounts.get`, the accounts' public keys).
 //!
 //! No Secret Manager emulator can be installed from the package registries, so the GCP
 //! provider's tests run against this server, and `google-cloud-secret-manager` (Google's own
@@ -33,6 +34,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Map, Value, json};
 
 mod aws;
+mod iam;
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 
@@ -76,6 +78,11 @@ struct Inner {
     impersonation: HashSet<(String, String)>,
     /// Public keys (RSAPublicKey DER) of the Kubernetes issuers STS trusts.
     issuers: Vec<Vec<u8>>,
+    /// Service account e-mail → what IAM knows of it (project, unique ID, keys).
+    iam: HashMap<String, iam::Account>,
+    /// (principal, service account) pairs allowed to sign JWTs for the account
+    /// (`roles/iam.serviceAccountTokenCreator`).
+    signers: HashSet<(String, String)>,
     /// AWS access key IDs STS accepts signed requests of → (secret access key, ARN).
     aws_keys: HashMap<String, (String, String)>,
     /// Every request, as `METHOD path`, for tests that count calls.
@@ -151,6 +158,11 @@ fn openssl(args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A new 2048-bit RSA key in `out` (PKCS #8 PEM), through the `openssl` CLI.
+fn rsa_key(out: &Path) {
+    openssl(&["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", &out.to_string_lossy()]);
+}
+
 /// The RSAPublicKey DER of a PEM public key (SPKI) file, through the `openssl` CLI.
 pub fn rsa_public_key_der(pem: &Path) -> Vec<u8> {
     let out = pem.with_extension("pkcs1.der");
@@ -213,16 +225,18 @@ impl SecretManagerServer {
         let n = self.lock().accounts.len();
         let key = self.dir.path().join(format!("sa{n}.pem"));
         let public = self.dir.path().join(format!("sa{n}.pub"));
-        openssl(&["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", &key.to_string_lossy()]);
+        rsa_key(&key);
         openssl(&["pkey", "-in", &key.to_string_lossy(), "-pubout", "-out", &public.to_string_lossy()]);
         let der = rsa_public_key_der(&public);
         let key_id = format!("{:040x}", rand::random::<u128>());
+        let project = email.split('@').nth(1).and_then(|d| d.split('.').next()).unwrap_or("project");
+        let account = iam::Account::new(self.dir.path(), n, email, project, &key_id, &key);
         let mut inner = self.lock();
         inner.accounts.insert(email.to_string(), (key_id.clone(), der));
+        inner.iam.insert(email.to_string(), account);
         if granted {
             inner.granted.insert(email.to_string());
         }
-        let project = email.split('@').nth(1).and_then(|d| d.split('.').next()).unwrap_or("project");
         let json = json!({
             "type": "service_account",
             "project_id": project,
@@ -252,6 +266,17 @@ impl SecretManagerServer {
     /// Lets `principal` impersonate the service account `email` (`roles/iam.workloadIdentityUser`).
     pub fn allow_impersonation(&self, principal: &str, email: &str) {
         self.lock().impersonation.insert((principal.into(), email.into()));
+    }
+
+    /// Lets `principal` sign JWTs for the service account `email` through `signJwt`
+    /// (`roles/iam.serviceAccountTokenCreator`; an account needs it on itself too).
+    pub fn allow_sign_jwt(&self, principal: &str, email: &str) {
+        self.lock().signers.insert((principal.into(), email.into()));
+    }
+
+    /// The unique ID IAM gave the service account `email`.
+    pub fn unique_id(&self, email: &str) -> Option<String> {
+        self.lock().iam.get(email).map(|a| a.unique_id.clone())
     }
 
     /// Makes STS accept Kubernetes ServiceAccount tokens signed by the key of `sa_pub` (PEM).
@@ -527,9 +552,17 @@ fn route(
     if path == "/v1/token" && method == Method::POST {
         return sts_token(inner, headers, body);
     }
+    if method == Method::GET
+        && let Some(r) = iam::public_keys(inner, path)
+    {
+        return r;
+    }
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Err(not_found(format!("Requested entity was not found: {path}")));
     };
+    if let Some(r) = iam::service_accounts(s, inner, method, rest, headers, body) {
+        return r;
+    }
     if let Some(sa) =
         rest.strip_prefix("projects/-/serviceAccounts/").and_then(|r| r.strip_suffix(":generateAccessToken"))
     {

@@ -6,6 +6,7 @@
 
 mod common;
 mod conformance;
+mod gcp_login;
 mod generate;
 mod upstream_stores;
 mod vault_provider;

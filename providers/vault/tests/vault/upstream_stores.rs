@@ -36,7 +36,7 @@ path "cas/*" { capabilities = ["create", "read", "update", "delete", "list"] }
 
 /// A dev server with the `keyward` policy, a userpass method with the user `app` (password
 /// `pw-1`) and a KV v2 engine at `cas/` that requires check-and-set.
-fn vault(v: VaultDev) -> VaultDev {
+pub(crate) fn vault(v: VaultDev) -> VaultDev {
     v.policy("keyward", POLICY);
     v.cli(&["auth", "enable", "userpass"]);
     v.cli(&["write", "auth/userpass/users/app", "password=pw-1", "token_policies=keyward"]);
@@ -45,7 +45,7 @@ fn vault(v: VaultDev) -> VaultDev {
     v
 }
 
-async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
+pub(crate) async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
     let data = data.iter().map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec()))).collect();
     let s = Secret {
         metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
@@ -56,7 +56,7 @@ async fn secret(client: &Client, ns: &str, name: &str, data: &[(&str, &str)]) {
 }
 
 /// A SecretStore as upstream writes it, with `vault` as its provider.
-async fn secret_store(client: &Client, ns: &str, name: &str, vault: Value) {
+pub(crate) async fn secret_store(client: &Client, ns: &str, name: &str, vault: Value) {
     let obj: SecretStore = serde_json::from_value(json!({
         "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
         "metadata": {"name": name}, "spec": {"provider": {"vault": vault}}}))
@@ -80,7 +80,7 @@ async fn delete_cluster_store(client: &Client, name: &str) {
 }
 
 /// The reference the reconciler sends for a SecretStore.
-fn store_ref(name: &str, ns: &str) -> ProviderReference {
+pub(crate) fn store_ref(name: &str, ns: &str) -> ProviderReference {
     ProviderReference {
         api_version: "external-secrets.io/v1".into(),
         kind: "SecretStore".into(),
@@ -100,7 +100,7 @@ fn cluster_ref(name: &str) -> ProviderReference {
     }
 }
 
-fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretRequest {
+pub(crate) fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretRequest {
     GetSecretRequest {
         provider_ref: Some(r.clone()),
         source_namespace: ns.into(),
@@ -113,7 +113,10 @@ fn get(r: &ProviderReference, ns: &str, key: &str, property: &str) -> GetSecretR
     }
 }
 
-async fn get_text(c: &mut SecretStoreProviderClient<Channel>, req: GetSecretRequest) -> Result<String, tonic::Status> {
+pub(crate) async fn get_text(
+    c: &mut SecretStoreProviderClient<Channel>,
+    req: GetSecretRequest,
+) -> Result<String, tonic::Status> {
     c.get_secret(req).await.map(|r| String::from_utf8(r.into_inner().value).unwrap())
 }
 
