@@ -133,7 +133,10 @@ pub fn render_all(layout: Layout, kinds: Kinds<'_>) -> Result<Vec<(String, Strin
 /// The chart's partials from the provider configuration kinds: `keyward.providerConfigResources`
 /// (every kind's resource, as the webhook configuration's rules list them) and
 /// `keyward.providerConfigRules` (per provider process, as JSON: the rules its ClusterRole needs to
-/// watch and read its configuration objects and the SecretStores and ClusterSecretStores it serves).
+/// watch and read its configuration objects and the SecretStores and ClusterSecretStores it serves);
+/// and from the generator kinds: `keyward.generatorResources` (every namespaced one, for the
+/// webhook's rules) and `keyward.servedGeneratorResources` (the served ones, for the reconciler's
+/// RBAC).
 fn provider_kinds_template(kinds: Kinds<'_>) -> String {
     let resources: Vec<String> = kinds.iter().map(|p| format!("{:?}", p.plural)).collect();
     let mut by_provider: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -158,11 +161,26 @@ fn provider_kinds_template(kinds: Kinds<'_>) -> String {
     format!(
         "{HEADER}{{{{- define \"keyward.providerConfigResources\" -}}}}[{}]{{{{- end -}}}}\n\
          {{{{- define \"keyward.providerConfigRules\" -}}}}{}{{{{- end -}}}}\n\
-         {{{{- define \"keyward.generatorResources\" -}}}}[{}]{{{{- end -}}}}\n",
+         {{{{- define \"keyward.generatorResources\" -}}}}[{}]{{{{- end -}}}}\n\
+         {{{{- define \"keyward.servedGeneratorResources\" -}}}}[{}]{{{{- end -}}}}\n",
         resources.join(", "),
         serde_json::Value::Object(rules),
-        generator_resources().join(", ")
+        generator_resources().join(", "),
+        served_generator_resources().join(", ")
     )
+}
+
+/// The resources of the generator kinds Keyward generates values of
+/// (`keyward_provider_registry::GENERATOR_KINDS` has a row for each), which the reconciler reads
+/// by name when a `generatorRef` names one.
+fn served_generator_resources() -> Vec<String> {
+    use crate::generators::GeneratorKind;
+    all_crds(&[])
+        .into_iter()
+        .filter(|crd| crd.spec.group == crate::generators::GENERATOR_GROUP)
+        .filter(|crd| GeneratorKind::parse(&crd.spec.names.kind).is_some_and(GeneratorKind::served))
+        .map(|crd| format!("{:?}", crd.spec.names.plural))
+        .collect()
 }
 
 /// The namespaced resources of the generator group, GeneratorStates included: every one is

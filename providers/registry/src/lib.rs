@@ -13,6 +13,11 @@ use keyward_crds::registry::{
 };
 pub use keyward_crds::registry::{ProviderKind, ProviderSpec};
 
+mod generators;
+pub use generators::{
+    GENERATOR_KINDS, GeneratedBy, GeneratorRow, generator_provider, generator_row, generator_store_block,
+};
+
 /// The table, one row per configuration kind.
 pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &KUBERNETES_KIND,

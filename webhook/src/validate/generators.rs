@@ -1,8 +1,9 @@
 //! Admission of the generator kinds (`generators.external-secrets.io/v1alpha1`): every generator
 //! spec gets the rule the reconciler applies again before each generation
 //! (`keyward_crds::rules::validate_generator_spec`: counts, sizes, what one generation may
-//! produce, free-form fields), naming the field; a Webhook generator's spec also gets the rules
-//! of a SecretStore's `spec.provider.webhook`; a GeneratorState keeps its free-form fields within
+//! produce, free-form fields), naming the field; a spec that is a SecretStore block (the
+//! generator registry's `spec_is_store_block`: the Webhook generator's is
+//! `spec.provider.webhook`) also gets that block's rules; a GeneratorState keeps its free-form fields within
 //! their limits.
 
 use keyward_crds::generators::{ClusterGenerator, GeneratorKind, GeneratorState};
@@ -20,9 +21,7 @@ pub(super) fn admit_generator(kind: GeneratorKind, spec: &Value, check: &mut Che
     if let Some(any) = spec_of_kind(kind, &generator) {
         check.spec(validate_generator_spec("spec", any));
     }
-    if kind == GeneratorKind::Webhook {
-        check.webhook_generator_spec("spec", spec);
-    }
+    check.generator_store_block(kind, "spec", spec);
     Ok(())
 }
 
@@ -35,10 +34,9 @@ impl Admitted for ClusterGenerator {
             Ok(any) => check.spec(validate_generator_spec(&path, any)),
             Err(e) => check.invalid.push(e),
         }
-        if self.spec.kind == GeneratorKind::Webhook
-            && let Some(block) = cx.spec().and_then(|s| s.pointer("/generator/webhookSpec"))
-        {
-            check.webhook_generator_spec(&path, block);
+        let field = format!("/generator/{}", generator_spec_field(self.spec.kind));
+        if let Some(block) = cx.spec().and_then(|s| s.pointer(&field)) {
+            check.generator_store_block(self.spec.kind, &path, block);
         }
     }
 }

@@ -19,7 +19,7 @@ use keyward_crds::{
     ClusterExternalSecret, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, ClusterPushSecret,
     ClusterSecretStore, ExternalSecret, Provider, PushSecret, SecretStore, StoreKind,
 };
-use keyward_provider_registry::{PROVIDER_KINDS, ProviderKind, provider_kind};
+use keyward_provider_registry::{ProviderKind, provider_kind};
 use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -230,11 +230,6 @@ fn admit<K: Admitted>(cx: &Cx<'_>, object: &DynamicObject, check: &mut Check) ->
     Ok(())
 }
 
-/// The `spec.provider.<key>` block a Webhook generator's spec is (upstream's generator and
-/// store share the block): its registry row checks both at admission, and the webhook provider
-/// checks a generator's spec with the same rules on each generation.
-pub const WEBHOOK_GENERATOR_STORE_KEY: &str = "webhook";
-
 /// What offers itself to namespaces by `spec.conditions`, for the messages about it.
 struct Offer<'a> {
     /// `ClusterProvider`, `ClusterSecretStore` or `ClusterGenerator`.
@@ -259,13 +254,14 @@ impl Check {
         }
     }
 
-    /// A Webhook generator's spec (`block`, at `path` in the object) checked by the registry row
-    /// of the store key `webhook`: the rules of a SecretStore's `spec.provider.webhook`, with
-    /// their field paths moved under `path`. Only the field rules: what the spec names is read
-    /// in the namespace that uses the generator, and the webhook provider checks that boundary
-    /// on each generation (a ClusterGenerator's spec serves many namespaces).
-    fn webhook_generator_spec(&mut self, path: &str, block: &Value) {
-        let Some(row) = PROVIDER_KINDS.iter().find(|k| k.store_key == Some(WEBHOOK_GENERATOR_STORE_KEY)) else {
+    /// A generator's spec that is a SecretStore block as written (`block`, at `path` in the
+    /// object; upstream's Webhook generator and `spec.provider.webhook` share it), checked by the
+    /// registry row of that block: its rules, with their field paths moved under `path`. Only
+    /// the field rules: what the spec names is read in the namespace that uses the generator,
+    /// and the provider checks that boundary on each generation (a ClusterGenerator's spec
+    /// serves many namespaces).
+    fn generator_store_block(&mut self, kind: GeneratorKind, path: &str, block: &Value) {
+        let Some(row) = keyward_provider_registry::generator_store_block(kind) else {
             return;
         };
         let mut errs = Vec::new();
@@ -276,7 +272,7 @@ impl Check {
             }
         });
         if let Err(e) = read {
-            errs.push(format!("{path}: not a Webhook generator spec: {e}"));
+            errs.push(format!("{path}: not a {kind} generator spec: {e}"));
         }
         self.invalid.extend(errs);
     }
