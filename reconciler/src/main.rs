@@ -15,5 +15,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    keyward_reconciler::run::run(keyward_reconciler::cli::Cli::parse()).await
+    let cli = keyward_reconciler::cli::Cli::parse();
+    // The process runtime: crypto provider, logging, admin server, shutdown drain, Lease loop.
+    let rt = keyward_reconciler::run::runtime(&cli).await?;
+    keyward_reconciler::run::run(cli, rt).await
 }
