@@ -90,6 +90,7 @@ pub struct PushSecretDataTo {
     /// `ReverseUnicode` turns `_UXXXX_` escapes in source keys back into characters before
     /// matching; `None` (default) keeps keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "conversion_strategy_schema")]
     pub conversion_strategy: Option<PushSecretConversionStrategy>,
 }
 
@@ -198,7 +199,15 @@ pub struct PushSecretData {
     pub metadata: Option<FreeJson>,
     /// How keys are converted: `None` keeps them, `ReverseUnicode` undoes Unicode escaping.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "conversion_strategy_schema")]
     pub conversion_strategy: Option<PushSecretConversionStrategy>,
+}
+
+/// Upstream's schema of a push's `conversionStrategy`: defaulted to `None`, not nullable. The
+/// API server prunes a `null` (upstream's webhook guide writes `conversionStrategy: null`) and
+/// then writes the default, as upstream's CRD does; a nullable enum would refuse the `null`.
+fn conversion_strategy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["None", "ReverseUnicode"], "default": "None"})
 }
 
 /// Key conversion for pushes.
@@ -248,4 +257,37 @@ pub struct PushSecretStatus {
     /// Conditions; `Ready` reports the last push.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// The schema of `conversionStrategy` under `spec.<list>` of a PushSecret's CRD.
+    fn conversion_strategy(list: &str) -> Value {
+        let crd = serde_json::to_value(PushSecret::crd()).expect("CRD as JSON");
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        spec[list]["items"]["properties"]["conversionStrategy"].clone()
+    }
+
+    /// Upstream's webhook guide writes `conversionStrategy: null`: the API server prunes a null
+    /// only for a field that is not nullable and has a default, then writes the default; a
+    /// nullable enum refuses it ("Unsupported value: null").
+    #[test]
+    fn a_null_conversion_strategy_is_defaulted_as_upstream() {
+        for list in ["data", "dataTo"] {
+            let schema = conversion_strategy(list);
+            assert_eq!(schema["default"], json!("None"), "{list}: {schema}");
+            assert_ne!(schema["nullable"], json!(true), "{list}: {schema}");
+            assert_eq!(schema["enum"], json!(["None", "ReverseUnicode"]), "{list}: {schema}");
+        }
+        let spec: PushSecretData = serde_json::from_value(
+            json!({"match": {"secretKey": "k", "remoteRef": {"remoteKey": "r"}}, "conversionStrategy": "None"}),
+        )
+        .expect("reads");
+        assert_eq!(spec.conversion_strategy, Some(PushSecretConversionStrategy::None));
+    }
 }
