@@ -31,10 +31,11 @@ fn check_region(errs: &mut ValidationErrors, field: &str, region: &str) {
     }
 }
 
-/// An IAM role to assume, named by its ARN.
-fn check_role_arn(errs: &mut ValidationErrors, field: &str, role: &str) {
-    if !role.starts_with("arn:") {
-        errs.push(field, format!("{role:?} is not a role ARN (arn:aws:iam::<account>:role/<name>)"));
+/// An IAM role to assume: not empty. Its form is STS's to judge, as upstream leaves it (its AWS
+/// guide names a role `team-b`): STS refuses what is not a role ARN, and the sync reports it.
+fn check_role(errs: &mut ValidationErrors, field: &str, role: &str) {
+    if role.is_empty() {
+        errs.push(field, "must not be empty: the ARN of a role to assume (arn:aws:iam::<account>:role/<name>)");
     }
 }
 
@@ -61,7 +62,7 @@ fn check_iam(errs: &mut ValidationErrors, iam: &VaultIamAuth) {
         check_region(errs, &format!("{FIELD}.region"), r);
     }
     match &iam.role {
-        Some(role) => check_role_arn(errs, &format!("{FIELD}.role"), role),
+        Some(role) => check_role(errs, &format!("{FIELD}.role"), role),
         None if iam.external_id.is_some() => {
             errs.push(format!("{FIELD}.externalID"), "is sent with the AssumeRole call of role: set role too")
         }
@@ -271,10 +272,10 @@ pub fn validate_secrets_manager(spec: &SecretsManagerSpec) -> Result<(), Validat
     let mut errs = ValidationErrors::default();
     check_region(&mut errs, "spec.region", &spec.region);
     if let Some(role) = &spec.role {
-        check_role_arn(&mut errs, "spec.role", role);
+        check_role(&mut errs, "spec.role", role);
     }
     for (i, role) in spec.additional_roles.iter().enumerate() {
-        check_role_arn(&mut errs, &format!("spec.additionalRoles[{i}]"), role);
+        check_role(&mut errs, &format!("spec.additionalRoles[{i}]"), role);
     }
     if let Some(auth) = &spec.auth {
         match (&auth.secret_ref, &auth.jwt) {
@@ -368,10 +369,7 @@ mod tests {
             ("server: http://v\nauth: {iam: {vaultRole: ''}}", "spec.auth.iam.vaultRole: must not be empty"),
             ("server: http://v\nauth: {iam: {vaultRole: r, path: '../token'}}", "spec.auth.iam.path: segment"),
             ("server: http://v\nauth: {iam: {vaultRole: r, region: EU}}", "spec.auth.iam.region: \"EU\" is not"),
-            (
-                "server: http://v\nauth: {iam: {vaultRole: r, role: admin}}",
-                "spec.auth.iam.role: \"admin\" is not a role ARN",
-            ),
+            ("server: http://v\nauth: {iam: {vaultRole: r, role: ''}}", "spec.auth.iam.role: must not be empty"),
             ("server: http://v\nauth: {iam: {vaultRole: r, externalID: x}}", "spec.auth.iam.externalID: is sent with"),
             (
                 "server: http://v\nauth: {iam: {vaultRole: r, vaultAwsIamServerID: \"a\\nb\"}}",
@@ -461,11 +459,13 @@ mod tests {
                   secretAccessKeySecretRef: {name: aws, key: secret}}}\n";
         assert_eq!(fields(aws(ok)), Vec::<String>::new());
         assert_eq!(fields(aws("region: us-east-1\nrole: arn:aws:iam::1:role/r")), Vec::<String>::new());
+        // Upstream's AWS guide names a role by its name; upstream admits it and STS refuses it.
+        assert_eq!(fields(aws("region: eu-central-1\nrole: team-b\nadditionalRoles: [hop]")), Vec::<String>::new());
         let cases = [
             ("region: ''", "spec.region: \"\" is not an AWS region"),
             ("region: EU West", "spec.region"),
-            ("region: us-east-1\nrole: admin", "spec.role: \"admin\" is not a role ARN"),
-            ("region: us-east-1\nrole: arn:aws:iam::1:role/r\nadditionalRoles: [x]", "spec.additionalRoles[0]"),
+            ("region: us-east-1\nrole: ''", "spec.role: must not be empty"),
+            ("region: us-east-1\nrole: arn:aws:iam::1:role/r\nadditionalRoles: ['']", "spec.additionalRoles[0]"),
             ("region: us-east-1\nauth: {}", "spec.auth: set exactly one of secretRef or jwt"),
             (
                 "region: us-east-1\nauth: {secretRef: {accessKeyIDSecretRef: {name: a}, secretAccessKeySecretRef: {name: a, key: s}}}",
