@@ -173,33 +173,28 @@ pub fn validate_azure(spec: &AzureKeyVaultSpec) -> Result<(), ValidationErrors> 
         }
     }
     match spec.auth() {
-        AzureAuthType::ServicePrincipal => {
-            if spec.tenant_id.as_deref().is_none_or(str::is_empty) {
-                errs.push(FieldError::new("spec.tenantId", "is required for authType ServicePrincipal"));
-            }
-            match auth {
-                None => errs.push(FieldError::new(
-                    "spec.authSecretRef",
-                    "is required for authType ServicePrincipal: clientId and clientSecret or clientCertificate",
-                )),
-                Some(a) => {
-                    if a.client_id.is_none() {
-                        errs.push(FieldError::new(CLIENT_ID_FIELD, "is required for authType ServicePrincipal"));
-                    }
-                    match (&a.client_secret, &a.client_certificate) {
-                        (Some(_), Some(_)) => errs.push(FieldError::new(
-                            "spec.authSecretRef",
-                            "sets both clientSecret and clientCertificate: use one",
-                        )),
-                        (None, None) => errs.push(FieldError::new(
-                            "spec.authSecretRef",
-                            "needs clientSecret or clientCertificate for authType ServicePrincipal",
-                        )),
-                        _ => {}
-                    }
+        // A missing tenantId or authSecretRef is admitted, as upstream's webhook admits it (its
+        // documentation prints a store with only vaultUrl): the store check and every sync report
+        // it (Ready=False) when the provider builds the credential.
+        AzureAuthType::ServicePrincipal => match auth {
+            None => {}
+            Some(a) => {
+                if a.client_id.is_none() {
+                    errs.push(FieldError::new(CLIENT_ID_FIELD, "is required for authType ServicePrincipal"));
+                }
+                match (&a.client_secret, &a.client_certificate) {
+                    (Some(_), Some(_)) => errs.push(FieldError::new(
+                        "spec.authSecretRef",
+                        "sets both clientSecret and clientCertificate: use one",
+                    )),
+                    (None, None) => errs.push(FieldError::new(
+                        "spec.authSecretRef",
+                        "needs clientSecret or clientCertificate for authType ServicePrincipal",
+                    )),
+                    _ => {}
                 }
             }
-        }
+        },
         AzureAuthType::WorkloadIdentity => {
             if spec.service_account_ref.as_ref().is_some_and(|sa| sa.name.is_empty()) {
                 errs.push(FieldError::new("spec.serviceAccountRef.name", "is required"));
@@ -353,9 +348,17 @@ mod tests {
         assert_eq!(fields(&stack), Vec::<String>::new());
     }
 
+    /// Upstream's Azure guide prints a store with only `vaultUrl` (ServicePrincipal without
+    /// tenantId or authSecretRef); upstream's webhook admits it and its client refuses it later.
+    #[test]
+    fn a_service_principal_without_credentials_is_admitted_as_upstream() {
+        let store = spec(json!({"vaultUrl": "https://xx-xxxx-xx.vault.azure.net"}));
+        assert_eq!(fields(&store), Vec::<String>::new());
+    }
+
     #[test]
     fn field_errors_name_the_fields() {
-        assert_eq!(fields(&AzureKeyVaultSpec::default()), ["spec.vaultUrl", "spec.tenantId", "spec.authSecretRef"]);
+        assert_eq!(fields(&AzureKeyVaultSpec::default()), ["spec.vaultUrl"]);
         let both = spec(json!({"vaultUrl": "http://vault", "tenantId": "t", "authSecretRef": {
             "clientId": {"name": "a"}, "clientSecret": {"name": "a", "key": "s"},
             "clientCertificate": {"name": "a", "key": "c"}}}));

@@ -114,8 +114,9 @@ async fn service_principal(
     client_options: ClientOptions,
     authority: &str,
 ) -> Result<Arc<dyn TokenCredential>, ProviderError> {
-    let tenant = spec.tenant_id.clone().unwrap_or_default();
     let missing = |f: &str| ProviderError::BadConfig(format!("{f}: is required for authType ServicePrincipal"));
+    // Admitted without them, as upstream; refused here, when the credential is built.
+    let tenant = spec.tenant_id.clone().filter(|t| !t.is_empty()).ok_or_else(|| missing("spec.tenantId"))?;
     let auth = spec.auth_secret_ref.as_ref().ok_or_else(|| missing("spec.authSecretRef"))?;
     let client_id = refs
         .selected_secret_text(ctx, CLIENT_ID_FIELD, auth.client_id.as_ref().ok_or_else(|| missing(CLIENT_ID_FIELD))?)
