@@ -102,6 +102,11 @@ impl LeaseLock {
         }
     }
 
+    /// The Lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// This replica's identity.
     pub fn identity(&self) -> &str {
         &self.identity

@@ -26,3 +26,5 @@ pub use health::{Health, Readiness};
 pub use log::{JsonLayout, LogArgs, LogFormat, LogStream, LogStyle, init_logging};
 pub use runtime::{Admin, Builder, Runtime, StartError, install_crypto_provider};
 pub use signal::{shutdown_signal, shutdown_token};
+/// What a runtime's work is stopped with (`tokio_util`'s), so binaries need not name that crate.
+pub use tokio_util::sync::CancellationToken;

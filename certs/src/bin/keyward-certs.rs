@@ -1,8 +1,11 @@
 //! `keyward-certs run`: the self-managed certificate loop. One replica at a time (a Lease picks
 //! it) keeps Keyward's CA and leaf Secrets current and the webhook configurations' `caBundle` in
 //! step; every flag is also read from a `KEYWARD_*` environment variable. Every replica serves
-//! `/healthz`, `/readyz` and `/metrics` on its health address.
+//! `/healthz`, `/readyz` and `/metrics` on its health address. The process starts through
+//! `keyward_process::Runtime` (crypto provider, logging, admin server, shutdown drain, the
+//! Lease loop) as every Keyward server does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,8 +15,8 @@ use keyward_certs::metrics::LoopMetrics;
 use keyward_certs::plan::Policy;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
-use keyward_process::{JsonLayout, LogArgs, LogStream, LogStyle, init_logging, shutdown_token};
-use tracing::{error, info, warn};
+use keyward_process::{CancellationToken, LogArgs, Runtime, parse_duration};
+use tracing::{error, info};
 
 #[derive(Parser, Debug)]
 #[command(name = "keyward-certs", version, about = "Keyward's self-managed certificates")]
@@ -62,28 +65,28 @@ struct RunArgs {
     #[arg(long, env = "KEYWARD_CLUSTER_DOMAIN", default_value = "cluster.local")]
     cluster_domain: String,
     /// Lifetime of a new CA.
-    #[arg(long, env = "KEYWARD_CA_VALIDITY", value_parser = humantime::parse_duration, default_value = "5y")]
+    #[arg(long, env = "KEYWARD_CA_VALIDITY", value_parser = parse_duration, default_value = "5y")]
     ca_validity: Duration,
     /// Stage the next CA when the active one has less than this left.
-    #[arg(long, env = "KEYWARD_CA_RENEW_BEFORE", value_parser = humantime::parse_duration, default_value = "180d")]
+    #[arg(long, env = "KEYWARD_CA_RENEW_BEFORE", value_parser = parse_duration, default_value = "180d")]
     ca_renew_before: Duration,
     /// How long old and new CA are both trusted around a CA switch.
-    #[arg(long, env = "KEYWARD_CA_OVERLAP", value_parser = humantime::parse_duration, default_value = "10m")]
+    #[arg(long, env = "KEYWARD_CA_OVERLAP", value_parser = parse_duration, default_value = "10m")]
     ca_overlap: Duration,
     /// Lifetime of a new leaf certificate.
-    #[arg(long, env = "KEYWARD_LEAF_VALIDITY", value_parser = humantime::parse_duration, default_value = "90d")]
+    #[arg(long, env = "KEYWARD_LEAF_VALIDITY", value_parser = parse_duration, default_value = "90d")]
     leaf_validity: Duration,
     /// Re-issue a leaf when it has less than this left.
-    #[arg(long, env = "KEYWARD_LEAF_RENEW_BEFORE", value_parser = humantime::parse_duration, default_value = "30d")]
+    #[arg(long, env = "KEYWARD_LEAF_RENEW_BEFORE", value_parser = parse_duration, default_value = "30d")]
     leaf_renew_before: Duration,
     /// How often the leader checks everything.
-    #[arg(long, env = "KEYWARD_INTERVAL", value_parser = humantime::parse_duration, default_value = "1m")]
+    #[arg(long, env = "KEYWARD_INTERVAL", value_parser = parse_duration, default_value = "1m")]
     interval: Duration,
     /// The Lease that elects the acting replica.
     #[arg(long, env = "KEYWARD_LEASE_NAME", default_value = "keyward-certs")]
     lease_name: String,
     /// How long a Lease holds without renewal.
-    #[arg(long, env = "KEYWARD_LEASE_DURATION", value_parser = humantime::parse_duration, default_value = "15s")]
+    #[arg(long, env = "KEYWARD_LEASE_DURATION", value_parser = parse_duration, default_value = "15s")]
     lease_duration: Duration,
     /// This replica's identity in the Lease (the chart sets the Pod name; default: host name and
     /// process id).
@@ -99,9 +102,8 @@ struct RunArgs {
     log: LogArgs,
 }
 
-/// The certificate loop's log lines: on stderr, JSON fields under `fields`.
-const LOG_STYLE: LogStyle =
-    LogStyle { default_filter: "info", stream: LogStream::Stderr, json: JsonLayout::Nested { span_list: true } };
+/// The certificate loop's log filter when neither `--log-level` nor `RUST_LOG` is set.
+const DEFAULT_LOG_FILTER: &str = "info";
 
 impl RunArgs {
     fn config(&self) -> anyhow::Result<Config> {
@@ -144,10 +146,11 @@ impl RunArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Command::Run(args) = cli.command;
-    init_logging(&args.log, LOG_STYLE);
-    rustls::crypto::ring::default_provider()
-        .install_default()
-        .map_err(|_| anyhow::anyhow!("a rustls crypto provider was already installed"))?;
+    let mut rt = Runtime::builder("keyward-certs").log(&args.log, DEFAULT_LOG_FILTER);
+    if !args.once {
+        rt = rt.admin(args.health_listen);
+    }
+    let rt = rt.build().await?;
     let cfg = args.config()?;
     let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
     if args.once {
@@ -155,70 +158,45 @@ async fn main() -> anyhow::Result<()> {
         log_report(&report);
         return Ok(());
     }
-    let cancel = shutdown_token();
     let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = LoopMetrics::new(&mut registry, &args.lease_name);
-    let listener = tokio::net::TcpListener::bind(args.health_listen)
-        .await
-        .with_context(|| format!("binding {}", args.health_listen))?;
-    info!(addr = %listener.local_addr()?, "operations server listening");
+    let metrics = Arc::new(LoopMetrics::new(&mut registry, &args.lease_name));
     // Ready once connected: a standby is as ready as the acting replica.
-    let ops = Health::new(|| std::future::ready(Readiness::ok()), move || health::encode(&registry));
-    let stopped = cancel.clone();
-    let http = tokio::spawn(async move {
-        if let Err(e) = health::serve(listener, ops.router(), async move { stopped.cancelled().await }).await {
-            error!(error = %e, "operations server failed");
-        }
-    });
+    rt.admin().serve(Health::new(|| std::future::ready(Readiness::ok()), move || health::encode(&registry)));
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let lock = LeaseLock::new(client.clone(), &cfg.namespace, &args.lease_name, &identity, args.lease_duration);
     info!(identity, lease = %args.lease_name, namespace = %cfg.namespace, "certificate loop starting");
-    let tick = args.interval.min(args.lease_duration / 3).max(Duration::from_millis(200));
-    let mut leader = false;
-    let mut next_pass = tokio::time::Instant::now();
+    let (cfg, interval) = (Arc::new(cfg), args.interval);
+    rt.run_leading(Some(lock), |stop| passes(client.clone(), cfg.clone(), metrics.clone(), interval, stop)).await;
+    Ok(())
+}
+
+/// One leadership term: a pass at once and every `interval` after, until `stop`.
+async fn passes(
+    client: kube::Client,
+    cfg: Arc<Config>,
+    metrics: Arc<LoopMetrics>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    info!("acquired the lease; this replica manages the certificates");
+    metrics.leading(true);
     loop {
-        match lock.try_acquire_or_renew().await {
-            Ok(now_leader) => {
-                if now_leader && !leader {
-                    info!(identity, "acquired the lease; this replica manages the certificates");
-                    next_pass = tokio::time::Instant::now();
-                } else if !now_leader && leader {
-                    warn!(identity, "lost the lease; another replica manages the certificates");
-                }
-                leader = now_leader;
+        match reconcile(&client, &cfg).await {
+            Ok(report) => {
+                log_report(&report);
+                metrics.passed(&report);
             }
             Err(e) => {
-                // Without a renewed lease another replica may take over: stop acting.
-                warn!(error = %e, "renewing the lease failed");
-                leader = false;
+                error!(error = %e, "certificate pass failed; retrying next tick");
+                metrics.failed();
             }
-        }
-        metrics.leading(leader);
-        if leader && tokio::time::Instant::now() >= next_pass {
-            match reconcile(&client, &cfg).await {
-                Ok(report) => {
-                    log_report(&report);
-                    metrics.passed(&report);
-                }
-                Err(e) => {
-                    error!(error = %e, "certificate pass failed; retrying next tick");
-                    metrics.failed();
-                }
-            }
-            next_pass = tokio::time::Instant::now() + args.interval;
         }
         tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(tick) => {}
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
         }
     }
-    if let Err(e) = lock.release().await {
-        warn!(error = %e, "releasing the lease failed");
-    }
     metrics.leading(false);
-    let _ = http.await;
-    info!("certificate loop stopped");
-    Ok(())
 }
 
 fn log_report(report: &keyward_certs::manager::Report) {

@@ -21,7 +21,7 @@ impl Runtime {
     {
         loop {
             if let Some(lock) = &lease {
-                tracing::info!(identity = lock.identity(), "waiting for leadership");
+                tracing::info!(identity = lock.identity(), lease = lock.name(), "waiting for leadership");
                 if !lock.acquire(self.shutdown.cancelled()).await {
                     break;
                 }
