@@ -29,7 +29,10 @@ HEADER = """# Flag reference
 Every flag of every Keyward binary, as the binary itself prints it (`<binary> --help`). Each
 server flag can also be set through the environment variable shown next to it; the chart sets
 them (docs/helm.md). The image holds every server binary; the `keyward` command line (also
-`kubectl keyward`) is shipped on its own (docs/cli.md).
+`kubectl keyward`) is shipped on its own (docs/cli.md). Every duration flag of the server
+binaries takes one grammar: Go's durations (`30s`, `5m`, `1h30m`, `500ms`, `0`) plus `d`, `w`
+and `y`; a bare number is seconds, and humantime's spellings (`5 days`, `1h 30m`) are still
+accepted.
 """
 
 
