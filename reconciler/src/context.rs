@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use keyward_crds::{ExternalSecret, PushSecret};
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use rand::Rng;
 
@@ -59,7 +58,8 @@ impl Default for Settings {
 }
 
 /// Who publishes events (`reportingController`, `reportingInstance`).
-pub use kube::runtime::events::Reporter;
+pub use crate::events::Reporter;
+use crate::events::{Note, Recorder};
 
 /// Which object per-object state belongs to. Namespace and name are kept as one string,
 /// `namespace/name` (neither may hold a `/`): there is one key per ExternalSecret in several maps.
@@ -167,8 +167,8 @@ pub struct Context {
     pub settings: Settings,
     /// Where templates are rendered (off the async workers, with a time limit).
     pub renders: RenderPool,
-    /// kube's event recorder: a repeated event (same object, reason, action and note) within its
-    /// cache window becomes one Event with a series count, not a new object per reconcile.
+    /// Events: a repeated event (same object version, reason, action and note) within its
+    /// window becomes one Event with a series count, not a new object per reconcile.
     recorder: Recorder,
     objects: Mutex<HashMap<ObjectKey, PerObject>>,
 }
@@ -299,15 +299,10 @@ impl Context {
     /// fatal. Callers publish on a change, not on every reconcile; repeats within the recorder's
     /// window are counted on one Event.
     pub async fn event(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.to_string(),
-            // Event notes are limited to 1 kB.
-            note: Some(crate::conditions::truncate(note, 1000)),
-            action: action.to_string(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, regarding).await {
+        // Event notes are limited to 1 kB.
+        let note = crate::conditions::truncate(note, 1000);
+        let event = Note { warning, reason, action, note: &note };
+        if let Err(e) = self.recorder.publish(event, regarding).await {
             tracing::warn!(error = %e, reason, "publishing event failed");
         }
     }

@@ -11,6 +11,7 @@ pub mod clusterpushsecret;
 pub mod conditions;
 pub mod context;
 pub mod controller_metrics;
+pub mod events;
 pub mod externalsecret;
 #[cfg(test)]
 pub(crate) mod fake_api;
