@@ -74,7 +74,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// ExternalSecrets of its own, once the reconciler has stopped: the target Secret applied
 /// server-side, the status merge-patched, an Event created. Returns the time the writes took
 /// and the CPU per object they cost.
-async fn same_writes(client: &Client, ns: &str, n: usize, cp_dir: &std::path::Path) -> (Duration, String) {
+async fn same_writes(client: &Client, ns: &str, n: usize, cp_dir: &std::path::Path) -> (Duration, (f64, String)) {
     let ess: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
@@ -155,8 +155,9 @@ fn cpu_of(dir: &std::path::Path, others: &[(&'static str, u32)]) -> Vec<(&'stati
     all
 }
 
-/// Milliseconds of CPU per object of each process between two readings of [`cpu_of`].
-fn cpu_per_object(before: &[(&'static str, f64)], after: &[(&'static str, f64)], n: usize) -> String {
+/// Milliseconds of CPU per object of each process between two readings of [`cpu_of`]: the
+/// total, and the total with each process's share as text.
+fn cpu_per_object(before: &[(&'static str, f64)], after: &[(&'static str, f64)], n: usize) -> (f64, String) {
     let per = |(name, was): &(&str, f64)| {
         let now = after.iter().find(|(a, _)| a == name).map_or(*was, |(_, v)| *v);
         (name.to_string(), (now - was) * 1000.0 / n as f64)
@@ -164,7 +165,19 @@ fn cpu_per_object(before: &[(&'static str, f64)], after: &[(&'static str, f64)],
     let parts: Vec<(String, f64)> = before.iter().map(per).collect();
     let total: f64 = parts.iter().map(|(_, v)| v).sum();
     let each: Vec<String> = parts.iter().map(|(name, v)| format!("{name} {v:.2}")).collect();
-    format!("{total:.2} ms ({})", each.join(", "))
+    (total, format!("{total:.2} ms ({})", each.join(", ")))
+}
+
+/// One figure, as `scripts/bench-compare.py` reads it to print it beside its reference:
+/// `figure <name> <value> <unit> <lower|higher>` (which way is better).
+fn figure(name: String, value: f64, unit: &str, better: &str) {
+    println!("figure {name} {value:.3} {unit} {better}");
+}
+
+/// Requests per ExternalSecret of every verb but WATCH, for the resources the reconciler touches.
+fn requests_per_object(delta: &BTreeMap<Vec<String>, f64>, n: usize) -> f64 {
+    let counted = delta.iter().filter(|(k, _)| RECONCILER_RESOURCES.contains(&k[1].as_str()) && k[0] != "WATCH");
+    counted.map(|(_, v)| v).sum::<f64>() / n as f64
 }
 
 /// Successful GetSecret calls the Fake provider served, from its own metrics: a handful of
@@ -355,10 +368,23 @@ async fn run(client: Client, ns: String, n: usize) {
         writes.as_secs_f64(),
         100.0 * rate / writes_rate
     );
-    println!("  CPU per object: plain create {cpu_plain}; the three writes {cpu_writes}; first sync {cpu_sync}");
+    println!(
+        "  CPU per object: plain create {}; the three writes {}; first sync {}",
+        cpu_plain.1, cpu_writes.1, cpu_sync.1
+    );
     println!("  API requests per ExternalSecret, first sync: {}", per_object(&first_sync, n));
     println!("  API requests per no-change refresh: {}", per_object(&refresh, n));
     println!("  reconciler CPU while idle over 30 s: {idle_cpu:.2}% of one core; refresh interval then {interval}s");
+    let key = |what: &str| format!("reconciler.n{n}.{what}");
+    figure(key("rss_peak"), peak, "MiB", "lower");
+    figure(key("rss_steady"), steady, "MiB", "lower");
+    figure(key("provider_rss"), provider_rss, "MiB", "lower");
+    figure(key("first_sync"), sync.as_secs_f64(), "s", "lower");
+    figure(key("first_sync_of_same_writes"), sync.as_secs_f64() / writes.as_secs_f64(), "ratio", "lower");
+    figure(key("cpu_per_first_sync"), cpu_sync.0, "ms", "lower");
+    figure(key("requests_per_first_sync"), requests_per_object(&first_sync, n), "requests", "lower");
+    figure(key("requests_per_refresh"), requests_per_object(&refresh, n), "requests", "lower");
+    figure(key("idle_cpu"), idle_cpu, "%", "lower");
     drop(fake);
 }
 #[tokio::main]
