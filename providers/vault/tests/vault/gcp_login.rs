@@ -137,7 +137,7 @@ async fn gcp_login_with_a_key_and_workload_identity() {
             assert!(e.message().contains("GenerateAccessToken"), "{e:?}");
             google.allow_impersonation(&subject, &gke.email);
             assert_eq!(get_text(c, read("gcp-wi")).await.unwrap(), "app");
-            assert_eq!(audit.count("auth/gcp/login"), 2, "the key's login and Workload Identity's");
+            assert_eq!(audit.count("auth/gcp/login"), 3, "the key's, the refused stranger's and Workload Identity's");
         })
         .await;
     })
