@@ -18,6 +18,9 @@ use keyward_chart_tests::installed::{AdmissionStream, apply, eventually, image, 
 use keyward_chart_tests::{CertManagerOptions, cert_manager, chart_dir, helm, run};
 use keyward_e2e::node_cluster;
 
+#[path = "installed/quickstart.rs"]
+mod quickstart;
+
 #[path = "installed/switch.rs"]
 mod switch;
 
