@@ -49,10 +49,7 @@ pub static GENERATOR_KINDS: &[GeneratorRow] = &[
     by(GeneratorKind::VaultDynamicSecret, &VAULT_KIND),
     by(GeneratorKind::EcrAuthorizationToken, &SECRETS_MANAGER_KIND),
     by(GeneratorKind::StsSessionToken, &SECRETS_MANAGER_KIND),
-    GeneratorRow {
-        spec_is_store_block: true,
-        ..by(GeneratorKind::Webhook, &keyward_provider_webhook::api::KIND)
-    },
+    GeneratorRow { spec_is_store_block: true, ..by(GeneratorKind::Webhook, &keyward_provider_webhook::api::KIND) },
     by(GeneratorKind::AcrAccessToken, &keyward_provider_azure::api::KIND),
     by(GeneratorKind::GcrAccessToken, &keyward_provider_gcp::api::KIND),
 ];
@@ -126,10 +123,8 @@ mod tests {
     /// The routing the reconciler had as a hand-written list, unchanged.
     #[test]
     fn the_remote_kinds_and_their_providers_are_unchanged() {
-        let remote: Vec<(&str, &str)> = GeneratorKind::ALL
-            .iter()
-            .filter_map(|k| Some((k.as_str(), generator_provider(*k)?)))
-            .collect();
+        let remote: Vec<(&str, &str)> =
+            GeneratorKind::ALL.iter().filter_map(|k| Some((k.as_str(), generator_provider(*k)?))).collect();
         assert_eq!(
             remote,
             [
