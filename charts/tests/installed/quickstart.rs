@@ -101,7 +101,6 @@ fn demo_username(kc: &Path) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not yet run on the node: run it with --ignored once, then drop this marker"]
 async fn quickstart_runs_as_written_and_syncs_the_demo_secret() {
     let _serial = turn().await;
     let cluster = node_cluster().await;
