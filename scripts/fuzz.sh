@@ -19,8 +19,8 @@ root=$PWD
 
 # crate directory and target, one per line.
 targets="webhook/fuzz review
-reconciler/template/fuzz parse
-reconciler/template/fuzz render
+template/fuzz parse
+template/fuzz render
 providers/fuzz request
 providers/fuzz kubeconfig"
 
