@@ -5,10 +5,12 @@
 //! keep working: a bare number of seconds (`25`), and `humantime`'s spellings (`5 days`,
 //! `1h 30m`, `2min`).
 //!
-//! Object fields (`refreshInterval`) keep upstream's exact Go grammar in `keyward-crds`; this
-//! one is for flags only.
+//! The `<number><unit>` grammar itself is `keyward-crds`' (the one object fields use, Go's exact
+//! units there); this adds the flags' older spellings around it.
 
 use std::time::Duration;
+
+use keyward_crds::rules::parse_duration_with_days;
 
 /// Parses a flag's duration; the error says what is accepted. Use as
 /// `#[arg(value_parser = keyward_process::parse_duration)]`.
@@ -23,34 +25,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, String> {
     if let Ok(seconds) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(seconds).map_err(|_| refused());
     }
-    go_with_days(s).or_else(|| humantime::parse_duration(s).ok()).ok_or_else(refused)
-}
-
-/// `<number><unit>` repeated, Go's units plus `d`, `w` and `y`.
-fn go_with_days(s: &str) -> Option<Duration> {
-    let mut rest = s;
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let value: f64 = rest.get(..number_len)?.parse().ok()?;
-        rest = &rest[number_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86_400.0,
-            "w" => 604_800.0,
-            "y" => 31_557_600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += value * seconds_per_unit;
-    }
-    Duration::try_from_secs_f64(total).ok()
+    parse_duration_with_days(s).or_else(|_| humantime::parse_duration(s)).map_err(|_| refused())
 }
 
 #[cfg(test)]

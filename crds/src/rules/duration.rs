@@ -1,4 +1,8 @@
-//! Go duration strings (`1h30m`, `15s`, `0`), the format of `refreshInterval`.
+//! The one duration grammar of Keyward: Go's duration strings (`1h30m`, `15s`, `1.5h`, `500ms`,
+//! `0`), the format of every object field (`refreshInterval`, `retryInterval`, sync windows),
+//! kept exactly as upstream's Go so a manifest means the same here. Flags take the same grammar
+//! with three longer units for certificate lifetimes ([`parse_duration_with_days`]; the flag
+//! front-end with its older spellings is `keyward_process::parse_duration`).
 
 use std::time::Duration;
 
@@ -12,8 +16,20 @@ pub struct DurationError {
     pub input: String,
 }
 
-/// Parses a non-negative Go duration.
+/// Parses a non-negative Go duration (an object field's grammar).
 pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
+    parse(input, false)
+}
+
+/// Go's grammar plus `d` (24h), `w` (7d) and `y` (365.25d, as `humantime` counts it): the
+/// grammar of flags, whose certificate lifetimes run to years. Not for object fields, which
+/// stay Go's so that upstream's manifests are read alike.
+pub fn parse_duration_with_days(input: &str) -> Result<Duration, DurationError> {
+    parse(input, true)
+}
+
+/// `<number><unit>` repeated, or a bare `0`.
+fn parse(input: &str, long_units: bool) -> Result<Duration, DurationError> {
     let err = || DurationError { input: input.to_string() };
     if input == "0" {
         return Ok(Duration::ZERO);
@@ -38,6 +54,9 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
+            "d" if long_units => 86_400.0,
+            "w" if long_units => 604_800.0,
+            "y" if long_units => 31_557_600.0,
             _ => return Err(err()),
         };
         rest = &rest[unit_len..];
@@ -64,10 +83,22 @@ mod tests {
         ];
         for (input, secs) in ok {
             assert_eq!(parse_go_duration(input), Ok(Duration::from_secs_f64(secs)), "{input}");
+            assert_eq!(parse_duration_with_days(input), Ok(Duration::from_secs_f64(secs)), "{input}");
         }
-        for bad in ["", "1", "h", "1d", "-1h", "1h-", "one hour", "1..5s"] {
+        for bad in ["", "1", "h", "1d", "2w", "1y", "-1h", "1h-", "one hour", "1..5s"] {
             let err = parse_go_duration(bad).unwrap_err();
             assert!(err.to_string().contains("is not a duration"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn days_weeks_and_years_only_where_asked_for() {
+        let days = |s: &str| parse_duration_with_days(s).map(|d| d.as_secs_f64());
+        assert_eq!(days("1d12h"), Ok(129_600.0));
+        assert_eq!(days("2w"), Ok(1_209_600.0));
+        assert_eq!(days("1y"), Ok(31_557_600.0));
+        for bad in ["", "1", "d", "-1d", "1dd", "5 days"] {
+            assert!(parse_duration_with_days(bad).is_err(), "{bad}");
         }
     }
 }

@@ -42,7 +42,7 @@ pub use boundary::{
 pub use cluster_external_secret::{refused_store, selects_namespace, validate_cluster_external_secret};
 pub use cluster_push_secret::{push_refused_store, push_selects_namespace, validate_cluster_push_secret};
 pub use cluster_store::cluster_secret_store_references;
-pub use duration::{DurationError, parse_go_duration};
+pub use duration::{DurationError, parse_duration_with_days, parse_go_duration};
 pub use gcp::{
     CRED_CONFIG_IDENTITY, GCP_KEY_FIELD, GCP_WI_FIELD, GCP_WIF_AWS_FIELD, GCP_WIF_CONFIG_FIELD, GCP_WIF_SA_FIELD,
     check_gcp_name_part, gcp_auth_reach, looks_like_email, validate_gcp_auth, validate_gcr_access_token,
