@@ -68,6 +68,8 @@ pub struct LeaseLock {
     retry: Duration,
     /// `leader_election_master_status` of this Lease, when reported.
     status: Option<Gauge>,
+    /// Labels the Lease is created with (a group of Leases is listed by them).
+    labels: std::collections::BTreeMap<String, String>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -85,7 +87,20 @@ impl LeaseLock {
             duration,
             retry: (duration / 5).max(Duration::from_millis(500)),
             status: None,
+            labels: Default::default(),
         }
+    }
+
+    /// Creates the Lease with the label `key=value`, so a group of Leases (the reconciler's
+    /// shard members) can be watched by a selector.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// How often the Lease is renewed (or its acquisition retried): a fifth of its duration.
+    pub fn retry(&self) -> Duration {
+        self.retry
     }
 
     /// Reports in `gauge` whether this replica holds the Lease (1) or not (0); see
@@ -123,7 +138,11 @@ impl LeaseLock {
             Step::Wait { .. } => return Ok(false),
             Step::Create => {
                 let lease = Lease {
-                    metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
+                        ..Default::default()
+                    },
                     spec: Some(LeaseSpec {
                         holder_identity: Some(self.identity.clone()),
                         lease_duration_seconds: Some(secs),

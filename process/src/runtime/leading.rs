@@ -14,7 +14,19 @@ impl Runtime {
     /// this process holds it and its token is cancelled at shutdown or when the Lease is lost
     /// (then the process waits to lead again); without one, `term` runs once, as a sole leader,
     /// until shutdown. A term has the drain bound to return once its token is cancelled.
-    pub async fn run_leading<F, Fut>(self, lease: Option<LeaseLock>, mut term: F)
+    pub async fn run_leading<F, Fut>(self, lease: Option<LeaseLock>, term: F)
+    where
+        F: FnMut(CancellationToken) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        self.leading(lease, term).await;
+        self.stop_admin().await;
+    }
+
+    /// The Lease loop of [`Runtime::run_leading`] without stopping the admin server when it
+    /// ends, so a process can run several at once (the reconciler's shard membership beside its
+    /// leadership) and then call [`Runtime::stop`].
+    pub async fn leading<F, Fut>(&self, lease: Option<LeaseLock>, mut term: F)
     where
         F: FnMut(CancellationToken) -> Fut,
         Fut: Future<Output = ()>,
@@ -46,8 +58,15 @@ impl Runtime {
             if lease.is_none() || self.shutdown.is_cancelled() {
                 break;
             }
-            tracing::warn!("leadership lost; work stopped, waiting to lead again");
+            tracing::warn!(
+                lease = lease.as_ref().map(LeaseLock::name),
+                "leadership lost; work stopped, waiting to lead again"
+            );
         }
+    }
+
+    /// Stops the admin server once the work of [`Runtime::leading`] has ended.
+    pub async fn stop(self) {
         self.stop_admin().await;
     }
 }
