@@ -2,7 +2,7 @@
 # Builds HashiCorp Vault (the server the Vault provider tests run as `vault server -dev`) from the
 # Go module pinned in e2e/tools/vault into a cache directory keyed by the pinned version, so only
 # the first run pays for the build (about 30 CPU-minutes and 4.7 GB of memory: Vault links every
-# builtin plugin; figures in docs/providers.md). Prints the directory holding the binary.
+# builtin plugin; figures in docs/providers/vault.md). Prints the directory holding the binary.
 #
 # Vault builds against its in-tree sdk (`replace github.com/hashicorp/vault/sdk => ./sdk` in its
 # go.mod), which the published module does not contain, so the build uses the published sdk its

@@ -5,7 +5,7 @@
 //! defaults, SecretStore validation), the reconciler (which process serves a store, which kinds
 //! to watch), `make generate` (CRDs, the chart's webhook rules and RBAC) and the chart and image
 //! checks all iterate this table. A new store is its provider crate, which declares its row
-//! (`pub static KIND`), plus one line here; docs/providers.md ("Writing a provider") walks
+//! (`pub static KIND`), plus one line here; docs/providers/writing.md walks
 //! through it.
 
 use keyward_crds::registry::{
