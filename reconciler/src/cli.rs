@@ -48,6 +48,17 @@ pub struct Cli {
     /// Lease duration (Go duration).
     #[arg(long, env = "KEYWARD_LEASE_DURATION", default_value = "15s", value_parser = duration)]
     pub lease_duration: Duration,
+    /// Split the namespaces among the replicas: each holds a shard Lease
+    /// (`<lease-name>-shard-<identity>`) and works the ExternalSecrets and PushSecrets of the
+    /// namespaces a rendezvous hash over the live shard Leases gives it; cluster-scoped work
+    /// (ClusterExternalSecrets, ClusterPushSecrets, store status, generator states, rollouts)
+    /// stays with the holder of the leader Lease. false: the leader does everything.
+    #[arg(long, env = "KEYWARD_SHARD", default_value_t = false, action = clap::ArgAction::Set)]
+    pub shard: bool,
+    /// How long a shard Lease lives unrenewed: a replica that dies without releasing it hands
+    /// its namespaces over after this, plus three fifths of it to settle.
+    #[arg(long, env = "KEYWARD_SHARD_LEASE_DURATION", default_value = "5s", value_parser = duration)]
+    pub shard_lease_duration: Duration,
     /// Identity in the Lease (the chart sets the Pod name; default: host name and process id).
     #[arg(long, env = "KEYWARD_IDENTITY")]
     pub identity: Option<String>,

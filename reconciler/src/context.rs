@@ -128,6 +128,8 @@ impl LastRefresh {
         Self { at, synced: fingerprint(synced_hash) }
     }
 
+    /// This replica's share of the namespaces when the reconcilers are sharded.
+    shard: Option<crate::shard::Shard>,
     /// Whether this refresh synced the object version `hash`.
     pub fn synced(&self, hash: &str) -> bool {
         self.synced == fingerprint(hash)
@@ -185,7 +187,33 @@ impl Context {
     ) -> Self {
         let renders = RenderPool::new(settings.render_slots, settings.render_time_limit);
         let recorder = Recorder::new(client.clone(), reporter);
-        Context { client, caches, manager, metrics, settings, renders, recorder, objects: Mutex::new(HashMap::new()) }
+        Context {
+            client,
+            caches,
+            manager,
+            metrics,
+            settings,
+            renders,
+            recorder,
+            objects: Mutex::new(HashMap::new()),
+            shard: None,
+        }
+    }
+
+    /// Works only the namespaces of `shard` (`--shard`).
+    pub fn with_shard(mut self, shard: Option<crate::shard::Shard>) -> Self {
+        self.shard = shard;
+        self
+    }
+
+    /// This replica's share, when sharded.
+    pub fn shard(&self) -> Option<&crate::shard::Shard> {
+        self.shard.as_ref()
+    }
+
+    /// Whether this replica works the objects of `namespace`: always, unless sharded.
+    pub fn owns(&self, namespace: &str) -> bool {
+        self.shard.as_ref().is_none_or(|s| s.owns(namespace))
     }
 
     /// A context for unit tests: `client` (a [`crate::fake_api`] client) for the API, empty

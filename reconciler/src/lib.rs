@@ -25,6 +25,7 @@ pub mod provider;
 pub mod pushsecret;
 pub mod reload;
 pub mod renders;
+pub mod shard;
 pub mod run;
 pub mod slots;
 pub mod tracked;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use keyward_crds::{ClusterExternalSecret, ClusterPushSecret};
-use kube::Client;
 use kube::runtime::watcher;
+use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +25,8 @@ use crate::metrics::Metrics;
 use keyward_process::Runtime;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
+
+use crate::shard::{self, members::Timing};
 
 /// Label that assigns an object to one reconciler instance.
 pub const CONTROLLER_CLASS_LABEL: &str = "external-secrets.io/controller-class";
@@ -48,6 +50,11 @@ pub async fn runtime(cli: &Cli) -> anyhow::Result<Runtime> {
 pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
     cli.hash_key().map_err(anyhow::Error::msg)?;
     cli.generic_targets().map_err(anyhow::Error::msg)?;
+    if cli.shard && cli.watch_namespace.is_some() {
+        anyhow::bail!(
+            "--shard splits namespaces among replicas: it needs every namespace watched (no --watch-namespace)"
+        );
+    }
     let off = cli.controllers.off();
     if !off.is_empty() {
         tracing::info!(switched_off = ?off, "controllers switched off (--process-*=false): their objects are left alone");
@@ -68,15 +75,86 @@ pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
     });
     // Standbys are ready: they are healthy and waiting for the lease.
     rt.admin().serve(Health::new(|| std::future::ready(Readiness::ok()), move || health::encode(&registry)));
-    // Leadership terms, with fresh caches each: the runtime releases the Lease only after a
-    // term's controllers stopped (or `--shutdown-grace` passed), so two leaders never overlap.
-    rt.run_leading(elector, |stop| lead(&cli, &client, &metrics, &identity, stop)).await;
+    if !cli.shard {
+        // Leadership terms, with fresh caches each: the runtime releases the Lease only after a
+        // term's controllers stopped (or `--shutdown-grace` passed), so two leaders never overlap.
+        rt.run_leading(elector, |stop| lead(&cli, &client, &metrics, &identity, Work::All, stop)).await;
+        return Ok(());
+    }
+    // Sharded: membership terms (this replica's shard Lease) work its namespaces, leadership
+    // terms the cluster-scoped rest; each Lease is released only after its term stopped.
+    let group = cli.lease_name.clone();
+    let member = LeaseLock::new(
+        client.clone(),
+        &lease_namespace,
+        &shard::lease_name(&group, &identity),
+        &identity,
+        cli.shard_lease_duration,
+    )
+    .with_label(shard::SHARD_LABEL, &group);
+    let timing = Timing { duration: cli.shard_lease_duration, renew: member.retry() };
+    tracing::info!(lease = member.name(), namespace = %lease_namespace, "sharded: namespaces split among the replicas");
+    let (tx, rx) = tokio::sync::watch::channel(shard::Assignment::default());
+    let leases = Api::namespaced(client.clone(), &lease_namespace);
+    let members = |stop: CancellationToken| {
+        let work = Work::Namespaced(shard::Shard::new(rx.clone()));
+        let (leases, tx) = (leases.clone(), tx.clone());
+        let (cli, client, metrics, identity, group) = (&cli, &client, &metrics, &identity, &group);
+        async move {
+            futures::join!(
+                shard::members::run(leases, group, identity, timing, tx, stop.clone()),
+                lead(cli, client, metrics, identity, work, stop),
+            );
+        }
+    };
+    futures::join!(
+        rt.leading(Some(member), members),
+        rt.leading(elector, |stop| lead(&cli, &client, &metrics, &identity, Work::Cluster, stop)),
+    );
+    rt.stop().await;
     Ok(())
 }
 
-/// One leadership term: caches, client manager and controllers, until `stop` (a signal or the
+/// What a term works.
+#[derive(Clone)]
+enum Work {
+    /// Everything (unsharded: the leader).
+    All,
+    /// The ExternalSecrets and PushSecrets of this replica's share of the namespaces.
+    Namespaced(shard::Shard),
+    /// The cluster-scoped rest, while sharded: ClusterExternalSecrets, ClusterPushSecrets,
+    /// Provider and store checks, generator states, workload rollouts.
+    Cluster,
+}
+
+impl Work {
+    fn namespaced(&self) -> bool {
+        !matches!(self, Work::Cluster)
+    }
+
+    fn cluster(&self) -> bool {
+        !matches!(self, Work::Namespaced(_))
+    }
+
+    fn shard(&self) -> Option<shard::Shard> {
+        match self {
+            Work::Namespaced(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Work::All => "all",
+            Work::Namespaced(_) => "namespaced (sharded)",
+            Work::Cluster => "cluster-scoped",
+        }
+    }
+}
+
+/// One term of `work`: caches, client manager and controllers, until `stop` (a signal or the
 /// loss of the Lease); everything it started is stopped when it returns.
-async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str, stop: CancellationToken) {
+async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str, work: Work, stop: CancellationToken) {
     let class_watch = match &cli.controller_class {
         Some(class) => watcher::Config::default().labels(&format!("{CONTROLLER_CLASS_LABEL}={class}")),
         None => watcher::Config::default(),
@@ -126,27 +204,30 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
             }
         });
     }
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        context::Caches {
-            external_secrets: caches.external_secrets.store(),
-            push_secrets: caches.push_secrets.store(),
-            managed_secrets: caches.managed_secrets.store(),
-        },
-        manager.clone(),
-        metrics.clone(),
-        Reporter { controller: "keyward-reconciler".into(), instance: Some(identity.to_string()) },
-        Settings {
-            provider_check_interval: cli.provider_check_interval,
-            error_backoff_base: cli.error_backoff,
-            render_time_limit: cli.template_time_limit,
-            render_slots: cli.template_render_slots,
-            // Read and checked at start.
-            hash_key: cli.hash_key().unwrap_or_else(|_| HashKey::of_process()),
-            generic_targets: cli.generic_targets().unwrap_or(&GENERIC_TARGETS_OFF),
-            ..Settings::default()
-        },
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            context::Caches {
+                external_secrets: caches.external_secrets.store(),
+                push_secrets: caches.push_secrets.store(),
+                managed_secrets: caches.managed_secrets.store(),
+            },
+            manager.clone(),
+            metrics.clone(),
+            Reporter { controller: "keyward-reconciler".into(), instance: Some(identity.to_string()) },
+            Settings {
+                provider_check_interval: cli.provider_check_interval,
+                error_backoff_base: cli.error_backoff,
+                render_time_limit: cli.template_time_limit,
+                render_slots: cli.template_render_slots,
+                // Read and checked at start.
+                hash_key: cli.hash_key().unwrap_or_else(|_| HashKey::of_process()),
+                generic_targets: cli.generic_targets().unwrap_or(&GENERIC_TARGETS_OFF),
+                ..Settings::default()
+            },
+        )
+        .with_shard(work.shard()),
+    );
 
     let shutdown = {
         let stop = stop.clone();
@@ -154,19 +235,25 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
     };
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let class = cli.controller_class.clone();
-    let es =
-        crate::externalsecret::controller(&mut caches, ctx.clone(), class.clone(), cli.concurrency, shutdown.clone());
+    let es = work.namespaced().then(|| {
+        crate::externalsecret::controller(&mut caches, ctx.clone(), class.clone(), cli.concurrency, shutdown.clone())
+    });
     let switches = cli.controllers;
-    let ps = switches
-        .process_push_secret
+    let ps = (switches.process_push_secret && work.namespaced())
         .then(|| crate::pushsecret::controller(&mut caches, ctx.clone(), cli.concurrency.min(16), shutdown.clone()));
-    let prov = crate::provider::controllers(&mut caches, ctx.clone(), class, switches, shutdown.clone());
-    let reload = crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone());
+    let cluster = work.cluster();
+    let prov =
+        cluster.then(|| crate::provider::controllers(&mut caches, ctx.clone(), class, switches, shutdown.clone()));
+    let workloads = cli.reload_workloads && cluster;
+    let reload =
+        cluster.then(|| crate::reload::controllers(&mut caches, client.clone(), cli.reload_debounce, shutdown.clone()));
     // Its own watch, not waited for: a cluster whose CRDs predate GeneratorState only logs it.
-    let states = crate::generators::state::controller(ctx.clone(), cli.watch_namespace.clone(), shutdown.clone());
+    let states = cluster
+        .then(|| crate::generators::state::controller(ctx.clone(), cli.watch_namespace.clone(), shutdown.clone()));
     // A ClusterExternalSecret or ClusterPushSecret writes into any namespace: only an instance
     // that watches them all runs their controllers.
     let (ces, cps) = match &cli.watch_namespace {
+        _ if !cluster => (None, None),
         None => (
             switches
                 .process_cluster_external_secret
@@ -187,7 +274,7 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
         client: client.clone(),
         namespace: cli.watch_namespace.clone(),
         class: class_watch,
-        workloads: cli.reload_workloads,
+        workloads,
         push_secrets: ps.is_some() || cps.is_some(),
         cluster_external_secrets: ces.is_some(),
         cluster_push_secrets: cps.is_some(),
@@ -197,16 +284,14 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
         _ = ready.wait() => tracing::info!("caches listed"),
         _ = stop.cancelled() => {}
     }
-    tracing::info!("controllers running");
-    let stopped = |name: &'static str| move |_| tracing::info!(controller = name, "controller stopped");
+    tracing::info!(work = work.name(), "controllers running");
     let controllers = async {
-        use futures::FutureExt as _;
         futures::join!(
-            es.map(stopped("externalsecret")),
+            switched("externalsecret", es),
             switched("pushsecret", ps),
-            prov.map(stopped("provider")),
-            reload.map(stopped("reload")),
-            states.map(stopped("generatorstate")),
+            switched("provider", prov),
+            switched("reload", reload),
+            switched("generatorstate", states),
             switched("clusterexternalsecret", ces),
             switched("clusterpushsecret", cps),
         );
@@ -218,8 +303,8 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
     manager.close();
 }
 
-/// Runs a controller that may be switched off (`--process-*`, or a namespaced instance's
-/// cluster-wide kinds), and logs when it stopped.
+/// Runs a controller that may be switched off (`--process-*`, a namespaced instance's
+/// cluster-wide kinds, or the other half of a sharded replica's work), and logs when it stopped.
 async fn switched(name: &'static str, controller: Option<impl std::future::Future<Output = ()>>) {
     if let Some(controller) = controller {
         controller.await;

@@ -59,6 +59,11 @@ where
     Fut: Future<Output = Result<Action, E>>,
 {
     let key = key(obj.as_ref());
+    // Sharded: another replica works this namespace (or will, once the handover settled); it
+    // is triggered again if this replica gains the namespace.
+    if !ctx.owns(key.namespace()) {
+        return Ok(Action::await_change());
+    }
     let name = obj.name_any();
     let result = controller.observe(Some(key.namespace()), &name, reconcile(obj, ctx.clone())).await;
     ctx.forget_if_gone(&key, K::store(&ctx.caches));

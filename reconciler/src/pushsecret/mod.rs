@@ -48,7 +48,11 @@ pub fn controller(
     let recovered = ctx.manager.recovery().requeues::<PushSecret>();
     let metrics = ctx.metrics.controllers.controller(PushSecret::CONTROLLER, concurrency);
     Controller::for_shared_stream(futures::stream::pending(), caches.push_secrets.store())
-        .reconcile_on(metrics.queued(futures::stream::select(triggers, recovered)))
+        // Sharded, a namespace this replica gains is reconciled at once.
+        .reconcile_on(metrics.queued(futures::stream::select(
+            futures::stream::select(triggers, recovered),
+            crate::shard::members::gained(ctx.shard(), caches.push_secrets.store()),
+        )))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
