@@ -891,3 +891,38 @@ fn every_generator_kind_is_validated_by_the_webhook() {
     assert_eq!(namespaced, expected);
     assert_eq!(generator_rules("cluster.validate.keyward.dev"), ["clustergenerators"]);
 }
+
+/// Sharding is off by default (one Lease, the others stand by); switched on, every replica
+/// gets KEYWARD_SHARD and the right to hold and watch shard Leases, which are named after Pods.
+#[test]
+fn the_sharding_switch_reaches_the_reconciler_with_its_lease_rights() {
+    let env = |objects: &[serde_json::Value], name: &str| -> Option<String> {
+        let env =
+            &find(objects, "Deployment", "keyward-reconciler")["spec"]["template"]["spec"]["containers"][0]["env"];
+        env.as_array()?.iter().find(|e| e["name"] == name)?["value"].as_str().map(Into::into)
+    };
+    let unnamed_lease_verbs = |objects: &[serde_json::Value]| -> Vec<String> {
+        let role = find(objects, "Role", "keyward-reconciler-leader-election");
+        let rules = role["rules"].as_array().cloned().unwrap_or_default();
+        rules
+            .iter()
+            .filter(|r| r["resources"] == serde_json::json!(["leases"]) && r["resourceNames"].is_null())
+            .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
+    };
+    let off = render(&[]);
+    assert_eq!(env(&off, "KEYWARD_SHARD"), None);
+    assert_eq!(unnamed_lease_verbs(&off), ["create"], "one Lease, by name");
+    let on = render(&["replicaCount=3", "reconciler.sharding.enabled=true", "reconciler.sharding.leaseDuration=4s"]);
+    assert_eq!(find(&on, "Deployment", "keyward-reconciler")["spec"]["replicas"], 3);
+    assert_eq!(env(&on, "KEYWARD_SHARD").as_deref(), Some("true"));
+    assert_eq!(env(&on, "KEYWARD_SHARD_LEASE_DURATION").as_deref(), Some("4s"));
+    assert!(env(&on, "KEYWARD_LEADER_ELECT").as_deref() == Some("true"), "cluster-scoped work keeps its leader");
+    for verb in ["create", "get", "list", "watch", "update"] {
+        assert!(unnamed_lease_verbs(&on).iter().any(|v| v == verb), "{verb} on shard Leases");
+    }
+    // Without leader election the Role is still there for the shard Leases.
+    let no_leader = render(&["reconciler.sharding.enabled=true", "reconciler.leaderElection=false"]);
+    assert!(unnamed_lease_verbs(&no_leader).iter().any(|v| v == "watch"));
+}
