@@ -171,6 +171,16 @@ pub struct Controllers {
     pub process_cluster_generator: bool,
 }
 
+impl Controllers {
+    /// The cluster-scoped kinds the client manager serves.
+    pub fn cluster_kinds(&self) -> keyward_provider_client::ClusterKinds {
+        keyward_provider_client::ClusterKinds {
+            stores: self.process_cluster_store,
+            generators: self.process_cluster_generator,
+        }
+    }
+}
+
 impl Default for Controllers {
     fn default() -> Self {
         Controllers {
@@ -240,8 +250,8 @@ impl Cli {
     }
 
     /// Where SecretStores and ClusterSecretStores are served.
-    pub fn store_providers(&self) -> crate::clientmanager::StoreProviders {
-        crate::clientmanager::StoreProviders {
+    pub fn store_providers(&self) -> keyward_provider_client::StoreProviders {
+        keyward_provider_client::StoreProviders {
             addresses: self.store_providers.iter().cloned().collect(),
             tls_namespace: self
                 .store_provider_tls_namespace

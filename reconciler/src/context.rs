@@ -14,9 +14,9 @@ use kube::runtime::reflector::Store;
 use rand::Rng;
 
 use crate::caches::{ManagedSecret, Packed};
-use crate::clientmanager::ClientManager;
 use crate::metrics::Metrics;
 use crate::renders::RenderPool;
+use keyward_provider_client::ClientManager;
 
 /// Controller settings.
 #[derive(Debug, Clone, Copy)]
@@ -61,52 +61,9 @@ impl Default for Settings {
 pub use crate::events::Reporter;
 use crate::events::{Note, Recorder};
 
-/// Which object per-object state belongs to. Namespace and name are kept as one string,
-/// `namespace/name` (neither may hold a `/`): there is one key per ExternalSecret in several maps.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ObjectKey {
-    /// `ExternalSecret`, `PushSecret` or `ClusterExternalSecret`.
-    pub kind: &'static str,
-    path: Box<str>,
-}
-
-impl ObjectKey {
-    /// The key of an object of `kind` (an empty namespace for a cluster-scoped one).
-    pub fn new(kind: &'static str, namespace: &str, name: &str) -> Self {
-        ObjectKey { kind, path: format!("{namespace}/{name}").into_boxed_str() }
-    }
-
-    /// The key of an ExternalSecret.
-    pub fn external_secret(namespace: &str, name: &str) -> Self {
-        ObjectKey::new("ExternalSecret", namespace, name)
-    }
-
-    /// The key of a (cluster-scoped) ClusterExternalSecret.
-    pub fn cluster_external_secret(name: &str) -> Self {
-        ObjectKey::new("ClusterExternalSecret", "", name)
-    }
-
-    /// The key of a PushSecret.
-    pub fn push_secret(namespace: &str, name: &str) -> Self {
-        ObjectKey::new("PushSecret", namespace, name)
-    }
-
-    /// Its namespace (empty for a cluster-scoped object).
-    pub fn namespace(&self) -> &str {
-        self.path.split_once('/').map_or("", |(ns, _)| ns)
-    }
-
-    /// Its name.
-    pub fn name(&self) -> &str {
-        self.path.split_once('/').map_or(&self.path, |(_, name)| name)
-    }
-}
-
-impl std::fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.kind, self.path)
-    }
-}
+/// Which object per-object state belongs to (defined beside the client manager's recovery,
+/// which keys waiting objects by it).
+pub use keyward_provider_client::ObjectKey;
 
 /// What is remembered about one object between reconciles.
 #[derive(Debug, Default, Clone, Copy)]
@@ -128,8 +85,6 @@ impl LastRefresh {
         Self { at, synced: fingerprint(synced_hash) }
     }
 
-    /// This replica's share of the namespaces when the reconcilers are sharded.
-    shard: Option<crate::shard::Shard>,
     /// Whether this refresh synced the object version `hash`.
     pub fn synced(&self, hash: &str) -> bool {
         self.synced == fingerprint(hash)
@@ -173,6 +128,8 @@ pub struct Context {
     /// window becomes one Event with a series count, not a new object per reconcile.
     recorder: Recorder,
     objects: Mutex<HashMap<ObjectKey, PerObject>>,
+    /// This replica's share of the namespaces when the reconcilers are sharded.
+    shard: Option<crate::shard::Shard>,
 }
 
 impl Context {
@@ -221,11 +178,15 @@ impl Context {
     /// `client` that connects to no provider until a call is made, and default settings.
     #[cfg(test)]
     pub fn for_tests(client: Client) -> Self {
-        use crate::clientmanager::{KubeLookup, ManagerConfig, TonicConnector};
+        use keyward_provider_client::{KubeLookup, ManagerConfig, TonicConnector};
         let metrics = Arc::new(Metrics::default());
         let lookup = Arc::new(KubeLookup::new(client.clone()));
-        let manager =
-            ClientManager::new(lookup, Box::new(TonicConnector::default()), ManagerConfig::default(), metrics.clone());
+        let manager = ClientManager::new(
+            lookup,
+            Box::new(TonicConnector::default()),
+            ManagerConfig::default(),
+            metrics.client.clone(),
+        );
         let caches = Caches {
             external_secrets: crate::fake_api::store([]),
             push_secrets: crate::fake_api::store([]),
@@ -346,16 +307,5 @@ mod tests {
         assert!(r.synced("3-0123456789abcdef"));
         assert!(!r.synced("3-0123456789abcdee"), "a changed annotation is another version");
         assert!(!r.synced("4-0123456789abcdef"));
-    }
-
-    #[test]
-    fn object_keys_give_back_their_namespace_and_name() {
-        let es = ObjectKey::external_secret("team-a", "db");
-        assert_eq!((es.kind, es.namespace(), es.name()), ("ExternalSecret", "team-a", "db"));
-        assert_eq!(es.to_string(), "ExternalSecret/team-a/db");
-        assert_ne!(es, ObjectKey::push_secret("team-a", "db"));
-        assert_ne!(es, ObjectKey::external_secret("team", "a-db"));
-        let ces = ObjectKey::cluster_external_secret("shared");
-        assert_eq!((ces.namespace(), ces.name()), ("", "shared"));
     }
 }

@@ -1,11 +1,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 //! Keyward's reconciler: the ExternalSecret, ClusterExternalSecret, PushSecret,
-//! ClusterPushSecret, Provider and ClusterProvider controllers, and the client manager they
-//! reach providers through.
+//! ClusterPushSecret, Provider and ClusterProvider controllers. They reach providers through
+//! the client manager of `keyward-provider-client`.
 
 pub mod caches;
 pub mod cli;
-pub mod clientmanager;
 pub mod clusterexternalsecret;
 pub mod clusterpushsecret;
 pub mod conditions;

@@ -2,13 +2,13 @@
 //! so existing dashboards keep working.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use keyward_provider_client::ClientMetrics;
 
 use crate::controller_metrics::ControllerFamilies;
 use crate::object_metrics::{Names, ObjectSeries};
@@ -26,40 +26,6 @@ pub struct ProviderConditionLabels {
     pub condition: String,
     /// `True` or `False`.
     pub status: String,
-}
-
-/// Labels of gRPC client calls.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GrpcLabels {
-    /// RPC name, for example `GetSecret`.
-    pub method: String,
-    /// gRPC status code name, `OK` on success.
-    pub code: String,
-}
-
-/// Labels of cache lookups.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreLabels {
-    /// Provider or ClusterProvider.
-    pub kind: String,
-    /// Store name.
-    pub name: String,
-}
-
-/// A counter fed with a running total that starts again from zero when its source is built
-/// again (the connection pool of a new leadership term): it adds what the total grew by.
-#[derive(Debug, Clone, Default)]
-pub struct TotalCounter {
-    counter: Counter,
-    last: Arc<AtomicU64>,
-}
-
-impl TotalCounter {
-    /// Brings the counter up to `total`.
-    pub fn set(&self, total: u64) {
-        let last = self.last.swap(total, Ordering::Relaxed);
-        self.counter.inc_by(if total >= last { total - last } else { total });
-    }
 }
 
 /// Every metric of the reconciler.
@@ -83,26 +49,8 @@ pub struct Metrics {
     pub controllers: ControllerFamilies,
     /// `provider_status_condition`.
     pub provider_condition: Family<ProviderConditionLabels, Gauge>,
-    /// `clientmanager_cache_hits_total`.
-    pub cache_hits: Family<StoreLabels, Counter>,
-    /// `clientmanager_cache_misses_total`.
-    pub cache_misses: Family<StoreLabels, Counter>,
-    /// `grpc_client_requests_total`.
-    pub grpc_requests: Family<GrpcLabels, Counter>,
-    /// `grpc_client_pool_connections`.
-    pub pool_open: Gauge,
-    /// `grpc_client_pool_connections_created_total`.
-    pub pool_created: TotalCounter,
-    /// `grpc_client_pool_evictions_total`.
-    pub pool_evicted: TotalCounter,
-    /// `clientmanager_cached_clients`.
-    pub cached_clients: Gauge,
-    /// `clientmanager_provider_recoveries_total`: breakers that closed after being open.
-    pub provider_recoveries: Counter,
-    /// `clientmanager_recovery_waiting`: objects waiting for their provider to come back.
-    pub recovery_waiting: Gauge,
-    /// `clientmanager_recovery_requeues_total`: objects requeued because their provider came back.
-    pub recovery_requeues: Counter,
+    /// The client manager's: `clientmanager_*` and `grpc_client_*`.
+    pub client: Arc<ClientMetrics>,
 }
 
 impl Default for Metrics {
@@ -153,16 +101,7 @@ impl Default for Metrics {
             })),
             controllers: ControllerFamilies::default(),
             provider_condition: Family::default(),
-            cache_hits: Family::default(),
-            cache_misses: Family::default(),
-            grpc_requests: Family::default(),
-            pool_open: Gauge::default(),
-            pool_created: TotalCounter::default(),
-            pool_evicted: TotalCounter::default(),
-            cached_clients: Gauge::default(),
-            provider_recoveries: Counter::default(),
-            recovery_waiting: Gauge::default(),
-            recovery_requeues: Counter::default(),
+            client: Arc::default(),
         }
     }
 }
@@ -182,40 +121,7 @@ impl Metrics {
             "Status conditions of Providers and ClusterProviders",
             self.provider_condition.clone(),
         );
-        registry.register("clientmanager_cache_hits", "Provider client cache hits", self.cache_hits.clone());
-        registry.register(
-            "clientmanager_cache_misses",
-            "Provider client cache misses (new or invalidated clients)",
-            self.cache_misses.clone(),
-        );
-        registry.register("clientmanager_cached_clients", "Provider clients cached", self.cached_clients.clone());
-        registry.register("grpc_client_requests", "gRPC calls to providers", self.grpc_requests.clone());
-        registry.register("grpc_client_pool_connections", "Pooled provider connections", self.pool_open.clone());
-        registry.register(
-            "grpc_client_pool_connections_created",
-            "Provider connections created",
-            self.pool_created.counter.clone(),
-        );
-        registry.register(
-            "grpc_client_pool_evictions",
-            "Provider connections evicted (idle, expired or closed)",
-            self.pool_evicted.counter.clone(),
-        );
-        registry.register(
-            "clientmanager_provider_recoveries",
-            "Provider circuit breakers that closed after being open (the provider answered again)",
-            self.provider_recoveries.clone(),
-        );
-        registry.register(
-            "clientmanager_recovery_waiting",
-            "Objects whose sync failed on an unreachable provider, waiting for it to answer again",
-            self.recovery_waiting.clone(),
-        );
-        registry.register(
-            "clientmanager_recovery_requeues",
-            "Objects requeued because the provider they waited on answered again",
-            self.recovery_requeues.clone(),
-        );
+        self.client.register(registry);
     }
 
     /// The upstream per-object series of a store kind (SecretStore, ClusterSecretStore), if it
@@ -265,6 +171,7 @@ impl Metrics {
 mod tests {
     use super::*;
     use keyward_process::health::encode;
+    use keyward_provider_client::{GrpcLabels, StoreLabels};
 
     #[test]
     fn exported_names_match_the_external_secrets_names() {
@@ -276,8 +183,8 @@ mod tests {
         m.external_secrets.set_ready("n", "a", true);
         m.external_secrets.set_duration("n", "a", std::time::Duration::from_nanos(500));
         m.set_provider_condition("Provider", "p", "n", false);
-        m.cache_hits.get_or_create(&StoreLabels { kind: "Provider".into(), name: "p".into() }).inc();
-        m.grpc_requests.get_or_create(&GrpcLabels { method: "GetSecret".into(), code: "OK".into() }).inc();
+        m.client.cache_hits.get_or_create(&StoreLabels { kind: "Provider".into(), name: "p".into() }).inc();
+        m.client.grpc_requests.get_or_create(&GrpcLabels { method: "GetSecret".into(), code: "OK".into() }).inc();
         m.push_secrets.sync_started("n", "p");
         m.push_secrets.set_ready("n", "p", false);
         m.push_secrets.set_duration("n", "p", std::time::Duration::from_millis(2));
@@ -291,9 +198,9 @@ mod tests {
         m.store_series("ClusterSecretStore").expect("ClusterSecretStore series").set_ready("", "cs", true);
         assert!(m.store_series("Provider").is_none(), "Keyward's own kinds use provider_status_condition");
         m.controllers.controller("externalsecret", 4);
-        m.pool_created.set(3);
-        m.pool_created.set(5);
-        m.pool_created.set(1);
+        m.client.pool_created.set(3);
+        m.client.pool_created.set(5);
+        m.client.pool_created.set(1);
         let text = encode(&r).unwrap();
         for line in [
             "externalsecret_sync_calls_total{name=\"a\",namespace=\"n\"} 1",

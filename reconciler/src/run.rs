@@ -15,9 +15,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caches::{self, Caches};
 use crate::cli::Cli;
-use crate::clientmanager::{
-    BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
-};
 use crate::context::{self, Context, GENERIC_TARGETS_OFF, Reporter, Settings};
 use crate::externalsecret::target::HashKey;
 use crate::fanout;
@@ -25,6 +22,9 @@ use crate::metrics::Metrics;
 use keyward_process::Runtime;
 use keyward_process::health::{self, Health, Readiness};
 use keyward_process::lease::{LeaseLock, default_identity};
+use keyward_provider_client::{
+    BreakerConfig, CallSettings, ClientManager, KubeLookup, ManagerConfig, PoolConfig, RetryPolicy, TonicConnector,
+};
 
 use crate::shard::{self, members::Timing};
 
@@ -183,11 +183,11 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
                 },
                 recovery_rate: cli.recovery_rate,
             },
-            metrics.clone(),
+            metrics.client.clone(),
         )
         .with_store_providers(cli.store_providers())
         .with_controller_class(cli.controller_class.clone())
-        .with_controllers(cli.controllers),
+        .with_cluster_kinds(cli.controllers.cluster_kinds()),
     );
     {
         let stop = stop.clone();

@@ -33,7 +33,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::clientmanager::TLS_SECRET_NAME;
+use keyward_provider_client::TLS_SECRET_NAME;
 pub use packed::{ManagedSecret, Packed};
 
 /// What a hook is told, after the store was updated.

@@ -7,7 +7,7 @@ use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMeta;
 
-use crate::clientmanager::{CA_KEY, CERT_KEY, KEY_KEY};
+use keyward_provider_client::{CA_KEY, CERT_KEY, KEY_KEY};
 
 pub use keyward_crds::common::LAST_APPLIED;
 

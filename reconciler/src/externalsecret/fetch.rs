@@ -16,10 +16,10 @@ use keyward_proto::v1 as pb;
 use kube::ResourceExt;
 
 use super::decode::{decode, has_transform, rewrite_limited};
-use crate::clientmanager::{ClientError, ClientManager, Need, ProviderClient, Waitable};
 use crate::generators::{GeneratorError, generate_ref};
 use crate::keys::{convert_key, map_keys};
 use crate::renders::{RenderError, RenderPool};
+use keyward_provider_client::{ClientError, ClientManager, Need, ProviderClient, Waitable};
 
 /// The merged values, and the entries the provider reported as gone.
 #[derive(Debug, Default)]

@@ -28,10 +28,10 @@ use super::target::{
 };
 use crate::caches::Packed;
 use crate::caches::packed::UnpackError;
-use crate::clientmanager::Waitable;
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::renders::{RenderError, TEMPLATE_BUDGET_EXCEEDED};
+use keyward_provider_client::Waitable;
 
 /// A successful sync.
 struct Synced {

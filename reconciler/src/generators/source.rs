@@ -16,8 +16,8 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
 use super::{GenerateError, OwnedSpec, generate_blocking};
-use crate::clientmanager::{ClientError, ClientManager};
 use keyward_proto::ProviderError;
+use keyward_provider_client::{ClientError, ClientManager};
 
 /// Why a `generatorRef` gave no values.
 #[derive(Debug, thiserror::Error)]
@@ -189,7 +189,7 @@ async fn cluster(
     name: &str,
 ) -> Result<OwnedSpec, GeneratorError> {
     // Switched off by the operator, as upstream's processClusterGenerator: not even read.
-    if !manager.controllers().process_cluster_generator {
+    if !manager.cluster_kinds().generators {
         return Err(GeneratorError::Invalid(format!(
             "ClusterGenerator {name:?}: this reconciler does not process ClusterGenerators \
              (--process-cluster-generator=false, the chart's processClusterGenerator)"

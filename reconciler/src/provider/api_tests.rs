@@ -9,8 +9,8 @@ use keyward_certs::{CertificateAuthority, Usage};
 use serde_json::Value;
 
 use super::*;
-use crate::clientmanager::{CA_KEY, CERT_KEY, KEY_KEY};
 use crate::fake_api::{self, Requests};
+use keyward_provider_client::{CA_KEY, CERT_KEY, KEY_KEY};
 
 const PROVIDER: &str = "/apis/external-secrets.io/v1/namespaces/team-a/providers/vault";
 /// The TLS Secret of a provider at a `*.keyward.svc` address.

@@ -5,9 +5,9 @@
 
 use keyward_crds::{Capabilities, ProviderStatus};
 
-use crate::clientmanager::StoreObject;
 use crate::conditions;
 use crate::context::Context;
+use keyward_provider_client::StoreObject;
 
 /// What the check found.
 pub struct Checked {

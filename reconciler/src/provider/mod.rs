@@ -20,9 +20,9 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::caches::{self, Cached, Caches, Change, Watched};
-use crate::clientmanager::{StoreObject, resolve_for_check};
 use crate::context::Context;
 use crate::externalsecret::of_class;
+use keyward_provider_client::{StoreObject, resolve_for_check};
 use refs::{ConfigObject, references};
 
 /// API failures; the controller retries them.

@@ -25,11 +25,11 @@ use serde_json::json;
 use super::generated::generated_source;
 use super::plan::{Push, Store, plan};
 use super::stores::{Target, resolve_targets};
-use crate::clientmanager::{Need, ProviderClient, Waitable};
 use crate::conditions;
 use crate::context::{Context, ObjectKey};
 use crate::externalsecret::render::{load_sources, render_in_pool};
 use crate::renders::{RenderError, TEMPLATE_BUDGET_EXCEEDED};
+use keyward_provider_client::{Need, ProviderClient, Waitable};
 
 /// Finalizer that holds a PushSecret with deletionPolicy Delete until its remote copies are gone.
 pub const FINALIZER: &str = "pushsecret.externalsecrets.io/finalizer";

@@ -11,7 +11,7 @@ use kube::api::ListParams;
 use kube::core::Selector;
 use kube::{Api, Client};
 
-use crate::clientmanager::{ClientError, ClientManager, StoreObject};
+use keyward_provider_client::{ClientError, ClientManager, StoreObject};
 
 /// A store to push to.
 #[derive(Debug, Clone)]

@@ -73,8 +73,8 @@ fn tls(tag: &str) -> TlsMaterial {
     TlsMaterial::new(b"ca".to_vec(), tag.as_bytes().to_vec(), b"key".to_vec())
 }
 
-fn manager(lookup: Arc<FakeLookup>, count: &CountingConnector) -> (ClientManager, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::default());
+fn manager(lookup: Arc<FakeLookup>, count: &CountingConnector) -> (ClientManager, Arc<ClientMetrics>) {
+    let metrics = Arc::new(ClientMetrics::default());
     let m = ClientManager::new(lookup, Box::new(count.clone()), ManagerConfig::default(), metrics.clone());
     (m, metrics)
 }
@@ -93,7 +93,7 @@ fn as_cluster(s: StoreObject) -> Arc<ClusterProvider> {
     }
 }
 
-fn hits(metrics: &Metrics, kind: &str, name: &str) -> u64 {
+fn hits(metrics: &ClientMetrics, kind: &str, name: &str) -> u64 {
     metrics.cache_hits.get_or_create(&StoreLabels { kind: kind.into(), name: name.into() }).get()
 }
 
@@ -346,20 +346,16 @@ fn answer(c: &ProviderClient, now: std::time::Instant) {
     }
 }
 
-fn es(name: &str) -> crate::context::ObjectKey {
-    crate::context::ObjectKey::external_secret("a", name)
+fn es(name: &str) -> crate::ObjectKey {
+    crate::ObjectKey::external_secret("a", name)
 }
 
 /// A manager serving Providers `names` of namespace `a`, a client of each, and the receiver of
 /// the objects recovery requeues.
 async fn recovery_fixture(
     names: &[&str],
-) -> (
-    ClientManager,
-    Arc<Metrics>,
-    futures::channel::mpsc::UnboundedReceiver<crate::context::ObjectKey>,
-    Vec<ProviderClient>,
-) {
+) -> (ClientManager, Arc<ClientMetrics>, futures::channel::mpsc::UnboundedReceiver<crate::ObjectKey>, Vec<ProviderClient>)
+{
     let lookup = Arc::new(FakeLookup::default());
     for name in names {
         lookup.providers.lock().unwrap().push(as_provider(provider("a", name, "127.0.0.1:9443", 1)));
@@ -467,9 +463,9 @@ async fn each_controller_is_sent_the_released_objects_of_its_own_kind() {
     let mut ess = Box::pin(m.recovery().requeues::<ExternalSecret>());
     let mut pss = Box::pin(m.recovery().requeues::<PushSecret>());
     m.recovery().wait(es("es"), p.waitable());
-    m.recovery().wait(crate::context::ObjectKey::push_secret("a", "ps"), p.waitable());
+    m.recovery().wait(crate::ObjectKey::push_secret("a", "ps"), p.waitable());
     // A kind with no controller subscribed is released and dropped, not counted as a requeue.
-    m.recovery().wait(crate::context::ObjectKey::cluster_external_secret("ces"), p.waitable());
+    m.recovery().wait(crate::ObjectKey::cluster_external_secret("ces"), p.waitable());
     answer(p, now);
     m.recovery().send_released(100);
     let es_ref = ess.next().await.unwrap();

@@ -18,7 +18,7 @@ use super::pool::{Pool, PoolKey};
 use super::recovery::{ProviderId, Recovery, Waitable};
 use super::retry::RetryPolicy;
 use super::tls::TlsMaterial;
-use crate::metrics::{GrpcLabels, Metrics};
+use crate::metrics::{ClientMetrics, GrpcLabels};
 
 /// Per-call settings shared by every client.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +57,7 @@ pub struct ProviderClient {
     pub(crate) core: Arc<ClientCore>,
     pub(crate) pool: Arc<Pool>,
     pub(crate) settings: CallSettings,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<ClientMetrics>,
     pub(crate) recovery: Arc<Recovery>,
 }
 

@@ -8,6 +8,8 @@ mod client;
 mod connect;
 mod error;
 mod lookup;
+mod metrics;
+mod object;
 mod pool;
 mod recovery;
 mod resolve;
@@ -26,13 +28,14 @@ pub use client::{CallSettings, ProviderClient};
 pub use connect::TonicConnector;
 pub use error::ClientError;
 pub use lookup::{KubeLookup, Lookup};
+pub use metrics::{ClientMetrics, GrpcLabels, StoreLabels, TotalCounter};
+pub use object::ObjectKey;
 pub use pool::{Connector, Pool, PoolConfig, PoolError, PoolKey, PoolStats};
 pub use recovery::{ProviderId, Recovery, Waitable};
 pub use resolve::{Resolved, StoreObject, StoreProviders, resolve, resolve_for_check};
 pub use retry::RetryPolicy;
 pub use tls::{CA_KEY, CERT_KEY, KEY_KEY, TLS_SECRET_NAME, TlsMaterial};
 
-use crate::metrics::{Metrics, StoreLabels};
 use client::ClientCore;
 
 /// What the caller is going to do with the client; checked against the store's capabilities.
@@ -42,6 +45,22 @@ pub enum Need {
     Read,
     /// Write values (PushSecret).
     Write,
+}
+
+/// Which cluster-scoped kinds this instance processes (the reconciler's
+/// `--process-cluster-store` and `--process-cluster-generator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterKinds {
+    /// ClusterSecretStores: with them off, what uses one is left alone.
+    pub stores: bool,
+    /// ClusterGenerators: with them off, none is read.
+    pub generators: bool,
+}
+
+impl Default for ClusterKinds {
+    fn default() -> Self {
+        ClusterKinds { stores: true, generators: true }
+    }
 }
 
 /// Manager settings.
@@ -77,11 +96,11 @@ pub struct ClientManager {
     recovery: Arc<Recovery>,
     config: ManagerConfig,
     stores: StoreProviders,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ClientMetrics>,
     /// This instance's `--controller-class` (stores naming another controller are left alone).
     controller_class: Option<String>,
-    /// Which upstream kinds this instance processes (`--process-*`).
-    controllers: crate::cli::Controllers,
+    /// Which cluster-scoped kinds this instance processes (`--process-cluster-*`).
+    cluster_kinds: ClusterKinds,
 }
 
 impl ClientManager {
@@ -90,7 +109,7 @@ impl ClientManager {
         lookup: Arc<dyn Lookup>,
         connector: Box<dyn Connector>,
         config: ManagerConfig,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ClientMetrics>,
     ) -> Self {
         ClientManager {
             lookup,
@@ -102,7 +121,7 @@ impl ClientManager {
             stores: StoreProviders::default(),
             metrics,
             controller_class: None,
-            controllers: crate::cli::Controllers::default(),
+            cluster_kinds: ClusterKinds::default(),
         }
     }
 
@@ -121,14 +140,14 @@ impl ClientManager {
 
     /// Which upstream kinds this instance processes: with ClusterSecretStores off, what uses
     /// one is left alone; with ClusterGenerators off, none is read.
-    pub fn with_controllers(mut self, controllers: crate::cli::Controllers) -> Self {
-        self.controllers = controllers;
+    pub fn with_cluster_kinds(mut self, kinds: ClusterKinds) -> Self {
+        self.cluster_kinds = kinds;
         self
     }
 
-    /// Which upstream kinds this instance processes.
-    pub fn controllers(&self) -> &crate::cli::Controllers {
-        &self.controllers
+    /// Which cluster-scoped kinds this instance processes.
+    pub fn cluster_kinds(&self) -> ClusterKinds {
+        self.cluster_kinds
     }
 
     /// Whether this instance serves every store the references name (kind as written, an
@@ -139,7 +158,7 @@ impl ClientManager {
     pub async fn serves_stores(&self, refs: &[(Option<StoreKind>, &str)], manifest_ns: &str) -> bool {
         for &(kind, name) in refs {
             let kind = keyward_crds::rules::store_ref_kind(kind);
-            if kind == StoreKind::ClusterSecretStore && !self.controllers.process_cluster_store && !name.is_empty() {
+            if kind == StoreKind::ClusterSecretStore && !self.cluster_kinds.stores && !name.is_empty() {
                 return false;
             }
             if !matches!(kind, StoreKind::SecretStore | StoreKind::ClusterSecretStore) || name.is_empty() {

@@ -22,8 +22,8 @@ use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
 use super::client::ProviderClient;
-use crate::context::ObjectKey;
-use crate::metrics::Metrics;
+use crate::ObjectKey;
+use crate::metrics::ClientMetrics;
 
 /// The breaker identity of a provider (kind/name/auth namespace): who "comes back".
 pub type ProviderId = Arc<str>;
@@ -63,12 +63,12 @@ pub struct Recovery {
     inner: Mutex<Inner>,
     /// Requeues per second, at most.
     rate: u32,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ClientMetrics>,
 }
 
 impl Recovery {
     /// An empty index releasing at most `rate` objects per second.
-    pub fn new(rate: u32, metrics: Arc<Metrics>) -> Self {
+    pub fn new(rate: u32, metrics: Arc<ClientMetrics>) -> Self {
         Recovery { inner: Mutex::default(), rate: rate.max(1), metrics }
     }
 
