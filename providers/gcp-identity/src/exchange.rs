@@ -373,31 +373,12 @@ pub fn aws_subject_token(
     audience: &str,
     time: SystemTime,
 ) -> Result<String, ProviderError> {
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
     let host = format!("sts.{region}.amazonaws.com");
     let url = format!("https://{host}?Action=GetCallerIdentity&Version=2011-06-15");
     let headers = [("host".to_string(), host), ("x-goog-cloud-target-resource".to_string(), audience.to_string())];
-    let fail = |e: &dyn std::fmt::Display| ProviderError::Internal(format!("signing the AWS subject token: {e}"));
-    let identity = creds.clone().into();
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name("sts")
-        .time(time)
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| fail(&e))?
-        .into();
-    let signable = SignableRequest::new(
-        "POST",
-        &url,
-        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        SignableBody::Bytes(b""),
-    )
-    .map_err(|e| fail(&e))?;
-    let (signed, _) = sign(signable, &params).map_err(|e| fail(&e))?.into_parts();
-    let mut all: Vec<(String, String)> = headers.into_iter().collect();
-    all.extend(signed.headers().map(|(k, v)| (k.to_ascii_lowercase(), v.to_string())));
+    let signed =
+        crate::sigv4::sign_sts_post(creds, region, &url, &headers, b"", time, "signing the AWS subject token")?;
+    let mut all: Vec<(String, String)> = headers.into_iter().chain(signed).collect();
     all.sort();
     let headers: Vec<Value> = all.into_iter().map(|(key, value)| json!({"key": key, "value": value})).collect();
     let token = json!({"url": url, "method": "POST", "headers": headers}).to_string();

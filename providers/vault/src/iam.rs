@@ -16,8 +16,6 @@ use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sdk_sts::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use base64::Engine;
 use keyward_crds::vault::VaultIamAuth;
@@ -279,28 +277,16 @@ fn signed_login(
         // Signed with the rest, so a request captured for one Vault is refused by another.
         headers.push((SERVER_ID_HEADER.to_string(), id.to_string()));
     }
-    let signing_error =
-        |e: &dyn std::fmt::Display| ProviderError::Internal(format!("{FIELD}: signing the request: {e}"));
-    let identity = creds.clone().into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name("sts")
-        .time(time)
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| signing_error(&e))?
-        .into();
-    let signable = SignableRequest::new(
-        "POST",
+    let signed = keyward_gcp_identity::sigv4::sign_sts_post(
+        creds,
+        region,
         url,
-        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        SignableBody::Bytes(GET_CALLER_IDENTITY.as_bytes()),
-    )
-    .map_err(|e| signing_error(&e))?;
-    let (instructions, _) = sign(signable, &params).map_err(|e| signing_error(&e))?.into_parts();
+        &headers,
+        GET_CALLER_IDENTITY.as_bytes(),
+        time,
+        &format!("{FIELD}: signing the request"),
+    )?;
     let mut all = serde_json::Map::new();
-    let signed = instructions.headers().map(|(k, v)| (k.to_string(), v.to_string()));
     for (name, value) in headers.into_iter().chain(signed) {
         all.insert(name, json!([value]));
     }
