@@ -4,6 +4,7 @@
 //! the client manager of `keyward-provider-client`.
 
 pub mod caches;
+pub mod class;
 pub mod cli;
 pub mod clusterexternalsecret;
 pub mod clusterpushsecret;

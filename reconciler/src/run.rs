@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::caches::{self, Caches};
+use crate::class::CONTROLLER_CLASS_LABEL;
 use crate::cli::Cli;
 use crate::context::{self, Context, GENERIC_TARGETS_OFF, Reporter, Settings};
 use crate::externalsecret::target::HashKey;
@@ -27,9 +28,6 @@ use keyward_provider_client::{
 };
 
 use crate::shard::{self, members::Timing};
-
-/// Label that assigns an object to one reconciler instance.
-pub const CONTROLLER_CLASS_LABEL: &str = "external-secrets.io/controller-class";
 
 /// The reconciler's log filter when neither `--log-level` nor `RUST_LOG` is set.
 const DEFAULT_LOG_FILTER: &str = "info,kube_runtime=warn";

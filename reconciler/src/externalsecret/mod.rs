@@ -15,16 +15,12 @@ use futures::StreamExt;
 use keyward_crds::ExternalSecret;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::caches::{self, Caches, Change, Packed};
+use crate::class::of_class;
 use crate::context::{Context, ObjectKey};
 use crate::tracked::{self, Tracked};
-
-/// Whether `obj` belongs to this instance's controller class (every object when none is set).
-pub fn of_class(obj: &impl Resource, class: Option<&str>) -> bool {
-    class.is_none_or(|c| obj.labels().get(crate::run::CONTROLLER_CLASS_LABEL).map(String::as_str) == Some(c))
-}
 
 /// The controller's key of an ExternalSecret (the store keeps them packed).
 fn packed_key(es: &ExternalSecret) -> ObjectRef<Packed<ExternalSecret>> {

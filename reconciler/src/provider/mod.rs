@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::caches::{self, Cached, Caches, Change, Watched};
 use crate::context::Context;
-use crate::externalsecret::of_class;
+use crate::class::of_class;
 use keyward_provider_client::{StoreObject, resolve_for_check};
 use refs::{ConfigObject, references};
 
