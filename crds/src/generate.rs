@@ -171,7 +171,7 @@ fn provider_kinds_template(kinds: Kinds<'_>) -> String {
 }
 
 /// The resources of the generator kinds Keyward generates values of
-/// (`keyward_provider_registry::GENERATOR_KINDS` has a row for each), which the reconciler reads
+/// (`crate::generators::GENERATOR_KINDS` has a row for each), which the reconciler reads
 /// by name when a `generatorRef` names one.
 fn served_generator_resources() -> Vec<String> {
     use crate::generators::GeneratorKind;

@@ -1,7 +1,7 @@
 //! BeyondtrustWorkloadCredentialsDynamicSecret: upstream's dynamic secrets of BeyondTrust
 //! Workload Credentials. Keyward installs its CRD with upstream's fields (release 2.9.0), so
 //! upstream's manifests apply, and does not generate it: an ExternalSecret naming one reports
-//! `Ready=False` naming the kind (`keyward_crds::rules::UNSERVED_GENERATOR_KINDS`). The
+//! `Ready=False` naming the kind (`keyward_crds::rules::is_unserved_generator_kind`). The
 //! `provider` block, a SecretStore's, is kept as written within the free-form JSON limits.
 
 use kube::CustomResource;

@@ -109,18 +109,11 @@ impl GeneratorKind {
         GeneratorKind::BeyondtrustWorkloadCredentialsDynamicSecret,
     ];
 
-    /// Whether Keyward generates values of the kind. The others' CRDs are installed so
-    /// upstream's manifests apply; using one reports `Ready=False` naming the kind.
+    /// Whether Keyward generates values of the kind: whether it has a row in
+    /// [`super::GENERATOR_KINDS`]. The others' CRDs are installed so upstream's manifests apply;
+    /// using one reports `Ready=False` naming the kind.
     pub fn served(self) -> bool {
-        !matches!(
-            self,
-            GeneratorKind::GithubAccessToken
-                | GeneratorKind::GitlabDeployToken
-                | GeneratorKind::QuayAccessToken
-                | GeneratorKind::CloudsmithAccessToken
-                | GeneratorKind::Grafana
-                | GeneratorKind::BeyondtrustWorkloadCredentialsDynamicSecret
-        )
+        super::generator_row(self).is_some()
     }
 
     /// The kind as written in manifests.

@@ -1,7 +1,7 @@
 //! GithubAccessToken and GitlabDeployToken: upstream's tokens of GitHub Apps and GitLab deploy
 //! tokens. Keyward installs their CRDs with upstream's fields (release 2.9.0), so upstream's
 //! manifests apply, and does not generate them: an ExternalSecret naming one reports
-//! `Ready=False` naming the kind (`keyward_crds::rules::UNSERVED_GENERATOR_KINDS`).
+//! `Ready=False` naming the kind (`keyward_crds::rules::is_unserved_generator_kind`).
 
 use std::collections::BTreeMap;
 

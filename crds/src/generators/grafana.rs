@@ -1,7 +1,7 @@
 //! Grafana: upstream's generator of Grafana service-account tokens. Keyward installs its CRD
 //! with upstream's fields (release 2.9.0), so upstream's manifests apply, and does not generate
 //! it: an ExternalSecret naming one reports `Ready=False` naming the kind
-//! (`keyward_crds::rules::UNSERVED_GENERATOR_KINDS`); GeneratorStates it left are kept
+//! (`keyward_crds::rules::is_unserved_generator_kind`); GeneratorStates it left are kept
 //! (docs/generators.md, "GeneratorState").
 
 use kube::CustomResource;

@@ -2,7 +2,7 @@
 //! ServiceAccount token (OIDC federation). Keyward installs their CRDs with upstream's fields
 //! (release 2.9.0), so upstream's manifests apply, and does not generate them: an ExternalSecret
 //! naming one reports `Ready=False` naming the kind
-//! (`keyward_crds::rules::UNSERVED_GENERATOR_KINDS`).
+//! (`keyward_crds::rules::is_unserved_generator_kind`).
 
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -14,17 +14,13 @@ use crate::provider::ClusterProviderCondition;
 /// The kind `generatorRef.kind` names for a ClusterGenerator.
 pub const CLUSTER_GENERATOR_KIND: &str = "ClusterGenerator";
 
-/// Upstream's generator kinds that Keyward does not serve (they call out to a service, or keep
-/// state), named in the refusal so a manifest's author knows it is not a typo. Their CRDs are
-/// installed ([`GeneratorKind::served`] is false for them), so upstream's manifests apply.
-pub const UNSERVED_GENERATOR_KINDS: &[&str] = &[
-    "BeyondtrustWorkloadCredentialsDynamicSecret",
-    "CloudsmithAccessToken",
-    "GithubAccessToken",
-    "GitlabDeployToken",
-    "Grafana",
-    "QuayAccessToken",
-];
+/// Whether `kind` is one of upstream's generator kinds that Keyward does not serve (they call
+/// out to a service, or keep state): named in the refusal so a manifest's author knows it is not
+/// a typo. Their CRDs are installed, so upstream's manifests apply; a kind is served when it has
+/// a row in [`crate::generators::GENERATOR_KINDS`] ([`GeneratorKind::served`]).
+pub fn is_unserved_generator_kind(kind: &str) -> bool {
+    GeneratorKind::parse(kind).is_some_and(|k| !k.served())
+}
 
 /// What a `generatorRef` points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +44,7 @@ pub fn generator_target(r: &GeneratorRef) -> Result<GeneratorTarget, String> {
         return Ok(GeneratorTarget::Namespaced(k));
     }
     let served = served_kinds();
-    if UNSERVED_GENERATOR_KINDS.contains(&r.kind.as_str()) {
+    if is_unserved_generator_kind(&r.kind) {
         Err(not_served(&r.kind))
     } else {
         Err(format!("unknown generator kind {:?}: use one of {served}", r.kind))
@@ -60,7 +56,7 @@ pub fn generator_target(r: &GeneratorRef) -> Result<GeneratorTarget, String> {
 /// reports `Ready=False` with [`generator_target`]'s message where the generator is used.
 pub fn unserved_generator_warning(r: &GeneratorRef) -> Option<String> {
     let upstream_api = r.api_version.as_deref().is_none_or(|v| v == GENERATOR_API_VERSION);
-    (upstream_api && UNSERVED_GENERATOR_KINDS.contains(&r.kind.as_str())).then(|| {
+    (upstream_api && is_unserved_generator_kind(&r.kind)).then(|| {
         format!(
             "generator kind {:?} is not served by Keyward: the object is admitted and reports Ready=False until it \
              names one of {}",
@@ -380,10 +376,10 @@ mod tests {
     #[test]
     fn the_unserved_list_and_the_served_kinds_agree() {
         for kind in GeneratorKind::ALL {
-            let listed = UNSERVED_GENERATOR_KINDS.contains(&kind.as_str());
-            assert_eq!(listed, !kind.served(), "{kind}");
+            assert_eq!(is_unserved_generator_kind(kind.as_str()), !kind.served(), "{kind}");
             assert_eq!(GeneratorKind::parse(kind.as_str()), Some(*kind));
         }
+        assert!(!is_unserved_generator_kind("Passwords"), "unknown, not unserved");
         let e = generator_target(&r("GithubAccessToken", None)).unwrap_err();
         assert_eq!(e, not_served("GithubAccessToken"));
         assert!(unserved_generator_warning(&r("MFA", None)).is_none(), "served in the reconciler");

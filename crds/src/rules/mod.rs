@@ -52,9 +52,9 @@ pub use generator_specs::{
     validate_generator_spec, validate_generator_state,
 };
 pub use generators::{
-    AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget, UNSERVED_GENERATOR_KINDS,
-    check_generator_namespace_admitted, cluster_generator_spec, generator_target, not_served, read_generator_spec,
-    spec_of_kind, unserved_generator_warning,
+    AnyGeneratorSpec, CLUSTER_GENERATOR_KIND, GeneratorNamespaceDenied, GeneratorTarget,
+    check_generator_namespace_admitted, cluster_generator_spec, generator_target, is_unserved_generator_kind,
+    not_served, read_generator_spec, spec_of_kind, unserved_generator_warning,
 };
 pub use generic_targets::{
     GENERIC_TARGET_RESOURCES_FLAG, GENERIC_TARGETS_FLAG, GenericTargets, GroupResource, MAX_PATH_INDEX, PathStep,
