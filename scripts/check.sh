@@ -15,6 +15,9 @@ make -s crds-check
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
 
+step "docs/architecture.md's crate table names every workspace package"
+python3 scripts/check-architecture.py
+
 # Not in scripts/test.sh: installing cargo-deny costs a cold CI machine about 4.5 minutes.
 step "dependency policy: licenses, banned crates, sources (deny.toml)"
 bash scripts/deny.sh

@@ -12,6 +12,9 @@ make -s crds-check
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
 
+step "docs/architecture.md's crate table names every workspace package"
+python3 scripts/check-architecture.py
+
 step "disk room for the one-node cluster (stale test executables pruned when short)"
 bash scripts/prune-target.sh
 
