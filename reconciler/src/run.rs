@@ -53,6 +53,9 @@ pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
             "--shard splits namespaces among replicas: it needs every namespace watched (no --watch-namespace)"
         );
     }
+    if cli.shard && !cli.leader_elect {
+        tracing::warn!("--shard with --leader-elect=false: every replica runs the cluster-scoped controllers");
+    }
     let off = cli.controllers.off();
     if !off.is_empty() {
         tracing::info!(switched_off = ?off, "controllers switched off (--process-*=false): their objects are left alone");

@@ -70,7 +70,12 @@ pub async fn run(
             if *current == next {
                 return false;
             }
-            tracing::info!(members = ?next.members(), "shard members changed");
+            let members = next.members().join(",");
+            if current.members() == next.members() {
+                tracing::info!(%members, "shard view settled: gained namespaces are worked now");
+            } else {
+                tracing::info!(%members, "shard members changed");
+            }
             *current = next;
             true
         });
