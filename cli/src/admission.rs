@@ -1,12 +1,11 @@
-//! Admission as the webhook decides it: `keyward_webhook::validate::validate` over a
-//! `keyward_webhook::cache::State` filled from the cluster or from manifest files, so the CLI
+//! Admission as the webhook decides it: `keyward_webhook::offline::validate` over a
+//! `keyward_webhook::offline::State` filled from the cluster or from manifest files, so the CLI
 //! and the webhook cannot disagree on a rule.
 
-use keyward_webhook::cache::State;
-use keyward_webhook::mutate::mutate;
-use keyward_webhook::review::{Operation, Request, request_for};
-use keyward_webhook::validate::{Kind, validate};
-use keyward_webhook::watch::{cluster_provider_spec, cluster_secret_store_conditions};
+use keyward_webhook::offline::{
+    Kind, Operation, Request, State, cluster_provider_spec, cluster_secret_store_conditions, mutate, request_for,
+    validate,
+};
 use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use keyward_webhook::cache::State;
+use keyward_webhook::offline::State;
 use serde::Serialize;
 
 use crate::admission::{Verdict, admitted_kind, defaulted, record, review};

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{Event, Namespace, Secret};
 use keyward_crds::generators::ClusterGenerator;
 use keyward_crds::{ClusterProvider, ClusterSecretStore, Provider, SecretStore, StoreKind};
-use keyward_webhook::cache::State;
+use keyward_webhook::offline::State;
 use kube::api::{DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 use kube::{Api, Client, ResourceExt};

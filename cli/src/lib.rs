@@ -1,7 +1,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 //! `keyward`: explains, syncs, renders, checks and surveys External Secrets objects the way
 //! Keyward's webhook and reconciler see them. Every decision it prints comes from the code
-//! those components run (`keyward_webhook::validate`, `keyward_reconciler`'s render and refresh
+//! those components run (`keyward_webhook::offline`, `keyward_reconciler`'s render and refresh
 //! functions, `keyward_crds::rules`); this crate only gathers the inputs and prints.
 
 mod admission;

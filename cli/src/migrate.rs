@@ -81,7 +81,7 @@ pub struct GeneratorUse {
 }
 
 /// A template that would fail at sync: it calls a function no template engine of Keyward or
-/// upstream has, or does not parse (`keyward_webhook::validate::templates`).
+/// upstream has, or does not parse (`keyward_webhook::offline::template_warnings`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateProblem {
@@ -94,7 +94,7 @@ pub struct TemplateProblem {
 
 /// The templates of an object that would fail at sync, by the rule admission warns with.
 pub fn template_problems(object: &ObjectRef, kind: &str, value: &Value) -> Vec<TemplateProblem> {
-    keyward_webhook::validate::templates::template_warnings(kind, value)
+    keyward_webhook::offline::template_warnings(kind, value)
         .into_iter()
         .map(|problem| TemplateProblem { object: object.clone(), problem })
         .collect()

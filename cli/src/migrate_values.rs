@@ -206,7 +206,7 @@ mod tests {
 
     /// keyward-reconciler's long flags and their aliases.
     fn reconciler_flags() -> Vec<String> {
-        let cmd = keyward_reconciler::cli::Cli::command();
+        let cmd = keyward_reconciler::offline::Cli::command();
         let mut flags: Vec<String> = cmd
             .get_arguments()
             .flat_map(|a| a.get_long().into_iter().chain(a.get_all_aliases().unwrap_or_default()))

@@ -1,5 +1,5 @@
 //! When an object is refreshed next, from the reconciler's own decision
-//! (`keyward_reconciler::externalsecret::refresh::decide`) over what the object's status says.
+//! (`keyward_reconciler::offline::decide`) over what the object's status says.
 
 use std::time::Duration;
 
@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use keyward_crds::external_secret::RefreshPolicy;
 use keyward_crds::rules::{WindowGate, parse_go_duration, window_gate};
 use keyward_crds::{ClusterExternalSecret, ExternalSecret, PushSecret};
-use keyward_reconciler::externalsecret::refresh::{Decision, RefreshState, decide, jitter, object_hash};
+use keyward_reconciler::offline::{Decision, RefreshState, decide, jitter, object_hash};
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -151,7 +151,7 @@ pub fn external_secret(es: &ExternalSecret, target_missing: bool, now: Timestamp
 /// A PushSecret's next push. The reconciler pushes again `refreshInterval` after each push it
 /// reports (a `refreshInterval` that does not parse counts as 1h there), and never for 0.
 pub fn push_secret(ps: &PushSecret, now: Timestamp) -> NextRefresh {
-    let Some(interval) = keyward_reconciler::pushsecret::reconcile::push_interval(ps) else {
+    let Some(interval) = keyward_reconciler::offline::push_interval(ps) else {
         return NextRefresh::Never { why: "refreshInterval 0: only a change of the PushSecret pushes again".into() };
     };
     match ps.status.as_ref().and_then(|s| s.refresh_time.as_ref()) {

@@ -10,9 +10,9 @@ use clap::CommandFactory;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use keyward_crds::ExternalSecret;
 use keyward_crds::rules::parse_go_duration;
-use keyward_reconciler::externalsecret::render::{Sources, render_in_pool};
-use keyward_reconciler::externalsecret::target::{HashKey, data_hash, desired, with_rendered_metadata};
-use keyward_reconciler::renders::RenderPool;
+use keyward_reconciler::offline::{
+    HashKey, RenderPool, Sources, data_hash, desired, render_in_pool, with_rendered_metadata,
+};
 use serde_json::Value;
 
 use crate::Error;
@@ -20,7 +20,7 @@ use crate::manifests::{Document, documents, parse};
 
 /// The reconciler's default `--template-time-limit`, read from its own command line.
 pub fn default_time_limit() -> Duration {
-    let command = keyward_reconciler::cli::Cli::command();
+    let command = keyward_reconciler::offline::Cli::command();
     command
         .get_arguments()
         .find(|a| a.get_id() == "template_time_limit")

@@ -20,6 +20,7 @@ pub mod generators;
 pub mod keys;
 pub mod metrics;
 pub mod object_metrics;
+pub mod offline;
 pub mod predicate;
 pub mod provider;
 pub mod pushsecret;

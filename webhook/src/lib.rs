@@ -15,6 +15,7 @@ pub mod inject;
 pub mod layers;
 pub mod metrics;
 pub mod mutate;
+pub mod offline;
 pub mod review;
 pub mod server;
 pub mod shed;
