@@ -15,6 +15,10 @@ make -s crds-check
 step "the documentation names files and items that exist"
 python3 scripts/check-doc-refs.py
 
+step "module graph: no import cycle of more than two files, crates in their layers, the CLI through one entry point"
+python3 scripts/check-module-cycles.py --self-test
+python3 scripts/check-module-cycles.py
+
 step "docs/architecture.md's crate table names every workspace package"
 python3 scripts/check-architecture.py
 

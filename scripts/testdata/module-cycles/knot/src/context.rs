@@ -1,0 +1,5 @@
+use crate::caches::Caches;
+
+pub struct Context {
+    pub caches: Caches,
+}

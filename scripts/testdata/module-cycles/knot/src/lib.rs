@@ -1,0 +1,3 @@
+pub mod caches;
+pub mod context;
+pub mod keys;
