@@ -12,11 +12,11 @@ Usage: scripts/check-architecture.py [DOC]   (DOC defaults to docs/architecture.
 one line per missing, misplaced or stale row)
 """
 
-import json
 import pathlib
 import re
-import subprocess
 import sys
+
+from cargo_metadata import metadata
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADER = re.compile(r"^\|\s*crate\s*\|\s*path\s*\|")
@@ -25,14 +25,7 @@ ROW = re.compile(r"^\|\s*`([\w-]+)`\s*\|\s*`([^`]+)`\s*\|")
 
 def workspace_packages():
     """Each workspace package's name and directory relative to the root, as `dir/`."""
-    out = subprocess.run(
-        ["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    meta = json.loads(out)
+    meta = metadata()
     members = set(meta["workspace_members"])
     packages = {}
     for p in meta["packages"]:

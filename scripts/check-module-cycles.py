@@ -38,6 +38,8 @@ import re
 import sys
 from collections import deque
 
+from cargo_metadata import metadata
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "scripts" / "testdata" / "module-cycles"
 
@@ -382,20 +384,6 @@ def self_test():
 def layer(rel):
     best = max((d for d in LAYERS if rel == d or rel.startswith(d + "/")), key=len, default=None)
     return best, LAYERS.get(best)
-
-
-def metadata():
-    import json
-    import subprocess
-
-    out = subprocess.run(
-        ["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return json.loads(out)
 
 
 def layering(meta):
