@@ -173,35 +173,3 @@ pub struct ServiceAccountSelector {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
 }
-
-/// Configuration of the Fake provider: static entries, for tests and demos.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "provider.external-secrets.io",
-    version = "v2alpha1",
-    kind = "Fake",
-    doc = "Fake configures the Fake provider with static values, for tests and demos.",
-    plural = "fakes",
-    category = "external-secrets",
-    namespaced,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct FakeSpec {
-    /// The values the provider serves.
-    #[serde(default)]
-    pub data: Vec<FakeEntry>,
-}
-
-/// One static value.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FakeEntry {
-    /// Key of the value.
-    pub key: String,
-    /// Version of the value; requests without a version get the entry without one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// The value. A JSON object value can be read property by property.
-    pub value: String,
-}

@@ -10,17 +10,17 @@
 //! This crate declares the row type, the [`ProviderSpec`] contract of a configuration, and the
 //! rows of the kinds whose types live here.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSONSchemaProps};
 use kube::CustomResourceExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::rules::{
-    Reach, ValidationErrors, kubernetes_reach, secrets_manager_reach, validate_fake, validate_kubernetes,
-    validate_secrets_manager, validate_vault, vault_reach,
+    Reach, ValidationErrors, kubernetes_reach, secrets_manager_reach, validate_kubernetes, validate_secrets_manager,
+    validate_vault, vault_reach,
 };
-use crate::{Fake, FakeSpec, Kubernetes, KubernetesSpec, SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
+use crate::{Kubernetes, KubernetesSpec, SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
 
 /// The API group of provider configuration kinds.
 pub const PROVIDER_CONFIG_GROUP: &str = "provider.external-secrets.io";
@@ -62,14 +62,30 @@ pub struct ProviderKind {
     /// The provider process that serves it: the chart's `providers.<name>` and the binary
     /// `keyward-provider-<name>`.
     pub provider: &'static str,
-    /// The `spec.provider.<key>` of the SecretStores this kind serves when its spec is that block
-    /// as written, which is how a provider crate adds a store; `None` for the kinds of this crate,
-    /// which `crate::rules::store_backend` translates itself.
+    /// The `spec.provider.<key>` of the SecretStores this kind serves, which is how a provider
+    /// crate adds a store: the block is the kind's spec as written, unless `store_block` says
+    /// otherwise. `None` for the kinds of this crate, which `crate::rules::store_backend`
+    /// translates itself.
     pub store_key: Option<&'static str>,
+    /// How the store block differs from the kind's spec, when it does: upstream's block shape,
+    /// which the store CRDs type and which is translated into the spec before anything reads it.
+    pub store_block: Option<StoreBlock>,
     /// Reads an admitted object's spec and reports its field errors and reach.
     pub admit: AdmitFn,
     /// Its CustomResourceDefinition.
     pub crd: fn() -> CustomResourceDefinition,
+}
+
+/// A store block in upstream's shape rather than its kind's spec: its schema in the store CRDs and
+/// its translation into the spec (upstream's defaults and deprecated fields given their meaning).
+#[derive(Debug, Clone, Copy)]
+pub struct StoreBlock {
+    /// The block's schema under `spec.provider.<key>` (description included), as the store CRDs
+    /// carry it ([`crate::store_schema::field_schema`] derives one from a Rust type); `None`
+    /// leaves the block open.
+    pub schema: fn() -> Option<JSONSchemaProps>,
+    /// The block as written into the kind's spec; the error says why the block does not read.
+    pub translate: fn(&Value) -> Result<Value, String>,
 }
 
 impl PartialEq for ProviderKind {
@@ -116,7 +132,7 @@ pub fn provider_names(table: &[&'static ProviderKind]) -> Vec<&'static str> {
 }
 
 /// The kinds whose types this crate holds.
-pub static BUILTIN_KINDS: [&ProviderKind; 4] = [&KUBERNETES_KIND, &FAKE_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
+pub static BUILTIN_KINDS: [&ProviderKind; 3] = [&KUBERNETES_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
 
 /// `Kubernetes`: Secrets of a Kubernetes cluster.
 pub static KUBERNETES_KIND: ProviderKind = ProviderKind {
@@ -124,18 +140,9 @@ pub static KUBERNETES_KIND: ProviderKind = ProviderKind {
     plural: "kubernetes",
     provider: "kubernetes",
     store_key: None,
+    store_block: None,
     admit: admit_spec::<KubernetesSpec>,
     crd: Kubernetes::crd,
-};
-
-/// `Fake`: static values for tests and demos.
-pub static FAKE_KIND: ProviderKind = ProviderKind {
-    kind: "Fake",
-    plural: "fakes",
-    provider: "fake",
-    store_key: None,
-    admit: admit_spec::<FakeSpec>,
-    crd: Fake::crd,
 };
 
 /// `Vault`: HashiCorp Vault's KV engines.
@@ -144,6 +151,7 @@ pub static VAULT_KIND: ProviderKind = ProviderKind {
     plural: "vaults",
     provider: "vault",
     store_key: None,
+    store_block: None,
     admit: admit_spec::<VaultSpec>,
     crd: Vault::crd,
 };
@@ -154,6 +162,7 @@ pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
     plural: "secretsmanagers",
     provider: "aws",
     store_key: None,
+    store_block: None,
     admit: admit_spec::<SecretsManagerSpec>,
     crd: SecretsManager::crd,
 };
@@ -164,16 +173,6 @@ impl ProviderSpec for KubernetesSpec {
     }
     fn reach(&self) -> Reach<'_> {
         kubernetes_reach(self)
-    }
-}
-
-impl ProviderSpec for FakeSpec {
-    fn validate(&self) -> Result<(), ValidationErrors> {
-        validate_fake(self)
-    }
-    /// Its data is in the object itself: nothing to reach.
-    fn reach(&self) -> Reach<'_> {
-        Reach::default()
     }
 }
 
@@ -215,7 +214,7 @@ mod tests {
         );
         assert!(find_kind(&BUILTIN_KINDS, "external-secrets.io", "v1", "Vault").is_none());
         assert!(find_kind(&BUILTIN_KINDS, PROVIDER_CONFIG_GROUP, "v1", "Vault").is_none());
-        assert_eq!(provider_names(&BUILTIN_KINDS), ["kubernetes", "fake", "vault", "aws"]);
+        assert_eq!(provider_names(&BUILTIN_KINDS), ["kubernetes", "vault", "aws"]);
     }
 
     /// Each row's admission reads its own spec and reports field errors and what it reaches.
@@ -227,12 +226,7 @@ mod tests {
         (VAULT_KIND.admit)(&vault, &mut |invalid, reach| seen.push((invalid.is_err(), reach.named.len())))
             .expect("a Vault spec reads");
         assert_eq!(seen, [(true, 1)], "the bad server is a field error; the token Secret is reached");
-        let unreadable = serde_json::json!({"data": "not a list"});
-        assert!((FAKE_KIND.admit)(&unreadable, &mut |_, _| {}).is_err(), "a spec that does not read is an error");
-        let good = serde_json::json!({"data": [{"key": "k", "value": "v"}]});
-        let mut reached = Vec::new();
-        (FAKE_KIND.admit)(&good, &mut |invalid, reach| reached.push((invalid.is_ok(), reach.named.len())))
-            .expect("reads");
-        assert_eq!(reached, [(true, 0)], "a valid Fake reaches nothing");
+        let unreadable = serde_json::json!({"server": ["not a text"]});
+        assert!((VAULT_KIND.admit)(&unreadable, &mut |_, _| {}).is_err(), "a spec that does not read is an error");
     }
 }

@@ -1,11 +1,10 @@
 //! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
 //! Operator users already write. Keyward serves them through its out-of-process providers:
-//! `spec.provider.kubernetes`, `fake`, `vault`, `aws`, `openBao` and `crd` are typed as upstream
-//! has them and translated into the Kubernetes, Fake, Vault and AWS provider configurations
-//! ([`crate::rules::store_backend`]); every other upstream provider is accepted as an opaque
-//! object so existing manifests apply, and reported `Ready=False` (`ProviderNotSupported`).
-
-use std::collections::BTreeMap;
+//! `spec.provider.kubernetes`, `vault`, `aws`, `openBao` and `crd` are typed as upstream has them
+//! and translated into the Kubernetes, Vault and AWS provider configurations
+//! ([`crate::rules::store_backend`]); a provider crate's block is its registry row's; every other
+//! upstream provider is accepted as an opaque object so existing manifests apply, and reported
+//! `Ready=False` (`ProviderNotSupported`).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
@@ -89,8 +88,8 @@ pub struct ClusterSecretStoreSpec {
     pub store: SecretStoreSpec,
 }
 
-/// `spec.provider`: one provider and its configuration. `kubernetes`, `fake`, `vault` and `aws`
-/// are typed; every other block (a provider crate's, such as `webhook`, or an upstream provider
+/// `spec.provider`: one provider and its configuration. `kubernetes`, `vault` and `aws` are
+/// typed; every other block (a provider crate's, such as `webhook`, or an upstream provider
 /// Keyward does not serve) is kept as written, all of them together within the free-form JSON
 /// limits ([`FreeJsonMap`]), and an unserved one is reported as not supported. Read by hand
 /// (below): serde's `flatten` would decode the other blocks into a tree first.
@@ -101,9 +100,6 @@ pub struct SecretStoreProvider {
     /// Secrets of a Kubernetes cluster (served by the Kubernetes provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesStoreProvider>,
-    /// Static values for tests and demos (served by the Fake provider).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fake: Option<FakeStoreProvider>,
     /// HashiCorp Vault KV secrets engines (served by the Vault provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vault: Option<VaultSpec>,
@@ -136,7 +132,6 @@ impl<'de> Deserialize<'de> for SecretStoreProvider {
                 let other = FreeJsonMap::read_rest(map, |name, map| {
                     match name {
                         "kubernetes" => p.kubernetes = map.next_value()?,
-                        "fake" => p.fake = map.next_value()?,
                         "vault" => p.vault = map.next_value()?,
                         "aws" => p.aws = map.next_value()?,
                         "openBao" => p.open_bao = map.next_value()?,
@@ -159,9 +154,6 @@ impl SecretStoreProvider {
         let mut names = Vec::new();
         if self.kubernetes.is_some() {
             names.push("kubernetes");
-        }
-        if self.fake.is_some() {
-            names.push("fake");
         }
         if self.vault.is_some() {
             names.push("vault");
@@ -193,9 +185,6 @@ impl SecretStoreProvider {
         if key != "kubernetes" && self.kubernetes.is_some() {
             self.kubernetes = Some(KubernetesStoreProvider::default());
         }
-        if key != "fake" && self.fake.is_some() {
-            self.fake = Some(FakeStoreProvider::default());
-        }
         if key != "vault" && self.vault.is_some() {
             self.vault = Some(VaultSpec::default());
         }
@@ -226,36 +215,6 @@ pub struct KubernetesStoreProvider {
     pub remote_namespace: Option<String>,
 }
 
-/// Upstream's `spec.provider.fake`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FakeStoreProvider {
-    /// The values served.
-    #[serde(default)]
-    pub data: Vec<FakeStoreData>,
-    /// Upstream's forced outcome of the store check (an integer its tests set); accepted so its
-    /// manifests apply, and not used: Keyward's Fake store is always valid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validation_result: Option<i64>,
-}
-
-/// One value of upstream's Fake provider.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FakeStoreData {
-    /// Key of the value.
-    pub key: String,
-    /// The value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// Deprecated upstream: a map served as a JSON object (read property by property).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value_map: Option<BTreeMap<String, String>>,
-    /// Version of the value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-}
-
 /// Upstream's `spec.retrySettings`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -280,7 +239,7 @@ mod tests {
         assert_eq!(spec.provider.names(), vec!["vault"]);
         assert_eq!(spec.refresh_interval, Some(IntOrString::Int(30)));
         let s: SecretStoreSpec =
-            serde_yaml::from_str("provider: {fake: {data: []}}\nrefreshInterval: 1h\n").expect("parses");
+            serde_yaml::from_str("provider: {example: {data: []}}\nrefreshInterval: 1h\n").expect("parses");
         assert_eq!(s.refresh_interval, Some(IntOrString::String("1h".into())));
         assert_eq!(serde_json::to_value(&s).expect("json")["refreshInterval"], "1h", "kept as written");
         let back = serde_json::to_value(&spec).expect("json");
@@ -288,13 +247,13 @@ mod tests {
         assert_eq!(back["retrySettings"]["retryInterval"], "5s");
 
         let cluster: ClusterSecretStoreSpec = serde_yaml::from_str(
-            "provider:\n  fake:\n    data: [{key: a, valueMap: {x: y}}]\nconditions: [{namespaces: [team-a]}]\n",
+            "provider:\n  example:\n    data: [{key: a, valueMap: {x: y}}]\nconditions: [{namespaces: [team-a]}]\n",
         )
         .expect("parses");
-        assert_eq!(cluster.store.provider.names(), vec!["fake"]);
+        assert_eq!(cluster.store.provider.names(), vec!["example"]);
         assert_eq!(cluster.store.conditions[0].namespaces, vec!["team-a"]);
         let back = serde_json::to_value(&cluster).expect("json");
-        assert_eq!(back["provider"]["fake"]["data"][0]["valueMap"]["x"], "y");
+        assert_eq!(back["provider"]["example"]["data"][0]["valueMap"]["x"], "y");
         assert_eq!(back["conditions"][0]["namespaces"][0], "team-a", "flattened, as upstream");
     }
 
@@ -306,7 +265,7 @@ mod tests {
             &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provider"];
         assert_eq!(provider["x-kubernetes-preserve-unknown-fields"], true, "{provider}");
         assert!(provider["properties"]["kubernetes"]["properties"]["auth"].is_object(), "{provider}");
-        assert!(provider["properties"]["fake"].is_object(), "{provider}");
+        assert!(provider["properties"]["vault"].is_object(), "{provider}");
         let refresh = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["refreshInterval"];
         assert_eq!(refresh["x-kubernetes-int-or-string"], true, "{refresh}");
         assert_eq!(crd["spec"]["scope"], "Cluster");

@@ -1,7 +1,8 @@
 //! The typed `spec.provider.<key>` blocks of the SecretStore and ClusterSecretStore CRDs that a
 //! provider crate adds: a registry row with a `store_key` serves the SecretStores whose block is
 //! its configuration's spec as written, so the block's schema is that spec's schema, copied from
-//! the row's own CRD when the CRDs are generated.
+//! the row's own CRD when the CRDs are generated; a row whose block is upstream's shape instead
+//! ([`crate::registry::StoreBlock`]) gives the block's schema itself.
 //!
 //! Typed, a served block shows its fields in `kubectl explain` and the API server refuses (strict
 //! field validation) or prunes a misspelt field in it. The other keys of `spec.provider` stay
@@ -9,6 +10,7 @@
 //! limits ([`crate::free_json`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSONSchemaProps};
+use schemars::JsonSchema;
 
 use crate::registry::{PROVIDER_CONFIG_VERSION, ProviderKind};
 
@@ -44,15 +46,37 @@ pub fn with_store_blocks(
     crd
 }
 
-/// The schema of a row's configuration spec, from its CRD's version `v2alpha1`, described as the
-/// kind is.
+/// The schema of a row's store block: its own ([`crate::registry::StoreBlock::schema`]), else its
+/// configuration spec's, from its CRD's version `v2alpha1`, described as the kind is.
 fn block_schema(row: &ProviderKind) -> Option<JSONSchemaProps> {
+    if let Some(block) = &row.store_block {
+        return (block.schema)();
+    }
     let crd = (row.crd)();
     let version = crd.spec.versions.into_iter().find(|v| v.name == PROVIDER_CONFIG_VERSION)?;
     let mut root = version.schema?.open_api_v3_schema?;
     let mut spec = root.properties.as_mut()?.remove("spec")?;
     spec.description = root.description.or(spec.description);
     Some(spec)
+}
+
+/// The schema of the property `field` of `W` as a CRD carries it: generated with the settings and
+/// structural rewrites of kube's `CustomResource` derive, so a block typed by a provider crate is
+/// the schema it had as a typed field of `spec.provider` (its doc comment is the description).
+pub fn field_schema<W: JsonSchema>(field: &str) -> Option<JSONSchemaProps> {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .with_transform(kube::core::schema::OptionalIntOrString)
+        .into_generator();
+    let root: JSONSchemaProps =
+        serde_json::to_value(generator.into_root_schema_for::<W>()).and_then(serde_json::from_value).ok()?;
+    root.properties?.remove(field)
 }
 
 /// The schema of one named property.
@@ -64,10 +88,48 @@ fn child<'s>(schema: &'s mut JSONSchemaProps, name: &str) -> Option<&'s mut JSON
 mod tests {
     use super::*;
     use crate::generate::all_crds;
-    use crate::registry::{BUILTIN_KINDS, FAKE_KIND};
+    use crate::registry::{BUILTIN_KINDS, KUBERNETES_KIND, StoreBlock};
 
-    /// A row as a provider crate declares it, here with the Fake kind's spec as its block.
-    static FAKE_BLOCK: ProviderKind = ProviderKind { store_key: Some("fakeBlock"), ..FAKE_KIND };
+    /// A row as a provider crate declares it, here with the Kubernetes kind's spec as its block.
+    static COPIED_BLOCK: ProviderKind = ProviderKind { store_key: Some("copiedBlock"), ..KUBERNETES_KIND };
+
+    /// A row whose block is upstream's shape: the field `upstream` of [`Upstream`].
+    static UPSTREAM_BLOCK: ProviderKind = ProviderKind {
+        store_key: Some("upstream"),
+        store_block: Some(StoreBlock { schema: || field_schema::<Upstream>("upstream"), translate: |v| Ok(v.clone()) }),
+        ..KUBERNETES_KIND
+    };
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    struct Upstream {
+        /// Upstream's block.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upstream: Option<UpstreamBlock>,
+    }
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    struct UpstreamBlock {
+        /// A count.
+        #[serde(default)]
+        count: Option<i64>,
+    }
+
+    /// A row with its own block schema puts that schema (the field's description included) in
+    /// both stores.
+    #[test]
+    fn a_row_with_an_upstream_block_types_it_with_its_own_schema() {
+        let block = block_schema(&UPSTREAM_BLOCK).expect("its schema");
+        assert_eq!(block.description.as_deref(), Some("Upstream's block."));
+        let count = block.properties.as_ref().and_then(|p| p.get("count")).expect("count");
+        assert_eq!((count.type_.as_deref(), count.nullable), (Some("integer"), Some(true)), "{count:?}");
+        assert!(field_schema::<Upstream>("absent").is_none());
+        for crd in all_crds(&[]).into_iter().filter(|c| STORE_KINDS.contains(&c.spec.names.kind.as_str())) {
+            let typed = with_store_blocks(crd, &[&UPSTREAM_BLOCK]);
+            assert!(provider_blocks(&typed, "v1").contains(&"upstream".to_string()));
+        }
+    }
 
     fn provider_blocks(crd: &CustomResourceDefinition, version: &str) -> Vec<String> {
         let v = crd.spec.versions.iter().find(|v| v.name == version).expect("version");
@@ -80,17 +142,17 @@ mod tests {
     /// versions; the rows without a store key (typed by `SecretStoreProvider` itself) add nothing.
     #[test]
     fn a_row_with_a_store_key_types_its_block_in_both_stores() {
-        let fake_spec = block_schema(&FAKE_KIND).expect("the Fake kind's spec");
-        assert!(fake_spec.properties.as_ref().is_some_and(|p| p.contains_key("data")), "{fake_spec:?}");
+        let spec = block_schema(&KUBERNETES_KIND).expect("the Kubernetes kind's spec");
+        assert!(spec.properties.as_ref().is_some_and(|p| p.contains_key("remoteNamespace")), "{spec:?}");
         for crd in all_crds(&[]) {
             assert_eq!(with_store_blocks(crd.clone(), &BUILTIN_KINDS), crd, "{}", crd.spec.names.kind);
-            let typed = with_store_blocks(crd.clone(), &[&FAKE_BLOCK]);
+            let typed = with_store_blocks(crd.clone(), &[&COPIED_BLOCK]);
             if !STORE_KINDS.contains(&crd.spec.names.kind.as_str()) {
                 assert_eq!(typed, crd);
                 continue;
             }
-            assert!(provider_blocks(&typed, "v1").contains(&"fakeBlock".to_string()), "{}", crd.spec.names.kind);
-            assert!(!provider_blocks(&crd, "v1").contains(&"fakeBlock".to_string()));
+            assert!(provider_blocks(&typed, "v1").contains(&"copiedBlock".to_string()), "{}", crd.spec.names.kind);
+            assert!(!provider_blocks(&crd, "v1").contains(&"copiedBlock".to_string()));
             assert!(provider_blocks(&typed, "v1beta1").is_empty(), "a retired version stays open");
         }
     }

@@ -18,14 +18,14 @@ fn drift_is_detected_when_a_type_changes_without_regenerating() {
     let stale = dir.path().join("oldkinds.external-secrets.io.yaml");
     std::fs::write(&stale, format!("{}kind: CustomResourceDefinition\n", keyward_crds::generate::HEADER)).expect("w");
     // And one file went missing.
-    std::fs::remove_file(dir.path().join("fakes.provider.external-secrets.io.yaml")).expect("rm");
+    std::fs::remove_file(dir.path().join("pushsecrets.external-secrets.io.yaml")).expect("rm");
 
     match check_all(dir.path(), Layout::Plain, &BUILTIN_KINDS) {
         Err(GenerateError::Drift(files)) => {
             let joined = files.join("\n");
             assert!(joined.contains("externalsecrets.external-secrets.io.yaml (changed)"), "{joined}");
             assert!(joined.contains("oldkinds.external-secrets.io.yaml (stale)"), "{joined}");
-            assert!(joined.contains("fakes.provider.external-secrets.io.yaml (missing)"), "{joined}");
+            assert!(joined.contains("pushsecrets.external-secrets.io.yaml (missing)"), "{joined}");
             assert_eq!(files.len(), 3, "{joined}");
         }
         other => panic!("expected drift, got {other:?}"),

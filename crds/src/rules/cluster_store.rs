@@ -42,7 +42,7 @@ pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), Val
         StoreBackend::Kubernetes(k) => serde_json::to_value(k).unwrap_or_default(),
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
         StoreBackend::Crd(c) => serde_json::to_value(&c.connection).unwrap_or_default(),
-        StoreBackend::Fake(_) | StoreBackend::Aws(..) => return Ok(()),
+        StoreBackend::Aws(..) => return Ok(()),
         StoreBackend::Plugin(_, block) => block.clone(),
     };
     let mut errs = ValidationErrors::default();
@@ -110,8 +110,9 @@ mod tests {
             plural: key,
             provider: key,
             store_key: Some(key),
-            admit: admit_spec::<crate::FakeSpec>,
-            crd: <crate::Fake as kube::CustomResourceExt>::crd,
+            store_block: None,
+            admit: admit_spec::<crate::KubernetesSpec>,
+            crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
         }
     }
 
@@ -146,7 +147,6 @@ mod tests {
                 "spec.provider.webhook.auth.ntlm.usernameSecret.namespace",
             ]
         );
-        assert!(fields("fake: {data: [{key: k, value: v}]}").is_empty());
         assert_eq!(
             fields("other: {caProvider: {type: Secret, name: ca, key: c}}"),
             ["spec.provider.other.caProvider.namespace"]

@@ -88,8 +88,8 @@ pub use store_blocks::{
 pub use stores::{validate_secrets_manager, validate_vault, vault_warnings};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
-    is_dns_subdomain, push_secret_free_json, validate_cluster_provider, validate_external_secret, validate_fake,
-    validate_kubernetes, validate_provider, validate_push_secret,
+    is_dns_subdomain, push_secret_free_json, validate_cluster_provider, validate_external_secret, validate_kubernetes,
+    validate_provider, validate_push_secret,
 };
 
 /// A rule violation at one field, with what to do about it.

@@ -16,19 +16,19 @@ use super::boundary::{ConfigOwner, Reach, check_boundary_with};
 use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
 use super::store_blocks::{crd_read_spec, open_bao_vault, validate_crd, validate_open_bao};
 use super::stores::{validate_secrets_manager, validate_vault};
-use super::validate::{check_conditions, check_kubernetes, validate_fake};
+use super::validate::{check_conditions, check_kubernetes};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
-use crate::provider_config::{FakeEntry, FakeSpec, KubernetesSpec};
+use crate::provider_config::KubernetesSpec;
 use crate::registry::ProviderKind;
-use crate::secret_store::{FakeStoreProvider, KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
+use crate::secret_store::{KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::store_blocks::CrdReadSpec;
 use crate::vault::VaultSpec;
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
 /// provider crates add theirs as rows with a `store_key` ([`ProviderKind::store_key`]).
-pub const SERVED_STORE_PROVIDERS: [&str; 6] = ["kubernetes", "fake", "vault", "aws", "openBao", "crd"];
+pub const SERVED_STORE_PROVIDERS: [&str; 5] = ["kubernetes", "vault", "aws", "openBao", "crd"];
 
 /// The provider kinds a caller knows beyond this crate's own: the rows of
 /// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
@@ -46,8 +46,6 @@ fn served(plugins: Plugins<'_>) -> String {
 pub enum StoreBackend {
     /// Served by the Kubernetes provider.
     Kubernetes(Box<KubernetesSpec>),
-    /// Served by the Fake provider.
-    Fake(FakeSpec),
     /// Served by the Vault provider.
     Vault(Box<VaultSpec>),
     /// `openBao`: served by the Vault provider as the Vault configuration it is a subset of.
@@ -58,7 +56,8 @@ pub enum StoreBackend {
     /// credentials and roles.
     Aws(AwsService, Box<SecretsManagerSpec>),
     /// Served by a provider crate's kind: its spec is the store's `spec.provider.<store_key>`
-    /// block as written, which the provider reads into its own type.
+    /// block as written (or as its row's [`crate::registry::StoreBlock`] translates it), which
+    /// the provider reads into its own type.
     Plugin(&'static ProviderKind, serde_json::Value),
 }
 
@@ -67,7 +66,6 @@ impl StoreBackend {
     pub fn provider_name(&self) -> &'static str {
         match self {
             StoreBackend::Kubernetes(_) => "kubernetes",
-            StoreBackend::Fake(_) => "fake",
             StoreBackend::Vault(_) | StoreBackend::OpenBao(_) => "vault",
             StoreBackend::Crd(_) => "kubernetes",
             StoreBackend::Aws(..) => "aws",
@@ -112,6 +110,17 @@ pub enum StoreProviderError {
     /// The blocks Keyward does not type passed the free-form JSON limits: none was kept.
     #[error("spec.provider: {0}")]
     Oversized(crate::free_json::Oversized),
+    /// A block in upstream's shape that does not read as that shape (the store CRDs type it, so
+    /// only an object the API server did not check gets here).
+    #[error("spec.provider.{key}: not a {kind} store block: {message}")]
+    Unreadable {
+        /// The block's key.
+        key: &'static str,
+        /// The configuration kind serving it.
+        kind: &'static str,
+        /// Why it does not read.
+        message: String,
+    },
     /// A provider Keyward serves whose process this installation does not run.
     #[error(
         "spec.provider.{0} is served by Keyward's {0} provider, which this installation does not run: enable it \
@@ -267,10 +276,9 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
 /// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
 ///
 /// `kubernetes` becomes a `Kubernetes` configuration (`remoteNamespace` defaulting to `default`
-/// as upstream; `allowRemoteNamespaceOverride` does not exist upstream and stays off), `fake` a
-/// `Fake` configuration (a deprecated `valueMap` becomes its JSON object text, which the Fake
-/// provider reads property by property as upstream does). A key of one of `plugins` is that
-/// kind's spec as written.
+/// as upstream; `allowRemoteNamespaceOverride` does not exist upstream and stays off). A key of
+/// one of `plugins` is that kind's spec as written, or as the row's
+/// [`crate::registry::StoreBlock::translate`] reads upstream's block into it.
 pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Result<StoreBackend, StoreProviderError> {
     if let Some(o) = provider.other.oversized() {
         return Err(StoreProviderError::Oversized(o));
@@ -283,8 +291,6 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
         [_] => {
             if let Some(k) = &provider.kubernetes {
                 Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k))))
-            } else if let Some(f) = &provider.fake {
-                Ok(StoreBackend::Fake(fake(f)))
             } else if let Some(v) = &provider.vault {
                 match v.auth.unserved() {
                     Some(m) => Err(not_supported(&format!("vault.auth.{m}"))),
@@ -303,7 +309,14 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
                 .find_map(|p| p.store_key.and_then(|key| provider.other.get(key)).map(|block| (*p, block)))
             {
                 // Kept within the limits when read: decoding it back cannot fail.
-                Ok(StoreBackend::Plugin(kind, block.value().unwrap_or_default()))
+                let block = block.value().unwrap_or_default();
+                let key = kind.store_key.unwrap_or(kind.provider);
+                match &kind.store_block {
+                    None => Ok(StoreBackend::Plugin(kind, block)),
+                    Some(upstream) => (upstream.translate)(&block)
+                        .map(|spec| StoreBackend::Plugin(kind, spec))
+                        .map_err(|message| StoreProviderError::Unreadable { key, kind: kind.kind, message }),
+                }
             } else {
                 Err(not_supported(names[0]))
             }
@@ -320,23 +333,6 @@ fn kubernetes(k: &KubernetesStoreProvider) -> KubernetesSpec {
         remote_namespace: k.remote_namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
         allow_remote_namespace_override: false,
     }
-}
-
-fn fake(f: &FakeStoreProvider) -> FakeSpec {
-    let data = f
-        .data
-        .iter()
-        .map(|d| {
-            let value = match (&d.value, &d.value_map) {
-                (Some(v), _) => v.clone(),
-                // A map of strings always serialises.
-                (None, Some(m)) => serde_json::to_string(m).unwrap_or_default(),
-                (None, None) => String::new(),
-            };
-            FakeEntry { key: d.key.clone(), version: d.version.clone().filter(|v| !v.is_empty()), value }
-        })
-        .collect();
-    FakeSpec { data }
 }
 
 /// Validates a SecretStore's (`namespace`: its namespace) or a ClusterSecretStore's (`None`)
@@ -356,7 +352,6 @@ pub fn validate_secret_store(
         Ok(StoreBackend::Kubernetes(k)) => {
             prefixed(&mut errs, "spec.provider.kubernetes", check_kubernetes(&k, false));
         }
-        Ok(StoreBackend::Fake(f)) => prefixed(&mut errs, "spec.provider.fake", validate_fake(&f)),
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
         Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
         Ok(StoreBackend::OpenBao(_)) => {
@@ -377,6 +372,9 @@ pub fn validate_secret_store(
             }
         }
         Err(StoreProviderError::Oversized(o)) => errs.push("spec.provider", o.to_string()),
+        Err(StoreProviderError::Unreadable { key, kind, message }) => {
+            errs.push(format!("spec.provider.{key}"), format!("not a {kind} configuration: {message}"));
+        }
         Err(e) => errs.push("spec.provider", e.to_string()),
     }
     if namespace.is_none() {
@@ -419,7 +417,6 @@ pub fn secret_store_boundary(
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => judge(&vault_reach(v)),
         StoreBackend::Crd(c) => judge(&kubernetes_reach(&c.connection)),
         StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
-        StoreBackend::Fake(_) => {}
         // A block that does not read is validate_secret_store's field error.
         StoreBackend::Plugin(kind, block) => _ = (kind.admit)(block, &mut |_, reach| judge(reach)),
     }
@@ -448,6 +445,30 @@ fn prefixed(errs: &mut ValidationErrors, prefix: &str, result: Result<(), Valida
 mod tests {
     use super::*;
 
+    /// A provider crate's kind whose block is any object and always valid: the store the tests
+    /// of what is not about a provider use.
+    static INLINE: ProviderKind = ProviderKind {
+        kind: "Inline",
+        plural: "inlines",
+        provider: "inline",
+        store_key: Some("inline"),
+        store_block: None,
+        admit: crate::registry::admit_spec::<Inline>,
+        crd: <crate::Provider as kube::CustomResourceExt>::crd,
+    };
+
+    #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+    struct Inline {}
+
+    impl crate::registry::ProviderSpec for Inline {
+        fn validate(&self) -> Result<(), ValidationErrors> {
+            Ok(())
+        }
+        fn reach(&self) -> Reach<'_> {
+            Reach::default()
+        }
+    }
+
     fn spec(yaml: &str) -> SecretStoreSpec {
         serde_yaml::from_str(yaml).expect("test manifest parses")
     }
@@ -455,8 +476,8 @@ mod tests {
     /// Field errors, then (for a SecretStore) boundary errors, as admission reports them.
     fn errors(ns: Option<&str>, yaml: &str) -> Vec<String> {
         let s = spec(yaml);
-        let boundary = ns.map(|ns| secret_store_boundary(ns, &s, &[], &ProviderIdentityNamespaces::NONE));
-        [validate_secret_store(ns, &s, &[])]
+        let boundary = ns.map(|ns| secret_store_boundary(ns, &s, &[&INLINE], &ProviderIdentityNamespaces::NONE));
+        [validate_secret_store(ns, &s, &[&INLINE])]
             .into_iter()
             .chain(boundary)
             .filter_map(Result::err)
@@ -548,23 +569,6 @@ mod tests {
     }
 
     #[test]
-    fn fake_translates_values_versions_and_value_maps() {
-        let s = spec(
-            "provider:\n  fake:\n    data:\n    - {key: /a, value: one, version: v1}\n    - {key: /b, valueMap: {x: '1', y: '2'}}\n    \
-             - {key: /c, version: ''}\n",
-        );
-        let StoreBackend::Fake(f) = store_backend(&s.provider, &[]).expect("served") else { panic!("fake") };
-        assert_eq!(
-            f.data,
-            vec![
-                FakeEntry { key: "/a".into(), version: Some("v1".into()), value: "one".into() },
-                FakeEntry { key: "/b".into(), version: None, value: r#"{"x":"1","y":"2"}"#.into() },
-                FakeEntry { key: "/c".into(), version: None, value: String::new() },
-            ]
-        );
-    }
-
-    #[test]
     fn an_omitted_kind_means_a_secret_store_as_upstream() {
         assert_eq!(store_ref_kind(None), StoreKind::SecretStore);
         for kind in
@@ -576,7 +580,7 @@ mod tests {
 
     #[test]
     fn refresh_interval_is_seconds_or_a_duration() {
-        let interval = |yaml: &str| store_refresh_interval(&spec(&format!("provider: {{fake: {{data: []}}}}\n{yaml}")));
+        let interval = |yaml: &str| store_refresh_interval(&spec(&format!("provider: {{inline: {{}}}}\n{yaml}")));
         assert_eq!(interval(""), Ok(None));
         assert_eq!(interval("refreshInterval: 0"), Ok(None), "0 is the default");
         assert_eq!(interval("refreshInterval: '0'"), Ok(None));
@@ -592,35 +596,35 @@ mod tests {
 
     #[test]
     fn retry_settings_and_controller_class() {
-        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 2, retryInterval: 3s}");
+        let s = spec("provider: {inline: {}}\nretrySettings: {maxRetries: 2, retryInterval: 3s}");
         assert_eq!(
             store_retry(&s),
             Some(StoreRetry { max_retries: Some(2), retry_interval: Some(Duration::from_secs(3)) })
         );
-        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: -1}");
+        let s = spec("provider: {inline: {}}\nretrySettings: {maxRetries: -1}");
         assert_eq!(store_retry(&s), Some(StoreRetry { max_retries: Some(0), retry_interval: None }));
-        assert_eq!(store_retry(&spec("provider: {fake: {data: []}}\nretrySettings: {}")), None);
-        assert_eq!(store_retry(&spec("provider: {fake: {data: []}}")), None);
+        assert_eq!(store_retry(&spec("provider: {inline: {}}\nretrySettings: {}")), None);
+        assert_eq!(store_retry(&spec("provider: {inline: {}}")), None);
         // A tenant's store cannot hold a shared worker for hours: capped, and warned of.
-        let s = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 1000, retryInterval: 1h}");
+        let s = spec("provider: {inline: {}}\nretrySettings: {maxRetries: 1000, retryInterval: 1h}");
         assert_eq!(
             store_retry(&s),
             Some(StoreRetry { max_retries: Some(MAX_STORE_RETRIES), retry_interval: Some(MAX_STORE_RETRY_INTERVAL) })
         );
-        let warnings = secret_store_warnings(&s, &[]);
+        let warnings = secret_store_warnings(&s, &[&INLINE]);
         assert!(warnings.iter().any(|w| w.starts_with("spec.retrySettings.maxRetries: capped at 5")), "{warnings:?}");
         assert!(
             warnings.iter().any(|w| w.starts_with("spec.retrySettings.retryInterval: capped at 5s")),
             "{warnings:?}"
         );
-        let within = spec("provider: {fake: {data: []}}\nretrySettings: {maxRetries: 5, retryInterval: 5s}");
-        assert!(secret_store_warnings(&within, &[]).is_empty(), "at the caps: no warning");
+        let within = spec("provider: {inline: {}}\nretrySettings: {maxRetries: 5, retryInterval: 5s}");
+        assert!(secret_store_warnings(&within, &[&INLINE]).is_empty(), "at the caps: no warning");
 
-        let any = spec("provider: {fake: {data: []}}");
+        let any = spec("provider: {inline: {}}");
         assert!(store_controller_matches(&any, ""), "no controller: every instance");
         assert!(store_controller_matches(&any, "dev"));
-        assert!(store_controller_matches(&spec("provider: {fake: {data: []}}\ncontroller: ''"), "dev"));
-        let dev = spec("provider: {fake: {data: []}}\ncontroller: dev");
+        assert!(store_controller_matches(&spec("provider: {inline: {}}\ncontroller: ''"), "dev"));
+        let dev = spec("provider: {inline: {}}\ncontroller: dev");
         assert!(store_controller_matches(&dev, "dev"));
         assert!(!store_controller_matches(&dev, ""), "the instance without a class is not dev");
         assert!(!store_controller_matches(&dev, "prod"));
@@ -628,8 +632,8 @@ mod tests {
 
     #[test]
     fn warnings_name_the_fields_keyward_does_not_serve() {
-        let w = |yaml: &str| secret_store_warnings(&spec(yaml), &[]);
-        assert_eq!(w("provider: {fake: {data: []}}"), Vec::<String>::new());
+        let w = |yaml: &str| secret_store_warnings(&spec(yaml), &[&INLINE]);
+        assert_eq!(w("provider: {inline: {}}"), Vec::<String>::new());
         assert_eq!(
             w("provider: {vault: {server: 'http://v', auth: {tokenSecretRef: {name: t, key: k}}}}"),
             Vec::<String>::new()
@@ -665,6 +669,7 @@ mod tests {
         plural: "examples",
         provider: "example",
         store_key: Some("example"),
+        store_block: None,
         admit: crate::registry::admit_spec::<KubernetesSpec>,
         crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
     };
@@ -682,7 +687,7 @@ mod tests {
         let e = store_backend(&s.provider, &[]).unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "example"), "{e:?}");
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("kubernetes, fake, vault, aws, openBao, crd, example"), "{e}");
+        assert!(e.to_string().contains("kubernetes, vault, aws, openBao, crd, example"), "{e}");
         // Its field errors and its reach come from the kind, under the store's key.
         let bad = spec("provider: {example: {auth: {token: {bearerToken: {name: t}}}}}");
         let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
@@ -695,6 +700,37 @@ mod tests {
         let errs = secret_store_boundary("a", &across, plugins, none).unwrap_err().to_string();
         assert!(errs.contains("spec.provider.example.auth.token.bearerToken"), "{errs}");
         assert_eq!(secret_store_boundary("a", &s, plugins, none), Ok(()));
+    }
+
+    /// A kind whose store block is upstream's shape: `{n: <number>}` for the spec `{m: <number>}`.
+    static SHAPED: ProviderKind = ProviderKind {
+        kind: "Shaped",
+        plural: "shapeds",
+        provider: "shaped",
+        store_key: Some("shaped"),
+        store_block: Some(crate::registry::StoreBlock {
+            schema: || None,
+            translate: |block| {
+                let n = block.get("n").and_then(serde_json::Value::as_i64).ok_or("n: not a number")?;
+                Ok(serde_json::json!({ "m": n }))
+            },
+        }),
+        admit: crate::registry::admit_spec::<Inline>,
+        crd: <crate::Provider as kube::CustomResourceExt>::crd,
+    };
+
+    #[test]
+    fn an_upstream_block_is_translated_before_it_is_served_or_checked() {
+        let plugins: Plugins<'_> = &[&SHAPED];
+        let b = store_backend(&spec("provider: {shaped: {n: 3}}").provider, plugins).expect("served");
+        assert_eq!((b.provider_name(), b.store_key()), ("shaped", "shaped"));
+        assert_eq!(b, StoreBackend::Plugin(&SHAPED, serde_json::json!({"m": 3})));
+        let bad = spec("provider: {shaped: {n: three}}");
+        let e = store_backend(&bad.provider, plugins).unwrap_err();
+        assert_eq!(e.to_string(), "spec.provider.shaped: not a Shaped store block: n: not a number");
+        assert_eq!(e.reason(), "InvalidProviderConfig");
+        let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.shaped: not a Shaped configuration: n: not a number"), "{errs}");
     }
 
     #[test]
@@ -740,12 +776,9 @@ mod tests {
         assert_eq!(e.reason(), "ProviderNotSupported");
         let e = store_backend(&spec("provider: {}").provider, &[]).unwrap_err();
         assert!(matches!(e, StoreProviderError::Empty { .. }), "{e:?}");
-        let e = store_backend(
-            &spec("provider: {fake: {data: []}, aws: {service: SecretsManager, region: x}}").provider,
-            &[],
-        )
-        .unwrap_err();
-        assert_eq!(e.to_string(), "spec.provider names fake and aws: set exactly one provider");
+        let e = store_backend(&spec("provider: {aws: {service: SecretsManager, region: x}, inline: {}}").provider, &[])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "spec.provider names aws and inline: set exactly one provider");
         assert_eq!(e.reason(), "InvalidProviderConfig");
     }
 
@@ -805,27 +838,18 @@ mod tests {
                 "spec.provider.kubernetes.auth.token.bearerToken.key: must not be empty",
             ),
             (
-                Some("a"),
-                "provider: {fake: {data: [{key: k, value: a}, {key: k, value: b}]}}",
-                "spec.provider.fake.data[1]: duplicate entry",
-            ),
-            (
                 None,
-                "provider: {fake: {data: []}}\nconditions: [{namespaceRegexes: ['(']}]",
+                "provider: {inline: {}}\nconditions: [{namespaceRegexes: ['(']}]",
                 "spec.conditions[0].namespaceRegexes[0]",
             ),
-            (None, "provider: {fake: {data: []}}\nconditions: [{}]", "spec.conditions[0]: set namespaceSelector"),
+            (None, "provider: {inline: {}}\nconditions: [{}]", "spec.conditions[0]: set namespaceSelector"),
             (
                 Some("a"),
-                "provider: {fake: {data: []}}\nretrySettings: {retryInterval: soon}",
+                "provider: {inline: {}}\nretrySettings: {retryInterval: soon}",
                 "spec.retrySettings.retryInterval",
             ),
-            (Some("a"), "provider: {fake: {data: []}}\nrefreshInterval: -1", "spec.refreshInterval: -1 is negative"),
-            (
-                Some("a"),
-                "provider: {fake: {data: []}}\nrefreshInterval: hourly",
-                "spec.refreshInterval: \"hourly\" is not",
-            ),
+            (Some("a"), "provider: {inline: {}}\nrefreshInterval: -1", "spec.refreshInterval: -1 is negative"),
+            (Some("a"), "provider: {inline: {}}\nrefreshInterval: hourly", "spec.refreshInterval: \"hourly\" is not"),
         ];
         for (ns, yaml, want) in cases {
             let got = errors(ns, yaml);

@@ -15,7 +15,7 @@ use crate::free_json::FreeJson;
 use crate::provider::{
     AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
 };
-use crate::provider_config::{FakeSpec, KubernetesSpec};
+use crate::provider_config::KubernetesSpec;
 use crate::push_secret::{PushSecretDataTo, PushSecretSpec, PushSecretStoreRef};
 
 /// Validates an ExternalSecret spec.
@@ -498,23 +498,6 @@ pub fn is_dns_subdomain(s: &str) -> bool {
                 && !part.starts_with('-')
                 && !part.ends_with('-')
         })
-}
-
-/// Validates a Fake provider configuration.
-pub fn validate_fake(spec: &FakeSpec) -> Result<(), ValidationErrors> {
-    let mut errs = ValidationErrors::default();
-    let mut seen = BTreeSet::new();
-    for (i, e) in spec.data.iter().enumerate() {
-        if e.key.is_empty() {
-            errs.push(format!("spec.data[{i}].key"), "must not be empty");
-        } else if !seen.insert((e.key.as_str(), e.version.as_deref())) {
-            errs.push(
-                format!("spec.data[{i}]"),
-                format!("duplicate entry for key {:?} and version {:?}", e.key, e.version.as_deref().unwrap_or("")),
-            );
-        }
-    }
-    errs.into_result()
 }
 
 #[cfg(test)]

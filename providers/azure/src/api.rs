@@ -282,6 +282,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     plural: "azurekeyvaults",
     provider: "azure",
     store_key: Some("azurekv"),
+    store_block: None,
     admit: keyward_crds::registry::admit_spec::<AzureKeyVaultSpec>,
     crd: <AzureKeyVault as kube::CustomResourceExt>::crd,
 };

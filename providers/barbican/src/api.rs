@@ -154,6 +154,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     plural: "barbicans",
     provider: "barbican",
     store_key: Some("barbican"),
+    store_block: None,
     admit: keyward_crds::registry::admit_spec::<BarbicanSpec>,
     crd: <Barbican as kube::CustomResourceExt>::crd,
 };

@@ -125,6 +125,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     plural: "gcpsecretmanagers",
     provider: "gcp",
     store_key: Some("gcpsm"),
+    store_block: None,
     admit: keyward_crds::registry::admit_spec::<GCPSecretManagerSpec>,
     crd: <GCPSecretManager as kube::CustomResourceExt>::crd,
 };

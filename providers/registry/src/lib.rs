@@ -8,9 +8,7 @@
 //! (`pub static KIND`), plus one line here; docs/providers/writing.md walks
 //! through it.
 
-use keyward_crds::registry::{
-    FAKE_KIND, KUBERNETES_KIND, SECRETS_MANAGER_KIND, VAULT_KIND, find_kind, find_kind_named,
-};
+use keyward_crds::registry::{KUBERNETES_KIND, SECRETS_MANAGER_KIND, VAULT_KIND, find_kind, find_kind_named};
 pub use keyward_crds::registry::{ProviderKind, ProviderSpec};
 
 mod generators;
@@ -21,7 +19,7 @@ pub use generators::{
 /// The table, one row per configuration kind.
 pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &KUBERNETES_KIND,
-    &FAKE_KIND,
+    &keyward_provider_fake::api::KIND,
     &VAULT_KIND,
     &SECRETS_MANAGER_KIND,
     &keyward_provider_webhook::api::KIND,
@@ -77,5 +75,44 @@ mod tests {
         }
         assert!(provider_kind("external-secrets.io", "v1", "Vault").is_none());
         assert_eq!(provider_names()[..4], ["kubernetes", "fake", "vault", "aws"]);
+    }
+
+    /// The manifests the end-to-end suite treats as valid pass the rules too (a configuration
+    /// kind's through its row, a store's with every row), so the webhook will not reject what the
+    /// schema accepts in those fixtures.
+    #[test]
+    fn e2e_valid_fixtures_pass_the_rules() {
+        use keyward_crds::rules::{
+            validate_cluster_external_secret, validate_cluster_provider, validate_external_secret, validate_provider,
+            validate_push_secret, validate_secret_store,
+        };
+        fn spec<T: serde::de::DeserializeOwned>(doc: &serde_json::Value) -> T {
+            serde_json::from_value(doc["spec"].clone()).expect("spec")
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/fixtures/valid");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).expect("fixtures").flatten() {
+            let text = std::fs::read_to_string(entry.path()).expect("read");
+            let doc: serde_json::Value = serde_yaml::from_str(&text).expect("a manifest");
+            let result = match doc["kind"].as_str().unwrap_or_default() {
+                "ExternalSecret" => validate_external_secret(&spec(&doc)),
+                "PushSecret" => validate_push_secret(&spec(&doc)),
+                "Provider" => validate_provider("any", &spec(&doc)),
+                "ClusterProvider" => validate_cluster_provider(&spec(&doc)),
+                "SecretStore" => validate_secret_store(Some("any"), &spec(&doc), PROVIDER_KINDS),
+                "ClusterSecretStore" => validate_secret_store(None, &spec(&doc), PROVIDER_KINDS),
+                "ClusterExternalSecret" => validate_cluster_external_secret(&spec(&doc)),
+                kind => {
+                    let row = provider_kind_named(kind)
+                        .unwrap_or_else(|| panic!("unexpected kind {kind} in {}", entry.path().display()));
+                    let mut result = Ok(());
+                    (row.admit)(&doc["spec"], &mut |r, _| result = r).expect("a spec of its kind");
+                    result
+                }
+            };
+            assert!(result.is_ok(), "{}: {result:?}", entry.path().display());
+            checked += 1;
+        }
+        assert!(checked >= 10, "only {checked} fixtures found in {}", dir.display());
     }
 }

@@ -158,6 +158,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     plural: "webhooks",
     provider: "webhook",
     store_key: Some("webhook"),
+    store_block: None,
     admit: keyward_crds::registry::admit_spec::<WebhookSpec>,
     crd: <Webhook as kube::CustomResourceExt>::crd,
 };

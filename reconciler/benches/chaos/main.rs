@@ -23,8 +23,9 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keyward_crds::{Fake, Provider};
+use keyward_crds::Provider;
 use keyward_e2e::{ChildProcess, control_plane, free_port, spawn_logged, with_temp_namespace};
+use keyward_provider_fake::api::Fake;
 use kube::{Api, Client};
 use support::*;
 

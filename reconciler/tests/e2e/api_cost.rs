@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;

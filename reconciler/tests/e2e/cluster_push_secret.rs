@@ -12,8 +12,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use keyward_crds::{ClusterPushSecret, ExternalSecret, Fake, Provider, PushSecret};
+use keyward_crds::{ClusterPushSecret, ExternalSecret, Provider, PushSecret};
 use keyward_e2e::{accepts, control_plane, rejects};
+use keyward_provider_fake::api::Fake;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};

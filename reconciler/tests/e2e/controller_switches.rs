@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::generators::ClusterGenerator;
-use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
+use keyward_crds::{ExternalSecret, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use serde_json::json;
 

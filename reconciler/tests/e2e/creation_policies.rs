@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::external_secret::reason;
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use keyward_crds::{ClusterProvider, ExternalSecret, Fake, Provider};
+use keyward_crds::{ClusterProvider, ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use serde_json::json;
 

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{ExternalSecret, Fake, Provider, PushSecret};
+use keyward_crds::{ExternalSecret, Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::api::DeleteParams;
 use kube::{Api, Client};
 use serde_json::{Value, json};

@@ -9,8 +9,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use keyward_crds::{Fake, Provider, PushSecret};
+use keyward_crds::{Provider, PushSecret};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use serde_json::json;
 

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use serde_json::json;
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use keyward_crds::{
-    Capabilities, ClusterSecretStore, ExternalSecret, Fake, Provider, ProviderStatus, PushSecret, SecretStore,
+    Capabilities, ClusterSecretStore, ExternalSecret, Provider, ProviderStatus, PushSecret, SecretStore,
 };
 use keyward_e2e::{control_plane, with_temp_namespace};
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use keyward_crds::{ExternalSecret, Fake, Provider};
+use keyward_crds::{ExternalSecret, Provider};
 use keyward_e2e::with_temp_namespace;
+use keyward_provider_fake::api::Fake;
 use kube::Api;
 use serde_json::json;
 

@@ -3,9 +3,9 @@
 
 use std::sync::Mutex;
 
-use keyward_crds::Fake;
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::{ProviderReference, SecretStoreCapabilities};
+use keyward_provider_fake::api::Fake;
 use keyward_provider_runtime::testkit::conformance::{self, Case, ConformanceTarget, Properties};
 use keyward_provider_runtime::testkit::{RunningProvider, TestkitError, launch, provider_ref};
 use kube::Api;

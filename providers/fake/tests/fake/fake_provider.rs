@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use keyward_certs::{CertificateAuthority, Usage};
-use keyward_crds::Fake;
 use keyward_e2e::with_temp_namespace;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ValidateRequest};
+use keyward_provider_fake::api::Fake;
 use keyward_provider_runtime::testkit::{RunningProvider, connect, http_get, launch_with, provider_ref};
 use kube::Api;
 use kube::api::PostParams;
