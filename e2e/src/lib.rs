@@ -7,6 +7,7 @@
 //! starts one for the whole run); otherwise the first test in a process starts its own, which
 //! a watchdog tears down when the process exits, even after a crash.
 
+pub mod bench;
 pub mod hostile;
 mod kubectl;
 mod namespace;

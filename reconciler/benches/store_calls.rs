@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Secret;
 use keyward_crds::{ExternalSecret, SecretStore};
+use keyward_e2e::bench::{Better, figure};
 use keyward_e2e::stores::{Moto, VaultAudit, VaultDev};
 use keyward_e2e::with_temp_namespace;
 use kube::Api;
@@ -45,6 +46,15 @@ impl Backend {
             Backend::Vault(..) => "Vault",
             Backend::SecretsManager(_) => "Secrets Manager (moto)",
             Backend::ParameterStore(_) => "Parameter Store (moto)",
+        }
+    }
+
+    /// Its name in `KEYWARD_BENCH_STORES` and in the figures' names.
+    fn id(&self) -> &'static str {
+        match self {
+            Backend::Vault(..) => "vault",
+            Backend::SecretsManager(_) => "secretsmanager",
+            Backend::ParameterStore(_) => "parameterstore",
         }
     }
 
@@ -195,6 +205,8 @@ async fn run(store: &Backend, n: usize, distinct: usize) {
             // of it (its jitter) after its first sync.
             tokio::time::sleep(INTERVAL + INTERVAL / 10 + first_sync + Duration::from_secs(5)).await;
             let cycle_reads = store.reads(&ns) - before - first_reads;
+            let (reconciler_peak, provider_peak) =
+                (status_mib(reconciler.process.pid(), "VmHWM"), status_mib(provider.process.pid(), "VmHWM"));
             println!(
                 "store calls, {}, {n} ExternalSecrets × 3 entries, {distinct} distinct secrets: first sync {:.1} s \
                  with {first_reads} reads; one refresh cycle {cycle_reads} reads (one call per entry: {}); peak RSS \
@@ -202,9 +214,15 @@ async fn run(store: &Backend, n: usize, distinct: usize) {
                 store.name(),
                 first_sync.as_secs_f64(),
                 3 * n,
-                status_mib(reconciler.process.pid(), "VmHWM"),
-                status_mib(provider.process.pid(), "VmHWM"),
+                reconciler_peak,
+                provider_peak,
             );
+            let name = |what: &str| format!("store_calls.{}.n{n}.distinct{distinct}.{what}", store.id());
+            figure(&name("first_sync_reads"), first_reads as f64, "calls", Better::Lower);
+            figure(&name("refresh_reads"), cycle_reads as f64, "calls", Better::Lower);
+            figure(&name("first_sync"), first_sync.as_secs_f64(), "s", Better::Lower);
+            figure(&name("reconciler_rss_peak"), reconciler_peak, "MiB", Better::Lower);
+            figure(&name("provider_rss_peak"), provider_peak, "MiB", Better::Lower);
             drop(reconciler);
         }
     })

@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use keyward_crds::{ExternalSecret, Provider};
+use keyward_e2e::bench::{Better, figure};
 use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace};
 use keyward_provider_fake::api::Fake;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -167,12 +168,6 @@ fn cpu_per_object(before: &[(&'static str, f64)], after: &[(&'static str, f64)],
     let total: f64 = parts.iter().map(|(_, v)| v).sum();
     let each: Vec<String> = parts.iter().map(|(name, v)| format!("{name} {v:.2}")).collect();
     (total, format!("{total:.2} ms ({})", each.join(", ")))
-}
-
-/// One figure, as `scripts/bench-compare.py` reads it to print it beside its reference:
-/// `figure <name> <value> <unit> <lower|higher>` (which way is better).
-fn figure(name: String, value: f64, unit: &str, better: &str) {
-    println!("figure {name} {value:.3} {unit} {better}");
 }
 
 /// Requests per ExternalSecret of every verb but WATCH, for the resources the reconciler touches.
@@ -377,15 +372,16 @@ async fn run(client: Client, ns: String, n: usize) {
     println!("  API requests per no-change refresh: {}", per_object(&refresh, n));
     println!("  reconciler CPU while idle over 30 s: {idle_cpu:.2}% of one core; refresh interval then {interval}s");
     let key = |what: &str| format!("reconciler.n{n}.{what}");
-    figure(key("rss_peak"), peak, "MiB", "lower");
-    figure(key("rss_steady"), steady, "MiB", "lower");
-    figure(key("provider_rss"), provider_rss, "MiB", "lower");
-    figure(key("first_sync"), sync.as_secs_f64(), "s", "lower");
-    figure(key("first_sync_of_same_writes"), sync.as_secs_f64() / writes.as_secs_f64(), "ratio", "lower");
-    figure(key("cpu_per_first_sync"), cpu_sync.0, "ms", "lower");
-    figure(key("requests_per_first_sync"), requests_per_object(&first_sync, n), "requests", "lower");
-    figure(key("requests_per_refresh"), requests_per_object(&refresh, n), "requests", "lower");
-    figure(key("idle_cpu"), idle_cpu, "%", "lower");
+    let lower = |what: &str, value: f64, unit: &str| figure(&key(what), value, unit, Better::Lower);
+    lower("rss_peak", peak, "MiB");
+    lower("rss_steady", steady, "MiB");
+    lower("provider_rss", provider_rss, "MiB");
+    lower("first_sync", sync.as_secs_f64(), "s");
+    lower("first_sync_of_same_writes", sync.as_secs_f64() / writes.as_secs_f64(), "ratio");
+    lower("cpu_per_first_sync", cpu_sync.0, "ms");
+    lower("requests_per_first_sync", requests_per_object(&first_sync, n), "requests");
+    lower("requests_per_refresh", requests_per_object(&refresh, n), "requests");
+    lower("idle_cpu", idle_cpu, "%");
     drop(fake);
 }
 #[tokio::main]

@@ -96,14 +96,15 @@ async fn main() -> anyhow::Result<()> {
     let caches = Arc::new(Caches::new());
     fill(&caches, args.namespaces, args.cluster_providers)?;
     let after = rss_kib();
+    let caches_mib = after.saturating_sub(before) as f64 / 1024.0;
     println!(
-        "caches: {} namespaces, {} ClusterProviders: RSS {:.1} MiB -> {:.1} MiB (+{:.1} MiB)",
+        "caches: {} namespaces, {} ClusterProviders: RSS {:.1} MiB -> {:.1} MiB (+{caches_mib:.1} MiB)",
         args.namespaces,
         args.cluster_providers,
         before as f64 / 1024.0,
         after as f64 / 1024.0,
-        after.saturating_sub(before) as f64 / 1024.0
     );
+    figure("webhook.caches_rss", caches_mib, "MiB", "lower");
 
     // Bodies for a spread of namespaces: even ones admitted by the selector, odd ones denied
     // after every condition was evaluated.
@@ -183,14 +184,18 @@ async fn main() -> anyhow::Result<()> {
         denied,
         all.len() as f64 / elapsed
     );
+    let (p50, p99) = (percentile(&all, 0.50), percentile(&all, 0.99));
     println!(
-        "latency: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        percentile(&all, 0.50),
+        "latency: p50 {p50:.3} ms, p90 {:.3} ms, p99 {p99:.3} ms, max {:.3} ms",
         percentile(&all, 0.90),
-        percentile(&all, 0.99),
         percentile(&all, 1.0)
     );
-    println!("RSS after the run: {:.1} MiB", rss_kib() as f64 / 1024.0);
+    let rss = rss_kib() as f64 / 1024.0;
+    println!("RSS after the run: {rss:.1} MiB");
+    figure("webhook.tls.reviews_per_s", all.len() as f64 / elapsed, "reviews/s", "higher");
+    figure("webhook.tls.p50", p50, "ms", "lower");
+    figure("webhook.tls.p99", p99, "ms", "lower");
+    figure("webhook.rss", rss, "MiB", "lower");
     let _ = stop.send(());
     let _ = server.await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -218,14 +223,22 @@ fn in_process(caches: &Caches, bodies: &[Vec<u8>]) -> anyhow::Result<()> {
         }
     }
     let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(reviews);
+    let rate = f64::from(reviews) / (decoding + answering + encoding).as_secs_f64();
     println!(
-        "ExternalSecret validation in-process, one thread: {:.0} reviews/s; per review: decode {:.1} µs, answer {:.1} µs, encode {:.1} µs",
-        f64::from(reviews) / (decoding + answering + encoding).as_secs_f64(),
+        "ExternalSecret validation in-process, one thread: {rate:.0} reviews/s; per review: decode {:.1} µs, answer {:.1} µs, encode {:.1} µs",
         per(decoding),
         per(answering),
         per(encoding)
     );
+    figure("webhook.in_process.reviews_per_s", rate, "reviews/s", "higher");
     Ok(())
+}
+
+/// One figure in the line format `scripts/bench-compare.py` reads (as `keyward_e2e::bench`
+/// writes it for the other benchmarks; this binary does not link the test support crate):
+/// `figure <name> <value> <unit> <lower|higher>`.
+fn figure(name: &str, value: f64, unit: &str, better: &str) {
+    println!("figure {name} {value:.3} {unit} {better}");
 }
 
 fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
