@@ -504,5 +504,5 @@ pub fn parse_duration(text: &str) -> Result<i64, String> {
 }
 
 fn quote(s: &str) -> String {
-    crate::funcs::printf::go_quote(s)
+    crate::quote::go_quote(s)
 }

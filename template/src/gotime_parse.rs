@@ -4,7 +4,7 @@ use crate::gotime::{DAYS, GoTime, Loc, MONTHS, Std, days_from_civil, days_in, ne
 
 /// Go's `ParseError` text.
 fn parse_err(layout: &str, value: &str, elem: &str, rest: &str, msg: &str) -> String {
-    let q = crate::funcs::printf::go_quote;
+    let q = crate::quote::go_quote;
     if msg.is_empty() {
         format!("parsing time {} as {}: cannot parse {} as {}", q(value), q(layout), q(rest), q(elem))
     } else {
@@ -100,7 +100,7 @@ pub fn parse(layout: &str, value: &str, default: Loc) -> Result<GoTime, String> 
                     value,
                     "",
                     val,
-                    &format!(": extra text: {}", crate::funcs::printf::go_quote(val)),
+                    &format!(": extra text: {}", crate::quote::go_quote(val)),
                 ));
             }
             break;

@@ -60,6 +60,7 @@ mod gotime_parse;
 mod lexer;
 mod object;
 mod parser;
+mod quote;
 mod semver;
 mod value;
 

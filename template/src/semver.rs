@@ -78,7 +78,7 @@ fn segment(s: &str) -> Result<u64, String> {
     s.parse::<u64>().map_err(|_| {
         format!(
             "error parsing version segment: strconv.ParseUint: parsing {}: value out of range",
-            crate::funcs::printf::go_quote(s)
+            crate::quote::go_quote(s)
         )
     })
 }

@@ -1,5 +1,6 @@
 //! Go `fmt` formatting for `print`, `println` and `printf`.
 
+pub use crate::quote::go_quote;
 use crate::value::{Value, format_float_g};
 
 fn is_string(v: &Value) -> bool {
@@ -36,36 +37,6 @@ fn display_bytes(v: &Value) -> Vec<u8> {
         Value::Bytes(b) => b.clone(),
         other => other.to_display().into_bytes(),
     }
-}
-
-/// Quote a string the way Go's `strconv.Quote` does.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[derive(Default, Clone, Copy)]
