@@ -70,6 +70,17 @@ pub struct LeaseLock {
     status: Option<Gauge>,
     /// Labels the Lease is created with (a group of Leases is listed by them).
     labels: std::collections::BTreeMap<String, String>,
+    /// The renew time of this replica's last successful write, and when the API server took it.
+    renewed: std::sync::Arc<std::sync::Mutex<Option<Renewal>>>,
+}
+
+/// A successful write of the Lease by this replica.
+#[derive(Debug, Clone, Copy)]
+pub struct Renewal {
+    /// The `renewTime` it wrote.
+    pub renew_time: Timestamp,
+    /// When the API server acknowledged it (this process's clock).
+    pub acknowledged: std::time::Instant,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -88,6 +99,7 @@ impl LeaseLock {
             retry: (duration / 5).max(Duration::from_millis(500)),
             status: None,
             labels: Default::default(),
+            renewed: Default::default(),
         }
     }
 
@@ -96,6 +108,12 @@ impl LeaseLock {
     pub fn with_label(mut self, key: &str, value: &str) -> Self {
         self.labels.insert(key.to_string(), value.to_string());
         self
+    }
+
+    /// This replica's last successful write of the Lease, if any: a watcher of the Lease can
+    /// tell by it whether its view lags behind (the reconciler's shard membership does).
+    pub fn last_renewal(&self) -> Option<Renewal> {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How often the Lease is renewed (or its acquisition retried): a fifth of its duration.
@@ -169,7 +187,11 @@ impl LeaseLock {
             }
         };
         match written {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                let renewal = Renewal { renew_time: now, acknowledged: std::time::Instant::now() };
+                *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(renewal);
+                Ok(true)
+            }
             Err(e) if is_conflict(&e) => Ok(false),
             Err(e) => Err(e),
         }

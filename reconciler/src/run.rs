@@ -97,13 +97,14 @@ pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
     tracing::info!(lease = member.name(), namespace = %lease_namespace, "sharded: namespaces split among the replicas");
     let (tx, rx) = tokio::sync::watch::channel(shard::Assignment::default());
     let leases = Api::namespaced(client.clone(), &lease_namespace);
+    let lock = member.clone();
     let members = |stop: CancellationToken| {
         let work = Work::Namespaced(shard::Shard::new(rx.clone()));
         let (leases, tx) = (leases.clone(), tx.clone());
-        let (cli, client, metrics, identity, group) = (&cli, &client, &metrics, &identity, &group);
+        let (cli, client, metrics, identity, group, lock) = (&cli, &client, &metrics, &identity, &group, &lock);
         async move {
             futures::join!(
-                shard::members::run(leases, group, identity, timing, tx, stop.clone()),
+                shard::members::run(lock, leases, group, identity, timing, tx, stop.clone()),
                 lead(cli, client, metrics, identity, work, stop),
             );
         }

@@ -63,10 +63,29 @@ pub fn owner<'a>(namespace: &str, members: &'a [String]) -> Option<&'a str> {
     members.iter().map(|m| (stable_hash(&[m, namespace]), m.as_str())).max().map(|(_, m)| m)
 }
 
+/// This replica's last write of its own shard Lease, as [`live_members`] weighs it.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnRenewal {
+    /// The renew time it wrote.
+    pub written: Timestamp,
+    /// How long ago the API server acknowledged it.
+    pub acknowledged_ago: Duration,
+}
+
 /// The live members of a group, sorted: the holders of the shard Leases `leases` that have not
-/// expired at `now`. Without `me` fresh among them (its renewal seen within `fresh`), there are
-/// none: a replica that cannot see its own renewals cannot trust what it sees of the others.
-pub fn live_members(leases: &[Arc<Lease>], me: &str, now: Timestamp, fresh: Duration) -> Vec<String> {
+/// expired at `now`. Without `me` among them there are none, and none while the view lags: when
+/// this replica's last renewal (`own`), acknowledged more than `fresh` ago, is not in the view
+/// yet, its watch fell behind and what it sees of the others cannot be trusted. (The lag is
+/// judged from the acknowledgement, not from the renew time, so a slow API server that delays
+/// renewals does not make a replica drop its share; but none either once its last renewal is
+/// two thirds of the Lease old, before the others may take its share over.)
+pub fn live_members(
+    leases: &[Arc<Lease>],
+    me: &str,
+    now: Timestamp,
+    own: Option<OwnRenewal>,
+    fresh: Duration,
+) -> Vec<String> {
     let mut live = Vec::new();
     let mut me_fresh = false;
     for lease in leases {
@@ -79,7 +98,14 @@ pub fn live_members(leases: &[Arc<Lease>], me: &str, now: Timestamp, fresh: Dura
             continue;
         }
         if holder == me {
-            me_fresh = age < i64::try_from(fresh.as_millis()).unwrap_or(i64::MAX);
+            me_fresh = own.is_none_or(|o| {
+                // Lease times are written in microseconds.
+                let lags = renewed.as_microsecond() < o.written.as_microsecond() && o.acknowledged_ago > fresh;
+                // Renewals are late (a slow API server): step back before the others may see
+                // this Lease expire.
+                let late = (now.as_millisecond() - o.written.as_millisecond()) * 3 >= duration_ms * 2;
+                !lags && !late
+            });
         }
         live.push(holder.to_string());
     }

@@ -13,7 +13,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Assignment, SHARD_LABEL, Settling, Shard, live_members};
+use keyward_process::lease::LeaseLock;
+
+use super::{Assignment, OwnRenewal, SHARD_LABEL, Settling, Shard, live_members};
 
 /// The timing of a group, from its Lease duration.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +27,8 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// A replica whose own renewal it has not seen for this long owns nothing: two renewals.
+    /// A replica whose watch has not shown its own renewal this long after the API server
+    /// acknowledged it owns nothing: two renewals.
     pub fn fresh(&self) -> Duration {
         self.renew * 2
     }
@@ -39,6 +42,7 @@ impl Timing {
 
 /// Publishes this replica's share on `tx` until `stop`; then it owns nothing.
 pub async fn run(
+    lock: &LeaseLock,
     api: Api<Lease>,
     group: &str,
     me: &str,
@@ -64,7 +68,10 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         // Before the first list the store is empty, without this replica's own Lease: no members.
-        let members = live_members(&store.state(), me, Timestamp::now(), timing.fresh());
+        let own = lock
+            .last_renewal()
+            .map(|r| OwnRenewal { written: r.renew_time, acknowledged_ago: r.acknowledged.elapsed() });
+        let members = live_members(&store.state(), me, Timestamp::now(), own, timing.fresh());
         let next = settling.observe(members, tokio::time::Instant::now());
         tx.send_if_modified(|current| {
             if *current == next {

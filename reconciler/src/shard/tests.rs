@@ -85,20 +85,26 @@ fn lease(holder: Option<&str>, renewed_ms_ago: i64, now: Timestamp) -> Arc<Lease
 }
 
 #[test]
-fn live_members_are_unexpired_holders_and_none_while_this_replica_is_stale() {
+fn live_members_are_unexpired_holders_and_none_while_this_replicas_view_lags() {
     let now = Timestamp::now();
     let fresh = Duration::from_secs(2);
     let leases = vec![
-        lease(Some("me"), 100, now),
+        lease(Some("me"), 3000, now),
         lease(Some("b"), 4900, now),
         lease(Some("expired"), 5000, now),
         lease(None, 10, now),
         lease(Some(""), 10, now),
     ];
-    assert_eq!(live_members(&leases, "me", now, fresh), members(&["b", "me"]));
-    let stale = vec![lease(Some("me"), 2500, now), lease(Some("b"), 100, now)];
-    assert!(live_members(&stale, "me", now, fresh).is_empty(), "a stale view owns nothing");
-    assert!(live_members(&leases[1..], "me", now, fresh).is_empty(), "without its own Lease, nothing");
+    let seen = Some(OwnRenewal { written: now - SignedDuration::from_millis(3000), acknowledged_ago: fresh * 2 });
+    assert_eq!(live_members(&leases, "me", now, seen, fresh), members(&["b", "me"]), "a slow renewal is no lag");
+    let in_flight = Some(OwnRenewal { written: now, acknowledged_ago: fresh / 2 });
+    assert_eq!(live_members(&leases, "me", now, in_flight, fresh), members(&["b", "me"]), "the watch is catching up");
+    let lagging = Some(OwnRenewal { written: now, acknowledged_ago: fresh * 2 });
+    assert!(live_members(&leases, "me", now, lagging, fresh).is_empty(), "a lagging view owns nothing");
+    assert!(live_members(&leases[1..], "me", now, seen, fresh).is_empty(), "without its own Lease, nothing");
+    let late = Some(OwnRenewal { written: now - SignedDuration::from_millis(3400), acknowledged_ago: fresh });
+    let leases = vec![lease(Some("me"), 3400, now), lease(Some("b"), 100, now)];
+    assert!(live_members(&leases, "me", now, late, fresh).is_empty(), "renewals too late to trust");
 }
 
 #[test]
