@@ -10,7 +10,8 @@ Each crate's files are read for the paths they name: `use crate::a::b::{C, d::E}
 code (`crate::a::f()`), and `super::` and `self::` paths, resolved from the file's module (an
 indented `use super::` is taken to sit in an inline `mod tests`, one level deeper). A path
 names the file of its longest module prefix, followed through re-exports (`pub use a::B` in
-lib.rs: `crate::B` names a.rs, not lib.rs). The file graph then has an import cycle of more
+lib.rs: `crate::B` names a.rs, not lib.rs; after `pub use other_crate::C`, `crate::C` names no
+file of this crate). The file graph then has an import cycle of more
 than two files exactly when one of its strongly connected components has an edge that is not
 answered by the opposite edge, or its two-way edges close a loop; one such cycle is printed.
 
@@ -63,7 +64,7 @@ SHARED_LAYERS = {"providers"}
 # The one module of each component library the CLI may name.
 ENTRY_POINTS = {"keyward_reconciler": "offline", "keyward_webhook": "offline"}
 ENTRY_USERS = ["cli"]
-KNOWN_KNOTS = {"crds", "providers/runtime", "e2e"}
+KNOWN_KNOTS = {"crds", "e2e"}
 
 COMMENT = re.compile(r"//[^\n]*")
 STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
@@ -170,11 +171,15 @@ def reexports(files):
     named, globs = {}, {}
     for module, path in files.items():
         for public, parts, name in uses(path, module, files):
-            if public and parts:
-                if name == "*":
-                    globs.setdefault(module, []).append(parts[:-1])
-                else:
-                    named[(module, name)] = parts
+            if not public:
+                continue
+            if parts is None:
+                # Another crate's item (`pub use keyward_proto::ProviderError`): no file here.
+                named[(module, name)] = None
+            elif name == "*":
+                globs.setdefault(module, []).append(parts[:-1])
+            else:
+                named[(module, name)] = parts
     return named, globs
 
 
@@ -189,6 +194,8 @@ def file_of(parts, files, named, globs, hops=0):
         if n < len(parts) and hops < 8:
             name = parts[n]
             if (module, name) in named:
+                if named[(module, name)] is None:
+                    return None
                 return file_of(named[(module, name)] + parts[n + 1 :], files, named, globs, hops + 1)
             for glob in globs.get(module, []):
                 if defines(files.get(tuple(glob)), name) or (tuple(glob), name) in named:

@@ -86,13 +86,6 @@ impl RuntimeArgs {
     }
 }
 
-/// Installs the process's crypto provider as every Keyward server does
-/// ([`keyward_process::install_crypto_provider`]), for tests and benchmarks that serve a
-/// provider without [`crate::main`]; calling it again is harmless.
-pub fn install_crypto_provider() {
-    let _ = keyward_process::install_crypto_provider();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,7 +42,7 @@ pub mod store_tls;
 pub mod testkit;
 pub mod tls;
 
-pub use cli::{RuntimeArgs, install_crypto_provider};
+pub use cli::RuntimeArgs;
 pub use context::{Generation, RequestContext, StoreRefKind, check_provider_ref};
 pub use keyward_process::{LogFormat, shutdown_signal};
 pub use keyward_proto::ProviderError;
@@ -52,3 +52,4 @@ pub use server::{RuntimeError, ServerOptions, serve};
 pub use service::ProviderService;
 #[cfg(feature = "refs")]
 pub use start::main;
+pub use tls::install_crypto_provider;

@@ -28,6 +28,13 @@ use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, ServerC
 pub use keyward_certs::reload::TlsError;
 pub use keyward_certs::{CA_FILE, CERT_FILE, KEY_FILE};
 
+/// Installs the process's crypto provider as every Keyward server does
+/// ([`keyward_process::install_crypto_provider`]), for tests and benchmarks that serve a
+/// provider without [`crate::main`]; calling it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = keyward_process::install_crypto_provider();
+}
+
 /// The name of the reconciler's client certificate, as `keyward-certs` and the chart issue it.
 pub const DEFAULT_CLIENT_NAME: &str = "keyward-reconciler";
 
