@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use keyward_crds::ExternalSecret;
+use kube::ResourceExt;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 
 use crate::caches::{self, Caches, Change, Packed};
 use crate::class::of_class;

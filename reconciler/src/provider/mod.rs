@@ -20,8 +20,8 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::caches::{self, Cached, Caches, Change, Watched};
-use crate::context::Context;
 use crate::class::of_class;
+use crate::context::Context;
 use keyward_provider_client::{StoreObject, resolve_for_check};
 use refs::{ConfigObject, references};
 
