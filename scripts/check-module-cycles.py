@@ -64,7 +64,7 @@ SHARED_LAYERS = {"providers"}
 # The one module of each component library the CLI may name.
 ENTRY_POINTS = {"keyward_reconciler": "offline", "keyward_webhook": "offline"}
 ENTRY_USERS = ["cli"]
-KNOWN_KNOTS = {"crds", "e2e"}
+KNOWN_KNOTS = {"crds"}
 
 COMMENT = re.compile(r"//[^\n]*")
 STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')

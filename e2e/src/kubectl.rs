@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::CONTROL_PLANE;
+use crate::plane::CONTROL_PLANE;
 
 /// `kubectl` for the running control plane.
 ///
