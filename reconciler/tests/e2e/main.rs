@@ -40,6 +40,7 @@ mod pushsecret;
 mod recovery;
 mod rotation;
 mod secret_stores;
+mod sharding;
 mod store_calls;
 mod stores;
 mod switch;
