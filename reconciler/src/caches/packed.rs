@@ -28,19 +28,31 @@ pub struct Packed<K> {
 }
 
 impl<K: Resource<DynamicType = ()> + Serialize + DeserializeOwned> Packed<K> {
-    /// Packs `obj`.
+    /// Packs `obj`. The body leaves out what every object of the kind repeats (`apiVersion`,
+    /// `kind`) and what `meta` keeps (name, namespace): about a hundred bytes of each of 10,000
+    /// ExternalSecrets. Typed kinds read back without them ([`Packed::unpack`] puts name and
+    /// namespace back).
     pub fn pack(obj: &K) -> Self {
         let meta =
             ObjectMeta { name: obj.meta().name.clone(), namespace: obj.meta().namespace.clone(), ..Default::default() };
         // Serializing a typed object into JSON cannot fail: every map key is a string.
-        let json = serde_json::to_vec(obj).unwrap_or_default().into_boxed_slice();
+        let mut body = serde_json::to_value(obj).unwrap_or_default();
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("apiVersion");
+            fields.remove("kind");
+            if let Some(m) = fields.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+                m.remove("name");
+                m.remove("namespace");
+            }
+        }
+        let json = serde_json::to_vec(&body).unwrap_or_default().into_boxed_slice();
         Packed { meta, json, kind: PhantomData }
     }
 
     /// The object. It was packed from an object of the same type, so decoding fails only if the
     /// type does not read back what it writes; that is reported, never guessed around.
     pub fn unpack(&self) -> Result<K, UnpackError> {
-        serde_json::from_slice(&self.json).map_err(|e| UnpackError {
+        let mut obj: K = serde_json::from_slice(&self.json).map_err(|e| UnpackError {
             kind: K::kind(&()).into_owned(),
             name: format!(
                 "{}/{}",
@@ -48,7 +60,10 @@ impl<K: Resource<DynamicType = ()> + Serialize + DeserializeOwned> Packed<K> {
                 self.meta.name.as_deref().unwrap_or("")
             ),
             error: e.to_string(),
-        })
+        })?;
+        obj.meta_mut().name.clone_from(&self.meta.name);
+        obj.meta_mut().namespace.clone_from(&self.meta.namespace);
+        Ok(obj)
     }
 
     /// Bytes kept for the object's body.
@@ -275,6 +290,11 @@ mod tests {
         // Only what keys and bookkeeping read is decoded; the store key carries no version or uid.
         assert_eq!(ObjectRef::from_obj(&packed), ObjectRef::new("db").within("team-a"));
         assert!(packed.meta.labels.is_none() && packed.meta.uid.is_none());
+        // The body does not repeat the kind's constants, nor the name and namespace `meta` keeps.
+        let body: serde_json::Value = serde_json::from_slice(&packed.json).unwrap();
+        assert!(body.get("apiVersion").is_none() && body.get("kind").is_none());
+        assert!(body["metadata"].get("name").is_none() && body["metadata"].get("namespace").is_none());
+        assert_eq!(body["metadata"]["uid"], "u-1");
         // What the controller machinery deserializes into is the same.
         let read: Packed<ExternalSecret> = serde_json::from_value(serde_json::to_value(&es).unwrap()).unwrap();
         assert_eq!(json(&read.unpack().unwrap()), json(&es));
