@@ -58,7 +58,30 @@ pub fn all_crds(kinds: Kinds<'_>) -> Vec<CustomResourceDefinition> {
         ClusterGenerator::crd(),
         GeneratorState::crd(),
     ];
-    api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).collect()
+    api.into_iter().chain(kinds.iter().map(|k| (k.crd)())).map(without_nullable_enums).collect()
+}
+
+/// Drops `nullable` from every enum of a CRD's schemas. An optional enum field comes out of the
+/// derive as a nullable enum, and the API server checks a `null` there against the enum and
+/// refuses it ("Unsupported value: null"); upstream's enums are not nullable, so the API server
+/// prunes the `null` first, and manifests writing `conversionStrategy: null` apply. Keyward never
+/// writes a `null` (absent fields are skipped), so nothing it writes changes.
+fn without_nullable_enums(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("enum") && map.get("nullable") == Some(&serde_json::Value::Bool(true)) {
+                    map.remove("nullable");
+                }
+                map.values_mut().for_each(walk);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(&crd).expect("a CRD serializes");
+    walk(&mut value);
+    serde_json::from_value(value).expect("a CRD without nullable enums reads back")
 }
 
 /// Versions upstream's CRDs still list, neither served nor stored (release 2.9.0 keeps

@@ -26,7 +26,7 @@ pub mod provider;
 pub mod pushsecret;
 pub mod reload;
 pub mod renders;
-pub mod shard;
 pub mod run;
+pub mod shard;
 pub mod slots;
 pub mod tracked;

@@ -101,3 +101,47 @@ fn every_typed_block_takes_what_upstream_takes() {
     }
     assert!(out.is_empty(), "fields upstream takes that the generated CRDs refuse or prune:\n{}", out.join("\n"));
 }
+
+/// Paths under `ours` where a `null` is refused but upstream's schema prunes it: an enum that is
+/// nullable here (the API server checks `null` against the enum) where upstream's is not
+/// (the API server drops the `null` before it validates).
+fn null_refusals(upstream: &Value, ours: &Value, path: &str, out: &mut Vec<String>) {
+    if ours["nullable"] == true && ours["enum"].is_array() && upstream["nullable"] != true {
+        out.push(path.to_string());
+    }
+    if let Some(properties) = upstream["properties"].as_object() {
+        for (name, schema) in properties {
+            if let Some(here) = ours["properties"].get(name) {
+                null_refusals(schema, here, &format!("{path}.{name}"), out);
+            }
+        }
+    }
+    if upstream["items"].is_object() && ours["items"].is_object() {
+        null_refusals(&upstream["items"], &ours["items"], &format!("{path}[]"), out);
+    }
+}
+
+/// Upstream's manifests write `conversionStrategy: null` and the like; upstream's CRDs prune the
+/// `null`, so no CRD here that upstream also has may refuse it.
+#[test]
+fn every_crd_takes_the_nulls_upstream_takes() {
+    let (upstream, ours) = (upstream_crds(), ours());
+    // The schema of the version `name` of a CRD.
+    let schema = |crd: &Value, version: &Value| {
+        let versions = crd["spec"]["versions"].as_array().expect("versions").clone();
+        versions.into_iter().find(|v| &v["name"] == version).map(|v| v["schema"]["openAPIV3Schema"].clone())
+    };
+    let mut compared = 0;
+    for theirs in &upstream {
+        let name = &theirs["metadata"]["name"];
+        let Some(here) = ours.iter().find(|c| &c["metadata"]["name"] == name) else { continue };
+        let served = here["spec"]["versions"].as_array().expect("versions").iter().find(|v| v["served"] == true);
+        let version = &served.expect("a served version")["name"];
+        let (Some(theirs), Some(here)) = (schema(theirs, version), schema(here, version)) else { continue };
+        let mut out = Vec::new();
+        null_refusals(&theirs, &here, "", &mut out);
+        assert!(out.is_empty(), "{name}: a null upstream takes is refused at {out:#?}");
+        compared += 1;
+    }
+    assert_eq!(compared, 6, "the fixture holds the six API kinds; compared {compared}");
+}
