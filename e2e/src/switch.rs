@@ -84,8 +84,7 @@ pub struct UpstreamInstall {
     ces_made_uid: Option<String>,
 }
 
-/// The API resource of an `external-secrets.io` kind at `version`.
-pub fn resource(kind: &str, version: &str) -> ApiResource {
+fn resource(kind: &str, version: &str) -> ApiResource {
     ApiResource {
         group: "external-secrets.io".into(),
         version: version.into(),
@@ -96,10 +95,7 @@ pub fn resource(kind: &str, version: &str) -> ApiResource {
 }
 
 /// Creates `body` and sets its status, as upstream's controller leaves both.
-///
-/// # Panics
-/// When the API server refuses either.
-pub async fn create_with_status(api: &Api<DynamicObject>, body: Value, status: Value) -> DynamicObject {
+async fn create_with_status(api: &Api<DynamicObject>, body: Value, status: Value) -> DynamicObject {
     let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let object: DynamicObject = serde_json::from_value(body).expect("object JSON");
     let created = api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("create {name}: {e}"));
@@ -176,7 +172,7 @@ where
 }
 
 /// The Ready condition's status, reason and message.
-pub fn ready(object: &DynamicObject) -> Option<(String, String, String)> {
+fn ready(object: &DynamicObject) -> Option<(String, String, String)> {
     let conditions = object.data["status"]["conditions"].as_array()?;
     let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
     let field = |k: &str| ready[k].as_str().unwrap_or_default().to_string();
