@@ -12,6 +12,7 @@ use keyward_provider_client::ClientMetrics;
 
 use crate::controller_metrics::ControllerFamilies;
 use crate::object_metrics::{Names, ObjectSeries};
+use crate::shard::metrics::ShardMetrics;
 
 /// Labels of provider condition gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -51,6 +52,8 @@ pub struct Metrics {
     pub provider_condition: Family<ProviderConditionLabels, Gauge>,
     /// The client manager's: `clientmanager_*` and `grpc_client_*`.
     pub client: Arc<ClientMetrics>,
+    /// `shard_members` and `shard_owned_namespaces`, with `--shard`.
+    pub shard: Arc<ShardMetrics>,
 }
 
 impl Default for Metrics {
@@ -102,6 +105,7 @@ impl Default for Metrics {
             controllers: ControllerFamilies::default(),
             provider_condition: Family::default(),
             client: Arc::default(),
+            shard: Arc::default(),
         }
     }
 }
@@ -122,6 +126,7 @@ impl Metrics {
             self.provider_condition.clone(),
         );
         self.client.register(registry);
+        registry.register_collector(Box::new(self.shard.clone()));
     }
 
     /// The upstream per-object series of a store kind (SecretStore, ClusterSecretStore), if it

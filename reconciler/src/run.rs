@@ -94,6 +94,7 @@ pub async fn run(cli: Cli, rt: Runtime) -> anyhow::Result<()> {
     )
     .with_label(shard::SHARD_LABEL, &group);
     let timing = Timing { duration: cli.shard_lease_duration, renew: member.retry() };
+    metrics.shard.enable();
     tracing::info!(lease = member.name(), namespace = %lease_namespace, "sharded: namespaces split among the replicas");
     let (tx, rx) = tokio::sync::watch::channel(shard::Assignment::default());
     let leases = Api::namespaced(client.clone(), &lease_namespace);
@@ -230,6 +231,8 @@ async fn lead(cli: &Cli, client: &Client, metrics: &Arc<Metrics>, identity: &str
         )
         .with_shard(work.shard()),
     );
+    // Sharded: `shard_members` and `shard_owned_namespaces` follow this term's view.
+    let _shard_gauges = work.shard().map(|s| metrics.shard.watch(s, caches.namespaces.store()));
 
     let shutdown = {
         let stop = stop.clone();

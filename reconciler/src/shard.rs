@@ -17,6 +17,7 @@
 //! what it costs).
 
 pub mod members;
+pub mod metrics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,6 +185,11 @@ impl Shard {
     /// Whether this replica works `namespace` now.
     pub fn owns(&self, namespace: &str) -> bool {
         self.0.borrow().owns(namespace)
+    }
+
+    /// The share as it is now.
+    pub fn assignment(&self) -> Assignment {
+        self.0.borrow().clone()
     }
 
     /// The assignments as they change (each one once).

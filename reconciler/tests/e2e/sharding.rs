@@ -118,6 +118,36 @@ async fn wait_settled(rs: &[&Reconciler], members: &str) {
     .await;
 }
 
+/// `r`'s value of the gauge `name` (`None` if it writes none).
+async fn gauge(r: &Reconciler, name: &str) -> Option<u64> {
+    r.metrics().await.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The shard gauges of each replica: it sees `members` and owns its share of every namespace of
+/// the cluster (the namespaces other tests left may still be going away: listed at each look).
+async fn assert_gauges(client: &kube::Client, names: &[&str], rs: &[&Reconciler], members: &[String]) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    eventually(&format!("the shard gauges of {names:?}"), Duration::from_secs(60), || async {
+        let all = namespaces.list_metadata(&ListParams::default()).await.ok()?.items;
+        let mut shares = 0;
+        for (name, r) in names.iter().zip(rs) {
+            let want = all
+                .iter()
+                .filter(|ns| owner(&ns.metadata.name.clone().unwrap_or_default(), members) == Some(*name))
+                .count();
+            let got = (gauge(r, "shard_members").await?, gauge(r, "shard_owned_namespaces").await?);
+            if got != (members.len() as u64, want as u64) {
+                eprintln!("{name}: gauges {got:?}, want ({}, {want})", members.len());
+                return None;
+            }
+            shares += want;
+        }
+        // The shares cover every namespace once.
+        (shares == all.len()).then_some(())
+    })
+    .await;
+}
+
 fn kill(r: &Reconciler) {
     let pid = r.process.pid().to_string();
     let status = std::process::Command::new("kill").args(["-KILL", &pid]).status().expect("kill");
@@ -184,6 +214,7 @@ async fn sharded_reconcilers_split_namespaces_hand_over_a_dead_share_and_take_a_
     let none = vec![BTreeMap::new(); 3];
     let first = snapshot(&[&r0, &r1, &r2]).await;
     assert_shares(&["r0", "r1", "r2"], &synced_between(&none, &first, &namespaces), &namespaces, &three, "first sync");
+    assert_gauges(&client, &["r0", "r1", "r2"], &[&r0, &r1, &r2], &three).await;
 
     // A rotation is being synced when r1 dies without releasing its Lease: r0 and r2 take its
     // namespaces once the Lease expired and their view settled, and every Secret rotates.
@@ -213,6 +244,7 @@ async fn sharded_reconcilers_split_namespaces_hand_over_a_dead_share_and_take_a_
     .await;
     let after = snapshot(&[&r0, &r2]).await;
     assert_shares(&["r0", "r2"], &synced_between(&before, &after, &namespaces), &namespaces, &two, "after the kill");
+    assert_gauges(&client, &["r0", "r2"], &[&r0, &r2], &two).await;
 
     // A fourth replica joins during a rotation: it takes a share, the others give it up, and the
     // rotation reaches every Secret.
