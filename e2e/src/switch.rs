@@ -35,12 +35,25 @@ pub type DataHash = fn(&BTreeMap<String, Vec<u8>>) -> String;
 /// The Parameter Store's region.
 const REGION: &str = "eu-central-1";
 
-/// Upstream's CRDs, release 2.9.0's bundle.
+/// Upstream's API CRDs (`external-secrets.io`, the six kinds), release 2.9.0's bundle.
 ///
 /// # Panics
 /// When the fixture cannot be read.
 pub fn upstream_crds() -> Vec<u8> {
-    let path = crate::repo_root().join("e2e/fixtures/upstream-crds-2.9.0.yaml.gz");
+    gunzip_fixture("upstream-crds-2.9.0.yaml.gz")
+}
+
+/// Upstream's generator CRDs (`generators.external-secrets.io`), from the same bundle: the rest
+/// of what upstream's chart installs with `installCRDs: true`.
+///
+/// # Panics
+/// When the fixture cannot be read.
+pub fn upstream_generator_crds() -> Vec<u8> {
+    gunzip_fixture("upstream-generator-crds-2.9.0.yaml.gz")
+}
+
+fn gunzip_fixture(name: &str) -> Vec<u8> {
+    let path = crate::repo_root().join("e2e/fixtures").join(name);
     let out = std::process::Command::new("gzip").arg("-dc").arg(&path).output().expect("run gzip");
     assert!(out.status.success(), "gzip -dc {}", path.display());
     out.stdout
@@ -84,7 +97,8 @@ pub struct UpstreamInstall {
     ces_made_uid: Option<String>,
 }
 
-fn resource(kind: &str, version: &str) -> ApiResource {
+/// The API resource of an `external-secrets.io` kind at `version`.
+pub fn resource(kind: &str, version: &str) -> ApiResource {
     ApiResource {
         group: "external-secrets.io".into(),
         version: version.into(),
@@ -95,7 +109,10 @@ fn resource(kind: &str, version: &str) -> ApiResource {
 }
 
 /// Creates `body` and sets its status, as upstream's controller leaves both.
-async fn create_with_status(api: &Api<DynamicObject>, body: Value, status: Value) -> DynamicObject {
+///
+/// # Panics
+/// When the API server refuses either.
+pub async fn create_with_status(api: &Api<DynamicObject>, body: Value, status: Value) -> DynamicObject {
     let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let object: DynamicObject = serde_json::from_value(body).expect("object JSON");
     let created = api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("create {name}: {e}"));
@@ -172,7 +189,7 @@ where
 }
 
 /// The Ready condition's status, reason and message.
-fn ready(object: &DynamicObject) -> Option<(String, String, String)> {
+pub fn ready(object: &DynamicObject) -> Option<(String, String, String)> {
     let conditions = object.data["status"]["conditions"].as_array()?;
     let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
     let field = |k: &str| ready[k].as_str().unwrap_or_default().to_string();
