@@ -62,30 +62,61 @@ pub struct ProviderKind {
     /// The provider process that serves it: the chart's `providers.<name>` and the binary
     /// `keyward-provider-<name>`.
     pub provider: &'static str,
-    /// The `spec.provider.<key>` of the SecretStores this kind serves, which is how a provider
-    /// crate adds a store: the block is the kind's spec as written, unless `store_block` says
-    /// otherwise. `None` for the kinds of this crate, which `crate::rules::store_backend`
-    /// translates itself.
-    pub store_key: Option<&'static str>,
-    /// How the store block differs from the kind's spec, when it does: upstream's block shape,
-    /// which the store CRDs type and which is translated into the spec before anything reads it.
-    pub store_block: Option<StoreBlock>,
+    /// The SecretStore `spec.provider.<key>` blocks this kind serves, which is how a provider
+    /// crate adds stores (one kind may serve several: upstream's `vault` and `openBao`). Empty for
+    /// the kinds of this crate, which `crate::rules::store_backend` translates itself.
+    pub stores: &'static [StoreBlock],
     /// Reads an admitted object's spec and reports its field errors and reach.
     pub admit: AdmitFn,
     /// Its CustomResourceDefinition.
     pub crd: fn() -> CustomResourceDefinition,
 }
 
-/// A store block in upstream's shape rather than its kind's spec: its schema in the store CRDs and
-/// its translation into the spec (upstream's defaults and deprecated fields given their meaning).
+/// One SecretStore block a kind serves: its key under `spec.provider`, and where it is not the
+/// kind's spec as written, how it differs (upstream's block shape, which the store CRDs type and
+/// which is translated into the spec before anything reads it).
 #[derive(Debug, Clone, Copy)]
 pub struct StoreBlock {
+    /// The key under `spec.provider`, e.g. `vault`.
+    pub key: &'static str,
     /// The block's schema under `spec.provider.<key>` (description included), as the store CRDs
-    /// carry it ([`crate::store_schema::field_schema`] derives one from a Rust type); `None`
-    /// leaves the block open.
-    pub schema: fn() -> Option<JSONSchemaProps>,
-    /// The block as written into the kind's spec; the error says why the block does not read.
-    pub translate: fn(&Value) -> Result<Value, String>,
+    /// carry it ([`crate::store_schema::field_schema`] derives one from a Rust type); the inner
+    /// `None` leaves the block open. Unset: the kind's spec schema, from its CRD.
+    pub schema: Option<fn() -> Option<JSONSchemaProps>>,
+    /// The block as written into the kind's spec, or why it cannot be served. Unset: the block is
+    /// the spec as written.
+    pub translate: Option<TranslateFn>,
+    /// Where the block as written differs from what Keyward does with it (admission returns them
+    /// as warnings; the store still applies), fields named as in a configuration (`spec.auth`),
+    /// which the store's warnings move under `spec.provider.<key>`.
+    pub warnings: Option<fn(&Value) -> Vec<String>>,
+}
+
+impl StoreBlock {
+    /// A block that is the kind's spec as written.
+    pub const fn spec(key: &'static str) -> StoreBlock {
+        StoreBlock { key, schema: None, translate: None, warnings: None }
+    }
+}
+
+/// Reads a store block as written into its kind's spec ([`StoreBlock::translate`]).
+pub type TranslateFn = fn(&Value) -> Result<Value, BlockError>;
+
+/// Why a store block has no spec ([`StoreBlock::translate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockError {
+    /// It does not read as upstream's shape (the store CRDs type it, so only an object the API
+    /// server did not check gets here).
+    Unreadable(String),
+    /// It reads, and asks for something Keyward does not serve (the store reports
+    /// `ProviderNotSupported`).
+    NotServed {
+        /// What, named from the block (`auth.gcp`, `service: CertificateManager`).
+        what: String,
+        /// The spec admission still checks with the kind's rules, if any (a Vault block with an
+        /// unserved login is still a Vault block).
+        checked: Option<Value>,
+    },
 }
 
 impl PartialEq for ProviderKind {
@@ -139,8 +170,7 @@ pub static KUBERNETES_KIND: ProviderKind = ProviderKind {
     kind: "Kubernetes",
     plural: "kubernetes",
     provider: "kubernetes",
-    store_key: None,
-    store_block: None,
+    stores: &[],
     admit: admit_spec::<KubernetesSpec>,
     crd: Kubernetes::crd,
 };
@@ -150,8 +180,7 @@ pub static VAULT_KIND: ProviderKind = ProviderKind {
     kind: "Vault",
     plural: "vaults",
     provider: "vault",
-    store_key: None,
-    store_block: None,
+    stores: &[],
     admit: admit_spec::<VaultSpec>,
     crd: Vault::crd,
 };
@@ -161,8 +190,7 @@ pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
     kind: "SecretsManager",
     plural: "secretsmanagers",
     provider: "aws",
-    store_key: None,
-    store_block: None,
+    stores: &[],
     admit: admit_spec::<SecretsManagerSpec>,
     crd: SecretsManager::crd,
 };

@@ -171,27 +171,29 @@ impl SecretStoreProvider {
         names
     }
 
-    /// Drops every block but `key` (and the blocks the same process serves with it,
+    /// Drops every block but `keys` (and the blocks the same process serves with them,
     /// [`crate::rules::SHARED_STORE_KEYS`]) to its name: a provider process keeps only the blocks
     /// it serves, and still sees what else is set (a store naming two providers is refused).
-    pub fn keep_only(&mut self, key: &str) {
-        let served_with = |block: &str| block == key || crate::rules::SHARED_STORE_KEYS.contains(&(block, key));
+    pub fn keep_only(&mut self, keys: &[&str]) {
+        let served_with = |block: &str| {
+            keys.iter().any(|key| block == *key || crate::rules::SHARED_STORE_KEYS.contains(&(block, *key)))
+        };
         if !served_with("openBao") && self.open_bao.is_some() {
             self.open_bao = Some(OpenBaoStoreProvider::default());
         }
         if !served_with("crd") && self.crd.is_some() {
             self.crd = Some(CrdStoreProvider::default());
         }
-        if key != "kubernetes" && self.kubernetes.is_some() {
+        if !keys.contains(&"kubernetes") && self.kubernetes.is_some() {
             self.kubernetes = Some(KubernetesStoreProvider::default());
         }
-        if key != "vault" && self.vault.is_some() {
+        if !keys.contains(&"vault") && self.vault.is_some() {
             self.vault = Some(VaultSpec::default());
         }
-        if key != "aws" && self.aws.is_some() {
+        if !keys.contains(&"aws") && self.aws.is_some() {
             self.aws = Some(AwsStoreProvider::default());
         }
-        self.other.keep_content(|name| name == key);
+        self.other.keep_content(|name| keys.contains(&name));
     }
 }
 

@@ -1,8 +1,8 @@
 //! The typed `spec.provider.<key>` blocks of the SecretStore and ClusterSecretStore CRDs that a
-//! provider crate adds: a registry row with a `store_key` serves the SecretStores whose block is
-//! its configuration's spec as written, so the block's schema is that spec's schema, copied from
-//! the row's own CRD when the CRDs are generated; a row whose block is upstream's shape instead
-//! ([`crate::registry::StoreBlock`]) gives the block's schema itself.
+//! provider crate adds: a registry row's store blocks ([`crate::registry::StoreBlock`]) serve the
+//! SecretStores whose block is its configuration's spec as written, so the block's schema is that
+//! spec's schema, copied from the row's own CRD when the CRDs are generated; a block in
+//! upstream's shape instead gives its schema itself.
 //!
 //! Typed, a served block shows its fields in `kubectl explain` and the API server refuses (strict
 //! field validation) or prunes a misspelt field in it. The other keys of `spec.provider` stay
@@ -12,12 +12,12 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSONSchemaProps};
 use schemars::JsonSchema;
 
-use crate::registry::{PROVIDER_CONFIG_VERSION, ProviderKind};
+use crate::registry::{PROVIDER_CONFIG_VERSION, ProviderKind, StoreBlock};
 
 /// The CRD kinds whose served versions get the rows' blocks.
 const STORE_KINDS: &[&str] = &["SecretStore", "ClusterSecretStore"];
 
-/// Adds each row's block under `spec.provider.<store_key>` of every served version of a
+/// Adds each row's blocks under `spec.provider.<key>` of every served version of a
 /// SecretStore or ClusterSecretStore CRD; other CRDs are returned as they are.
 pub fn with_store_blocks(
     mut crd: CustomResourceDefinition,
@@ -26,8 +26,10 @@ pub fn with_store_blocks(
     if !STORE_KINDS.contains(&crd.spec.names.kind.as_str()) {
         return crd;
     }
-    let blocks: Vec<(&str, JSONSchemaProps)> =
-        kinds.iter().filter_map(|row| Some((row.store_key?, block_schema(row)?))).collect();
+    let blocks: Vec<(&str, JSONSchemaProps)> = kinds
+        .iter()
+        .flat_map(|row| row.stores.iter().filter_map(|block| Some((block.key, block_schema(row, block)?))))
+        .collect();
     for version in crd.spec.versions.iter_mut().filter(|v| v.served) {
         let Some(provider) = version
             .schema
@@ -46,11 +48,11 @@ pub fn with_store_blocks(
     crd
 }
 
-/// The schema of a row's store block: its own ([`crate::registry::StoreBlock::schema`]), else its
-/// configuration spec's, from its CRD's version `v2alpha1`, described as the kind is.
-fn block_schema(row: &ProviderKind) -> Option<JSONSchemaProps> {
-    if let Some(block) = &row.store_block {
-        return (block.schema)();
+/// The schema of a row's store block: its own ([`StoreBlock::schema`]), else its configuration
+/// spec's, from its CRD's version `v2alpha1`, described as the kind is.
+fn block_schema(row: &ProviderKind, block: &StoreBlock) -> Option<JSONSchemaProps> {
+    if let Some(schema) = block.schema {
+        return schema();
     }
     let crd = (row.crd)();
     let version = crd.spec.versions.into_iter().find(|v| v.name == PROVIDER_CONFIG_VERSION)?;
@@ -88,15 +90,19 @@ fn child<'s>(schema: &'s mut JSONSchemaProps, name: &str) -> Option<&'s mut JSON
 mod tests {
     use super::*;
     use crate::generate::all_crds;
-    use crate::registry::{BUILTIN_KINDS, KUBERNETES_KIND, StoreBlock};
+    use crate::registry::{BUILTIN_KINDS, KUBERNETES_KIND};
 
-    /// A row as a provider crate declares it, here with the Kubernetes kind's spec as its block.
-    static COPIED_BLOCK: ProviderKind = ProviderKind { store_key: Some("copiedBlock"), ..KUBERNETES_KIND };
+    /// A row as a provider crate declares it, here with the Kubernetes kind's spec as its blocks.
+    static COPIED_BLOCK: ProviderKind =
+        ProviderKind { stores: &[StoreBlock::spec("copiedBlock"), StoreBlock::spec("copiedTwice")], ..KUBERNETES_KIND };
 
     /// A row whose block is upstream's shape: the field `upstream` of [`Upstream`].
     static UPSTREAM_BLOCK: ProviderKind = ProviderKind {
-        store_key: Some("upstream"),
-        store_block: Some(StoreBlock { schema: || field_schema::<Upstream>("upstream"), translate: |v| Ok(v.clone()) }),
+        stores: &[StoreBlock {
+            schema: Some(|| field_schema::<Upstream>("upstream")),
+            translate: Some(|v| Ok(v.clone())),
+            ..StoreBlock::spec("upstream")
+        }],
         ..KUBERNETES_KIND
     };
 
@@ -120,7 +126,7 @@ mod tests {
     /// both stores.
     #[test]
     fn a_row_with_an_upstream_block_types_it_with_its_own_schema() {
-        let block = block_schema(&UPSTREAM_BLOCK).expect("its schema");
+        let block = block_schema(&UPSTREAM_BLOCK, &UPSTREAM_BLOCK.stores[0]).expect("its schema");
         assert_eq!(block.description.as_deref(), Some("Upstream's block."));
         let count = block.properties.as_ref().and_then(|p| p.get("count")).expect("count");
         assert_eq!((count.type_.as_deref(), count.nullable), (Some("integer"), Some(true)), "{count:?}");
@@ -138,11 +144,11 @@ mod tests {
         provider.and_then(|p| p.properties.as_ref()).map(|p| p.keys().cloned().collect()).unwrap_or_default()
     }
 
-    /// A row's block is its kind's spec schema under `spec.provider.<key>` of both stores' served
-    /// versions; the rows without a store key (typed by `SecretStoreProvider` itself) add nothing.
+    /// A row's blocks are its kind's spec schema under `spec.provider.<key>` of both stores' served
+    /// versions; the rows without store blocks (typed by `SecretStoreProvider` itself) add nothing.
     #[test]
-    fn a_row_with_a_store_key_types_its_block_in_both_stores() {
-        let spec = block_schema(&KUBERNETES_KIND).expect("the Kubernetes kind's spec");
+    fn a_row_with_store_blocks_types_them_in_both_stores() {
+        let spec = block_schema(&KUBERNETES_KIND, &StoreBlock::spec("any")).expect("the Kubernetes kind's spec");
         assert!(spec.properties.as_ref().is_some_and(|p| p.contains_key("remoteNamespace")), "{spec:?}");
         for crd in all_crds(&[]) {
             assert_eq!(with_store_blocks(crd.clone(), &BUILTIN_KINDS), crd, "{}", crd.spec.names.kind);
@@ -151,7 +157,9 @@ mod tests {
                 assert_eq!(typed, crd);
                 continue;
             }
-            assert!(provider_blocks(&typed, "v1").contains(&"copiedBlock".to_string()), "{}", crd.spec.names.kind);
+            for key in ["copiedBlock", "copiedTwice"] {
+                assert!(provider_blocks(&typed, "v1").contains(&key.to_string()), "{key}: {}", crd.spec.names.kind);
+            }
             assert!(!provider_blocks(&crd, "v1").contains(&"copiedBlock".to_string()));
             assert!(provider_blocks(&typed, "v1beta1").is_empty(), "a retired version stays open");
         }

@@ -43,7 +43,7 @@ pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), Val
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
         StoreBackend::Crd(c) => serde_json::to_value(&c.connection).unwrap_or_default(),
         StoreBackend::Aws(..) => return Ok(()),
-        StoreBackend::Plugin(_, block) => block.clone(),
+        StoreBackend::Plugin { spec, .. } => spec.clone(),
     };
     let mut errs = ValidationErrors::default();
     for (_, path) in PINNED.iter().filter(|(k, _)| *k == key || *k == "*") {
@@ -90,7 +90,7 @@ fn message(reference: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::ProviderKind;
+    use crate::registry::{ProviderKind, StoreBlock};
 
     fn fields(yaml: &str) -> Vec<String> {
         let provider: crate::secret_store::SecretStoreProvider = serde_yaml::from_str(yaml).expect("spec.provider");
@@ -100,17 +100,16 @@ mod tests {
     }
 
     /// Rows standing in for provider crates' kinds: only their store keys matter here.
-    static WEBHOOK: ProviderKind = row("Webhook", "webhook");
-    static OTHER: ProviderKind = row("Other", "other");
+    static WEBHOOK: ProviderKind = row("Webhook", "webhook", &[StoreBlock::spec("webhook")]);
+    static OTHER: ProviderKind = row("Other", "other", &[StoreBlock::spec("other")]);
 
-    const fn row(kind: &'static str, key: &'static str) -> ProviderKind {
+    const fn row(kind: &'static str, key: &'static str, stores: &'static [StoreBlock]) -> ProviderKind {
         use crate::registry::admit_spec;
         ProviderKind {
             kind,
             plural: key,
             provider: key,
-            store_key: Some(key),
-            store_block: None,
+            stores,
             admit: admit_spec::<crate::KubernetesSpec>,
             crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
         }

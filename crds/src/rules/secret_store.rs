@@ -20,24 +20,25 @@ use super::validate::{check_conditions, check_kubernetes};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::provider_config::KubernetesSpec;
-use crate::registry::ProviderKind;
+use crate::registry::{BlockError, ProviderKind, StoreBlock};
 use crate::secret_store::{KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::store_blocks::CrdReadSpec;
 use crate::vault::VaultSpec;
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
-/// provider crates add theirs as rows with a `store_key` ([`ProviderKind::store_key`]).
+/// provider crates add theirs as rows with store blocks ([`ProviderKind::stores`]).
 pub const SERVED_STORE_PROVIDERS: [&str; 5] = ["kubernetes", "vault", "aws", "openBao", "crd"];
 
 /// The provider kinds a caller knows beyond this crate's own: the rows of
 /// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
-/// own row. Only rows with a `store_key` serve stores.
+/// own row. Only rows with store blocks serve stores.
 pub type Plugins<'a> = &'a [&'static ProviderKind];
 
 /// Every store key served: this crate's, then the plug-ins'.
 fn served(plugins: Plugins<'_>) -> String {
-    let keys = SERVED_STORE_PROVIDERS.iter().copied().chain(plugins.iter().filter_map(|p| p.store_key));
+    let keys =
+        SERVED_STORE_PROVIDERS.iter().copied().chain(plugins.iter().flat_map(|p| p.stores.iter().map(|b| b.key)));
     keys.collect::<Vec<_>>().join(", ")
 }
 
@@ -55,10 +56,17 @@ pub enum StoreBackend {
     /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
     /// credentials and roles.
     Aws(AwsService, Box<SecretsManagerSpec>),
-    /// Served by a provider crate's kind: its spec is the store's `spec.provider.<store_key>`
-    /// block as written (or as its row's [`crate::registry::StoreBlock`] translates it), which
-    /// the provider reads into its own type.
-    Plugin(&'static ProviderKind, serde_json::Value),
+    /// Served by a provider crate's kind: its spec is the store's `spec.provider.<key>` block as
+    /// written (or as the row's [`StoreBlock::translate`] reads it), which the provider reads
+    /// into its own type.
+    Plugin {
+        /// The kind's row.
+        kind: &'static ProviderKind,
+        /// The block's key under `spec.provider`.
+        key: &'static str,
+        /// The kind's spec.
+        spec: serde_json::Value,
+    },
 }
 
 impl StoreBackend {
@@ -69,14 +77,14 @@ impl StoreBackend {
             StoreBackend::Vault(_) | StoreBackend::OpenBao(_) => "vault",
             StoreBackend::Crd(_) => "kubernetes",
             StoreBackend::Aws(..) => "aws",
-            StoreBackend::Plugin(kind, _) => kind.provider,
+            StoreBackend::Plugin { kind, .. } => kind.provider,
         }
     }
 
     /// The key under `spec.provider` it was read from.
     pub fn store_key(&self) -> &'static str {
         match self {
-            StoreBackend::Plugin(kind, _) => kind.store_key.unwrap_or(kind.provider),
+            StoreBackend::Plugin { key, .. } => key,
             StoreBackend::OpenBao(_) => "openBao",
             StoreBackend::Crd(_) => "crd",
             other => other.provider_name(),
@@ -251,11 +259,16 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
             ));
         }
     }
+    let row_warnings = plugin_warnings(&spec.provider, plugins);
     match store_backend(&spec.provider, plugins) {
         Err(StoreProviderError::NotSupported { name, .. }) if name.starts_with("vault.auth.") => {}
+        // A row's own warning on the field says it already.
+        Err(StoreProviderError::NotSupported { name, .. })
+            if row_warnings.iter().any(|w| w.starts_with(&format!("spec.provider.{name}"))) => {}
         Err(e @ StoreProviderError::NotSupported { .. }) => out.push(e.to_string()),
         _ => {}
     }
+    out.extend(row_warnings);
     if let Some(aws) = &spec.provider.aws {
         if let Some(p) = aws.session_tags_policy.as_deref().filter(|p| !p.is_empty() && *p != "None") {
             out.push(format!(
@@ -271,6 +284,22 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
         }
     }
     out
+}
+
+/// The warnings of every block of `plugins` set in `provider` ([`StoreBlock::warnings`]), under
+/// `spec.provider.<key>`.
+fn plugin_warnings(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Vec<String> {
+    let blocks = plugins.iter().flat_map(|kind| kind.stores);
+    let warned =
+        blocks.filter_map(|b| Some((b.key, b.warnings?, provider.other.get(b.key)?.value().unwrap_or_default())));
+    warned
+        .flat_map(|(key, warnings, value)| {
+            warnings(&value).into_iter().map(move |w| {
+                let rest = w.strip_prefix("spec").unwrap_or(&w);
+                format!("spec.provider.{key}{rest}")
+            })
+        })
+        .collect()
 }
 
 /// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
@@ -304,18 +333,18 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
                 Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
             } else if provider.aws.is_some() {
                 Err(not_supported("aws.service: CertificateManager"))
-            } else if let Some((kind, block)) = plugins
-                .iter()
-                .find_map(|p| p.store_key.and_then(|key| provider.other.get(key)).map(|block| (*p, block)))
-            {
-                // Kept within the limits when read: decoding it back cannot fail.
-                let block = block.value().unwrap_or_default();
-                let key = kind.store_key.unwrap_or(kind.provider);
-                match &kind.store_block {
-                    None => Ok(StoreBackend::Plugin(kind, block)),
-                    Some(upstream) => (upstream.translate)(&block)
-                        .map(|spec| StoreBackend::Plugin(kind, spec))
-                        .map_err(|message| StoreProviderError::Unreadable { key, kind: kind.kind, message }),
+            } else if let Some((kind, block, value)) = plugin_block(provider, plugins) {
+                let key = block.key;
+                let translated = match block.translate {
+                    Some(translate) => translate(&value),
+                    None => Ok(value),
+                };
+                match translated {
+                    Ok(spec) => Ok(StoreBackend::Plugin { kind, key, spec }),
+                    Err(BlockError::Unreadable(message)) => {
+                        Err(StoreProviderError::Unreadable { key, kind: kind.kind, message })
+                    }
+                    Err(BlockError::NotServed { what, .. }) => Err(not_supported(&format!("{key}.{what}"))),
                 }
             } else {
                 Err(not_supported(names[0]))
@@ -323,6 +352,21 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
         }
         _ => Err(StoreProviderError::Several(names.iter().map(|n| n.to_string()).collect())),
     }
+}
+
+/// The first block of `plugins` set in `provider`: its row, its [`StoreBlock`] and the block as
+/// written.
+fn plugin_block(
+    provider: &SecretStoreProvider,
+    plugins: Plugins<'_>,
+) -> Option<(&'static ProviderKind, &'static StoreBlock, serde_json::Value)> {
+    plugins.iter().find_map(|kind| {
+        kind.stores.iter().find_map(|block| {
+            // Kept within the limits when read: decoding it back cannot fail.
+            let value = provider.other.get(block.key)?.value().unwrap_or_default();
+            Some((*kind, block, value))
+        })
+    })
 }
 
 fn kubernetes(k: &KubernetesStoreProvider) -> KubernetesSpec {
@@ -359,16 +403,17 @@ pub fn validate_secret_store(
             prefixed(&mut errs, "spec.provider.openBao", o.map_or(Ok(()), validate_open_bao));
         }
         Ok(StoreBackend::Crd(c)) => prefixed(&mut errs, "spec.provider.crd", validate_crd(&c)),
-        Ok(StoreBackend::Plugin(kind, block)) => {
-            let prefix = format!("spec.provider.{}", kind.store_key.unwrap_or(kind.provider));
-            if let Err(e) = (kind.admit)(&block, &mut |result, _| prefixed(&mut errs, &prefix, result)) {
-                errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
-            }
-        }
+        Ok(StoreBackend::Plugin { kind, key, spec }) => admit_block(&mut errs, kind, key, &spec),
         // A Vault block with an unserved login (GCE) is still checked as a Vault block.
         Err(StoreProviderError::NotSupported { .. }) => {
             if let Some(v) = &spec.provider.vault {
                 prefixed(&mut errs, "spec.provider.vault", validate_vault(v));
+            }
+            if let Some((kind, block, value)) = plugin_block(&spec.provider, plugins)
+                && let Some(Err(BlockError::NotServed { checked: Some(checked), .. })) =
+                    block.translate.map(|translate| translate(&value))
+            {
+                admit_block(&mut errs, kind, block.key, &checked);
             }
         }
         Err(StoreProviderError::Oversized(o)) => errs.push("spec.provider", o.to_string()),
@@ -390,6 +435,14 @@ pub fn validate_secret_store(
         errs.push("spec.refreshInterval", e);
     }
     errs.into_result()
+}
+
+/// A plug-in kind's field errors in its block `key`, under `spec.provider.<key>`.
+fn admit_block(errs: &mut ValidationErrors, kind: &ProviderKind, key: &str, spec: &serde_json::Value) {
+    let prefix = format!("spec.provider.{key}");
+    if let Err(e) = (kind.admit)(spec, &mut |result, _| prefixed(errs, &prefix, result)) {
+        errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
+    }
 }
 
 /// The tenant boundary of a SecretStore in `namespace`: its configuration names objects of its
@@ -418,7 +471,7 @@ pub fn secret_store_boundary(
         StoreBackend::Crd(c) => judge(&kubernetes_reach(&c.connection)),
         StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
         // A block that does not read is validate_secret_store's field error.
-        StoreBackend::Plugin(kind, block) => _ = (kind.admit)(block, &mut |_, reach| judge(reach)),
+        StoreBackend::Plugin { kind, spec, .. } => _ = (kind.admit)(spec, &mut |_, reach| judge(reach)),
     }
     errs.into_result()
 }
@@ -451,8 +504,7 @@ mod tests {
         kind: "Inline",
         plural: "inlines",
         provider: "inline",
-        store_key: Some("inline"),
-        store_block: None,
+        stores: &[StoreBlock::spec("inline")],
         admit: crate::registry::admit_spec::<Inline>,
         crd: <crate::Provider as kube::CustomResourceExt>::crd,
     };
@@ -668,8 +720,7 @@ mod tests {
         kind: "Example",
         plural: "examples",
         provider: "example",
-        store_key: Some("example"),
-        store_block: None,
+        stores: &[StoreBlock::spec("example")],
         admit: crate::registry::admit_spec::<KubernetesSpec>,
         crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
     };
@@ -680,7 +731,7 @@ mod tests {
         let s = spec("provider: {example: {remoteNamespace: r, auth: {token: {bearerToken: {name: t, key: k}}}}}");
         let b = store_backend(&s.provider, plugins).expect("served by the plug-in");
         assert_eq!((b.provider_name(), b.store_key()), ("example", "example"));
-        let StoreBackend::Plugin(kind, block) = &b else { panic!("{b:?}") };
+        let StoreBackend::Plugin { kind, spec: block, .. } = &b else { panic!("{b:?}") };
         assert_eq!((*kind, block["remoteNamespace"].as_str()), (&EXAMPLE, Some("r")));
         assert_eq!(validate_secret_store(Some("a"), &s, plugins), Ok(()));
         // Without the row the store is not served, and the message lists the plug-in when known.
@@ -707,14 +758,17 @@ mod tests {
         kind: "Shaped",
         plural: "shapeds",
         provider: "shaped",
-        store_key: Some("shaped"),
-        store_block: Some(crate::registry::StoreBlock {
-            schema: || None,
-            translate: |block| {
-                let n = block.get("n").and_then(serde_json::Value::as_i64).ok_or("n: not a number")?;
+        stores: &[StoreBlock {
+            schema: Some(|| None),
+            translate: Some(|block| {
+                let n = block
+                    .get("n")
+                    .and_then(serde_json::Value::as_i64)
+                    .ok_or_else(|| BlockError::Unreadable("n: not a number".into()))?;
                 Ok(serde_json::json!({ "m": n }))
-            },
-        }),
+            }),
+            ..StoreBlock::spec("shaped")
+        }],
         admit: crate::registry::admit_spec::<Inline>,
         crd: <crate::Provider as kube::CustomResourceExt>::crd,
     };
@@ -724,13 +778,79 @@ mod tests {
         let plugins: Plugins<'_> = &[&SHAPED];
         let b = store_backend(&spec("provider: {shaped: {n: 3}}").provider, plugins).expect("served");
         assert_eq!((b.provider_name(), b.store_key()), ("shaped", "shaped"));
-        assert_eq!(b, StoreBackend::Plugin(&SHAPED, serde_json::json!({"m": 3})));
+        assert_eq!(b, StoreBackend::Plugin { kind: &SHAPED, key: "shaped", spec: serde_json::json!({"m": 3}) });
         let bad = spec("provider: {shaped: {n: three}}");
         let e = store_backend(&bad.provider, plugins).unwrap_err();
         assert_eq!(e.to_string(), "spec.provider.shaped: not a Shaped store block: n: not a number");
         assert_eq!(e.reason(), "InvalidProviderConfig");
         let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
         assert!(errs.contains("spec.provider.shaped: not a Shaped configuration: n: not a number"), "{errs}");
+    }
+
+    /// A kind serving two blocks: `twin` (its spec as written, with a warning on
+    /// `remoteNamespace`) and `twinLegacy`, whose `unserved` field is not served (the rest is still
+    /// checked as the spec).
+    static TWIN: ProviderKind = ProviderKind {
+        kind: "Twin",
+        plural: "twins",
+        provider: "twins",
+        stores: &[
+            StoreBlock {
+                warnings: Some(|block| {
+                    block
+                        .get("remoteNamespace")
+                        .map(|_| "spec.remoteNamespace: ignored here".to_string())
+                        .into_iter()
+                        .collect()
+                }),
+                ..StoreBlock::spec("twin")
+            },
+            StoreBlock {
+                translate: Some(|block| {
+                    let mut spec = block.clone();
+                    match spec.as_object_mut().and_then(|o| o.remove("unserved")) {
+                        Some(_) => Err(BlockError::NotServed { what: "unserved".into(), checked: Some(spec) }),
+                        None => Ok(spec),
+                    }
+                }),
+                warnings: Some(|block| {
+                    block.get("unserved").map(|_| "spec.unserved: not served here".to_string()).into_iter().collect()
+                }),
+                ..StoreBlock::spec("twinLegacy")
+            },
+        ],
+        admit: crate::registry::admit_spec::<KubernetesSpec>,
+        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+    };
+
+    #[test]
+    fn a_kind_serves_each_of_its_blocks_and_says_what_it_does_not_serve() {
+        let plugins: Plugins<'_> = &[&TWIN];
+        for key in ["twin", "twinLegacy"] {
+            let s = spec(&format!("provider: {{{key}: {{remoteNamespace: r}}}}"));
+            let b = store_backend(&s.provider, plugins).expect("served");
+            assert_eq!((b.provider_name(), b.store_key()), ("twins", key));
+            let StoreBackend::Plugin { kind, spec, .. } = &b else { panic!("{b:?}") };
+            assert_eq!((*kind, spec["remoteNamespace"].as_str()), (&TWIN, Some("r")));
+        }
+        let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
+        assert!(e.to_string().contains("kubernetes, vault, aws, openBao, crd, twin, twinLegacy"), "{e}");
+
+        // Not served: the store reports ProviderNotSupported, admission still checks the rest.
+        let unserved = spec("provider: {twinLegacy: {unserved: 1, auth: {token: {bearerToken: {name: t}}}}}");
+        let e = store_backend(&unserved.provider, plugins).unwrap_err();
+        assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "twinLegacy.unserved"), "{e:?}");
+        assert_eq!(e.reason(), "ProviderNotSupported");
+        let errs = validate_secret_store(Some("a"), &unserved, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.twinLegacy.auth.token.bearerToken.key: must not be empty"), "{errs}");
+
+        // A row's warnings name the store's fields; its own warning on an unserved field is the
+        // only one about it.
+        let w = secret_store_warnings(&unserved, plugins);
+        assert_eq!(w, ["spec.provider.twinLegacy.unserved: not served here"]);
+        let w = secret_store_warnings(&spec("provider: {twin: {remoteNamespace: r}}"), plugins);
+        assert_eq!(w, ["spec.provider.twin.remoteNamespace: ignored here"]);
+        assert!(secret_store_warnings(&spec("provider: {twin: {}}"), plugins).is_empty());
     }
 
     #[test]
@@ -799,7 +919,7 @@ mod tests {
         );
         // A process keeps only the block it serves, and still sees what else is set.
         let mut two = spec("provider: {vault: {server: 'http://v'}, webhook: {url: u}, gcpsm: {projectID: p}}");
-        two.provider.keep_only("webhook");
+        two.provider.keep_only(&["webhook"]);
         assert_eq!(two.provider.vault, Some(Default::default()));
         assert!(two.provider.other.get("gcpsm").is_some_and(|g| g.is_null()));
         assert_eq!(

@@ -324,14 +324,14 @@ mod tests {
 
         // The process that serves vault keeps openBao; the one serving kubernetes keeps crd.
         let mut kept = bao.clone();
-        kept.provider.keep_only("vault");
+        kept.provider.keep_only(&["vault"]);
         assert_eq!(kept.provider, bao.provider);
-        kept.provider.keep_only("kubernetes");
+        kept.provider.keep_only(&["kubernetes"]);
         assert_eq!(kept.provider.open_bao, Some(Default::default()));
         let mut kept = crd_store.clone();
-        kept.provider.keep_only("kubernetes");
+        kept.provider.keep_only(&["kubernetes"]);
         assert_eq!(kept.provider, crd_store.provider);
-        kept.provider.keep_only("vault");
+        kept.provider.keep_only(&["vault"]);
         assert_eq!(kept.provider.crd, Some(Default::default()));
     }
 }

@@ -281,8 +281,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     kind: "AzureKeyVault",
     plural: "azurekeyvaults",
     provider: "azure",
-    store_key: Some("azurekv"),
-    store_block: None,
+    stores: &[keyward_crds::registry::StoreBlock::spec("azurekv")],
     admit: keyward_crds::registry::admit_spec::<AzureKeyVaultSpec>,
     crd: <AzureKeyVault as kube::CustomResourceExt>::crd,
 };

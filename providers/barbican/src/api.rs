@@ -153,8 +153,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     kind: "Barbican",
     plural: "barbicans",
     provider: "barbican",
-    store_key: Some("barbican"),
-    store_block: None,
+    stores: &[keyward_crds::registry::StoreBlock::spec("barbican")],
     admit: keyward_crds::registry::admit_spec::<BarbicanSpec>,
     crd: <Barbican as kube::CustomResourceExt>::crd,
 };

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use keyward_crds::registry::{ProviderKind, ProviderSpec, StoreBlock, admit_spec};
+use keyward_crds::registry::{BlockError, ProviderKind, ProviderSpec, StoreBlock, admit_spec};
 use keyward_crds::rules::{Reach, ValidationErrors};
 use keyward_crds::store_schema::field_schema;
 use kube::CustomResource;
@@ -133,9 +133,10 @@ pub fn store_spec(block: &FakeStoreProvider) -> FakeSpec {
     FakeSpec { data }
 }
 
-fn translate(block: &serde_json::Value) -> Result<serde_json::Value, String> {
-    let block = FakeStoreProvider::deserialize(block).map_err(|e| e.to_string())?;
-    serde_json::to_value(store_spec(&block)).map_err(|e| e.to_string())
+fn translate(block: &serde_json::Value) -> Result<serde_json::Value, BlockError> {
+    let unreadable = |e: serde_json::Error| BlockError::Unreadable(e.to_string());
+    let block = FakeStoreProvider::deserialize(block).map_err(unreadable)?;
+    serde_json::to_value(store_spec(&block)).map_err(unreadable)
 }
 
 /// The registry row of `Fake`: served by `keyward-provider-fake`, and by it also the SecretStores
@@ -144,8 +145,11 @@ pub static KIND: ProviderKind = ProviderKind {
     kind: "Fake",
     plural: "fakes",
     provider: "fake",
-    store_key: Some("fake"),
-    store_block: Some(StoreBlock { schema: || field_schema::<StoreField>("fake"), translate }),
+    stores: &[StoreBlock {
+        schema: Some(|| field_schema::<StoreField>("fake")),
+        translate: Some(translate),
+        ..StoreBlock::spec("fake")
+    }],
     admit: admit_spec::<FakeSpec>,
     crd: <Fake as kube::CustomResourceExt>::crd,
 };

@@ -61,7 +61,7 @@ fn fake_translates_values_versions_and_value_maps() {
     );
     let backend = store_backend(&s.provider, &[&KIND]).expect("served");
     assert_eq!((backend.provider_name(), backend.store_key()), ("fake", "fake"));
-    let StoreBackend::Plugin(row, spec) = backend else { panic!("fake") };
+    let StoreBackend::Plugin { kind: row, spec, .. } = backend else { panic!("fake") };
     assert_eq!(row, &KIND);
     let spec: FakeSpec = serde_json::from_value(spec).expect("a Fake spec");
     assert_eq!(
@@ -98,7 +98,7 @@ fn a_fake_store_is_checked_by_the_kinds_rules() {
 /// The store CRDs type the block as upstream's, described as the store field.
 #[test]
 fn the_store_block_schema_is_upstreams() {
-    let schema = (KIND.store_block.expect("upstream's block").schema)().expect("a schema");
+    let schema = (KIND.stores[0].schema.expect("upstream's block"))().expect("a schema");
     assert_eq!(schema.description.as_deref(), Some("Static values for tests and demos (served by the Fake provider)."));
     let data = schema.properties.as_ref().and_then(|p| p.get("data")).expect("data");
     let item = data.items.as_ref().expect("items");

@@ -124,8 +124,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     kind: "GCPSecretManager",
     plural: "gcpsecretmanagers",
     provider: "gcp",
-    store_key: Some("gcpsm"),
-    store_block: None,
+    stores: &[keyward_crds::registry::StoreBlock::spec("gcpsm")],
     admit: keyward_crds::registry::admit_spec::<GCPSecretManagerSpec>,
     crd: <GCPSecretManager as kube::CustomResourceExt>::crd,
 };

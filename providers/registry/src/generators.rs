@@ -46,7 +46,7 @@ mod tests {
                 );
             }
             if row.spec_is_store_block {
-                assert!(generator_store_block(row.kind).is_some_and(|p| p.store_key.is_some()), "{}", row.kind);
+                assert!(generator_store_block(row.kind).is_some_and(|p| !p.stores.is_empty()), "{}", row.kind);
             }
         }
     }
@@ -88,7 +88,7 @@ mod tests {
                 ("GCRAccessToken", "gcp"),
             ]
         );
-        assert_eq!(generator_store_block(GeneratorKind::Webhook).and_then(|p| p.store_key), Some("webhook"));
+        assert_eq!(generator_store_block(GeneratorKind::Webhook).map(|p| p.stores[0].key), Some("webhook"));
         assert!(generator_store_block(GeneratorKind::VaultDynamicSecret).is_none());
         assert!(generator_provider(GeneratorKind::Password).is_none());
     }

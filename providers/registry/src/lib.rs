@@ -58,7 +58,7 @@ mod tests {
         for row in PROVIDER_KINDS {
             assert!(seen.insert(row.kind), "{} twice", row.kind);
             assert!(seen.insert(row.plural), "{} twice", row.plural);
-            if let Some(key) = row.store_key {
+            for key in row.stores.iter().map(|block| block.key) {
                 assert!(seen.insert(key), "store key {key} twice");
                 assert!(
                     !keyward_crds::rules::SERVED_STORE_PROVIDERS.contains(&key),

@@ -19,7 +19,7 @@
 //! blocks for any provider. The watch keeps of each store only the `spec.provider` block this
 //! process serves ([`ConfigWatches::lookup_store`]; the others keep their names, so a store
 //! naming two providers is still refused), once the process said which it serves
-//! ([`ConfigWatches::serve_store_key`]); until then stores are read with a GET. The blocks
+//! ([`ConfigWatches::serve_store_keys`]); until then stores are read with a GET. The blocks
 //! Keyward does not type arrive measured and bounded (`keyward_crds::free_json`), so even a
 //! store listed before it is trimmed holds no more than those limits of them.
 
@@ -49,8 +49,8 @@ const FIRST_LIST: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub struct ConfigWatches {
     stores: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
-    /// The `spec.provider.<key>` this process serves, once a call said so.
-    served: OnceLock<&'static str>,
+    /// The `spec.provider.<key>` blocks this process serves, once a call said so.
+    served: OnceLock<Vec<&'static str>>,
 }
 
 /// A store kind: its `spec.provider`, to keep only the served block of.
@@ -92,10 +92,10 @@ impl ConfigWatches {
         Self::watched(store, started, namespace, name).await
     }
 
-    /// Says which `spec.provider.<key>` this process serves (the first caller decides; a
-    /// process serves one), so the store watches can keep only that block.
-    pub fn serve_store_key(&self, key: &'static str) {
-        let _ = self.served.set(key);
+    /// Says which `spec.provider.<key>` blocks this process serves (the first caller decides; a
+    /// process serves one kind), so the store watches can keep only those blocks.
+    pub fn serve_store_keys(&self, keys: impl IntoIterator<Item = &'static str>) {
+        let _ = self.served.set(keys.into_iter().collect());
     }
 
     /// [`Self::lookup`] for a SecretStore or ClusterSecretStore, from a watch that keeps only
@@ -114,9 +114,9 @@ impl ConfigWatches {
         if ctx.max_age.is_zero() {
             return None;
         }
-        let served = *self.served.get()?;
+        let served = self.served.get()?.clone();
         let (store, started) = self.store::<K>(client, move |o: &mut K| {
-            o.provider_mut().keep_only(served);
+            o.provider_mut().keep_only(&served);
             drop_managed_fields(o.meta_mut());
         });
         Self::watched(store, started, namespace, name).await

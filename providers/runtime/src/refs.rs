@@ -213,7 +213,7 @@ impl ClusterRefs {
         // store key is its provider's name).
         let row = keyward_crds::registry::BUILTIN_KINDS.iter().find(|r| r.kind == K::kind(&()));
         if let Some(row) = row {
-            self.watches.serve_store_key(row.store_key.unwrap_or(row.provider));
+            self.watches.serve_store_keys([row.provider]);
         }
         let ns = ctx.config_namespace();
         let (spec, generation, what) = match store_backend(self, ctx, &[]).await? {
@@ -254,15 +254,14 @@ impl ClusterRefs {
         K: ConfigKind + kube::core::object::HasSpec,
         K::Spec: ProviderSpec + Clone,
     {
-        self.watches.serve_store_key(kind.store_key.unwrap_or(kind.provider));
+        self.watches.serve_store_keys(kind.stores.iter().map(|block| block.key));
         let ns = ctx.config_namespace();
         let resolved = match store_backend(self, ctx, &[kind]).await? {
-            Some((StoreBackend::Plugin(row, block), generation)) if row == kind => {
+            Some((StoreBackend::Plugin { kind: row, key, spec: block }, generation)) if row == kind => {
                 let what = match ctx.store_ref_kind {
                     StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
                     _ => format!("{} {ns}/{}", ctx.kind, ctx.name),
                 };
-                let key = row.store_key.unwrap_or(row.provider);
                 let spec = serde_json::from_value::<K::Spec>(block)
                     .map_err(|e| ProviderError::BadConfig(format!("{what}: spec.provider.{key}: {e}")))?;
                 ResolvedConfig { spec, generation, what }

@@ -157,8 +157,7 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     kind: "Webhook",
     plural: "webhooks",
     provider: "webhook",
-    store_key: Some("webhook"),
-    store_block: None,
+    stores: &[keyward_crds::registry::StoreBlock::spec("webhook")],
     admit: keyward_crds::registry::admit_spec::<WebhookSpec>,
     crd: <Webhook as kube::CustomResourceExt>::crd,
 };

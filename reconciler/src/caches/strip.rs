@@ -39,7 +39,7 @@ pub fn cluster_secret_store(s: &mut ClusterSecretStore) {
 
 fn unserved_blocks(p: &mut SecretStoreProvider) {
     let plugins = keyward_provider_registry::PROVIDER_KINDS;
-    p.other.keep_content(|name| plugins.iter().any(|k| k.store_key == Some(name)));
+    p.other.keep_content(|name| plugins.iter().flat_map(|k| k.stores).any(|b| b.key == name));
 }
 
 /// Keeps only the labels and annotations named.
