@@ -289,11 +289,13 @@ impl ProviderClient {
         .map(|r| r.exists)
     }
 
-    /// `Validate`.
-    pub async fn validate(&self) -> Result<pb::ValidateResponse, ProviderError> {
+    /// `Validate`, letting the provider read the configuration objects from what it already
+    /// holds when they are at most `max_age` old (zero: read them anew).
+    pub async fn validate(&self, max_age: Duration) -> Result<pb::ValidateResponse, ProviderError> {
         let req = pb::ValidateRequest {
             provider_ref: self.provider_ref(),
             source_namespace: self.core.source_namespace.clone(),
+            max_age_millis: max_age_millis(max_age),
         };
         self.call("Validate", |mut c| {
             let req = req.clone();

@@ -94,7 +94,7 @@ fn requests_roundtrip() {
         remote_ref: Some(push_ref()),
         source_namespace: ns(),
     });
-    roundtrip(ValidateRequest { provider_ref: Some(provider_ref()), source_namespace: ns() });
+    roundtrip(ValidateRequest { provider_ref: Some(provider_ref()), source_namespace: ns(), max_age_millis: 60_000 });
     roundtrip(CapabilitiesRequest { provider_ref: Some(provider_ref()), source_namespace: ns() });
 }
 
@@ -136,6 +136,8 @@ fn field_numbers_match_the_published_contract() {
         tag100(2)
     );
     assert_eq!(first_two(roundtrip(PushSecretRemoteRef { metadata: b"{}".to_vec(), ..Default::default() })), tag100(2));
+    assert_eq!(first_two(roundtrip(GetSecretRequest { max_age_millis: 1, ..Default::default() })), tag100(0));
+    assert_eq!(first_two(roundtrip(ValidateRequest { max_age_millis: 1, ..Default::default() })), tag100(0));
     assert_eq!(only(roundtrip(GetSecretRequest { source_namespace: "a".into(), ..Default::default() })), tag(3, 2));
     assert_eq!(
         only(roundtrip(GetSecretRequest { provider_ref: Some(provider_ref()), ..Default::default() })),
@@ -159,4 +161,24 @@ fn descriptor_set_names_the_service() {
     let text = String::from_utf8_lossy(crate::FILE_DESCRIPTOR_SET);
     assert!(text.contains("SecretStoreProvider"));
     assert!(text.contains("provider/v1/secretstore.proto"));
+}
+
+/// ValidateRequest as a peer without Keyward's additions has it (upstream's v2 contract).
+#[derive(Clone, PartialEq, prost::Message)]
+struct PlainValidateRequest {
+    #[prost(message, optional, tag = "1")]
+    provider_ref: Option<ProviderReference>,
+    #[prost(string, tag = "2")]
+    source_namespace: String,
+}
+
+#[test]
+fn validate_max_age_is_skipped_by_peers_that_do_not_know_it() {
+    let ns = "team-a".to_string();
+    let ours = ValidateRequest { provider_ref: Some(provider_ref()), source_namespace: ns, max_age_millis: 60_000 };
+    let plain = PlainValidateRequest::decode(ours.encode_to_vec().as_slice()).expect("a plain peer decodes it");
+    assert_eq!((plain.provider_ref.as_ref(), plain.source_namespace.as_str()), (Some(&provider_ref()), "team-a"));
+    // A plain peer's request reads as "read the configuration anew".
+    let back = ValidateRequest::decode(plain.encode_to_vec().as_slice()).expect("decodes");
+    assert_eq!(back, ValidateRequest { max_age_millis: 0, ..ours });
 }

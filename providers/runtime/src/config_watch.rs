@@ -3,13 +3,14 @@
 //! API server nothing (feature `refs`).
 //!
 //! A kind's watch starts the first time the kind is asked for. The watch answers only calls
-//! that accept an aged answer (a GetSecret or GetSecretMap with `max_age_millis` above 0): they
-//! accept a configuration a moment behind the API server too. Every other call — a sync a spec
-//! edit or force-sync asked for, Validate, pushes — reads the object with a GET, as does any
-//! call the watch cannot answer: not listed yet (the first call waits a moment for the list),
-//! unable to list (no list/watch permission), or an object it has not seen (created a moment
-//! ago). Objects are kept without their managed fields; memory grows with the number of
-//! configuration objects, not with calls.
+//! that accept an aged answer (a GetSecret, GetSecretMap or Validate with `max_age_millis` above
+//! 0: syncs within a refresh window, periodic store checks): they accept a configuration a
+//! moment behind the API server too. Every other call — a sync a spec edit or force-sync asked
+//! for, a store's first check or one after its spec changed, pushes — reads the object with a
+//! GET, as does any call the watch cannot answer: not listed yet (the first call waits a moment
+//! for the list), unable to list (no list/watch permission), or an object it has not seen
+//! (created a moment ago). Objects are kept without their managed fields; memory grows with
+//! the number of configuration objects, not with calls.
 //!
 //! Secrets and ConfigMaps are watched as metadata only, kept as name and resourceVersion: that
 //! is all [`crate::client_cache`] needs to see whether what a cached client was built from

@@ -62,8 +62,9 @@ pub struct RequestContext {
     /// Namespace of the ExternalSecret or PushSecret making the request (may be empty only for
     /// Validate with an explicit config namespace, and for Capabilities).
     pub source_namespace: String,
-    /// How old an answer the caller accepts (GetSecret's and GetSecretMap's
-    /// `max_age_millis`; zero for every other call): what [`crate::read_cache`] may serve.
+    /// How old an answer the caller accepts (GetSecret's, GetSecretMap's and Validate's
+    /// `max_age_millis`; zero for every other call): what [`crate::read_cache`] may serve, and
+    /// whether configuration objects may come from the watches ([`crate::config_watch`]).
     pub max_age: std::time::Duration,
     /// The namespaces whose own configurations may use the provider's identity (the process's
     /// `--provider-identity-namespaces`; none unless the operator lists some).

@@ -241,7 +241,11 @@ impl<P: Provider> SecretStoreProvider for ProviderService<P> {
     async fn validate(&self, request: Request<ValidateRequest>) -> Result<Response<ValidateResponse>, Status> {
         const M: &str = "Validate";
         let req = request.into_inner();
-        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, false);
+        // A periodic check accepts the configuration the watches hold (`max_age_millis`); the
+        // store itself is still called.
+        let max_age = Duration::from_millis(u64::from(req.max_age_millis));
+        let checked = check_provider_ref(M, req.provider_ref.as_ref(), &req.source_namespace, false)
+            .map(|ctx| RequestContext { max_age, ..ctx });
         self.run(M, "", checked, |p, ctx| async move {
             match p.validate(&ctx).await {
                 Ok(warnings) => Ok(ValidateResponse { valid: true, error: String::new(), warnings }),

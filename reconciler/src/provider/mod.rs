@@ -76,7 +76,8 @@ where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let started = std::time::Instant::now();
-    let checked = check::check(ctx, &store, &previous, object.meta().generation).await;
+    let interval = interval.unwrap_or(ctx.settings.provider_check_interval);
+    let checked = check::check(ctx, &store, &previous, object.meta().generation, interval).await;
     ctx.metrics.set_provider_condition(&K::kind(&()), &object.name_any(), ns, checked.ready);
     if let Some(series) = ctx.metrics.store_series(&K::kind(&())) {
         series.set_ready(ns, &object.name_any(), checked.ready);
@@ -95,7 +96,7 @@ where
         // A store that does not answer is a failed check, as upstream's store controllers count it.
         crate::controller_metrics::failed();
     }
-    Ok(next(interval.unwrap_or(ctx.settings.provider_check_interval), checked.ready))
+    Ok(next(interval, checked.ready))
 }
 
 async fn report(

@@ -359,7 +359,11 @@ async fn default_chain_web_identity_serves_the_operator_config() {
         // namespace, used elsewhere.
         let r = operator_ref("SecretsManager", "ambient", &ns);
         let v = c
-            .validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: "elsewhere".into() })
+            .validate(ValidateRequest {
+                provider_ref: Some(r.clone()),
+                source_namespace: "elsewhere".into(),
+                max_age_millis: 0,
+            })
             .await
             .unwrap()
             .into_inner();
@@ -502,7 +506,11 @@ async fn secret_stores_serve_secrets_manager_and_parameter_store() {
             assert!(found(c, find_req(&ps, &ns, "", "app", &[("team", "a")])).await.is_empty());
 
             let v = c
-                .validate(ValidateRequest { provider_ref: Some(ps.clone()), source_namespace: ns.clone() })
+                .validate(ValidateRequest {
+                    provider_ref: Some(ps.clone()),
+                    source_namespace: ns.clone(),
+                    max_age_millis: 0,
+                })
                 .await
                 .unwrap()
                 .into_inner();

@@ -107,7 +107,7 @@ async fn reads_by_id_property_map_and_find() {
         let caps = CapabilitiesRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() };
         let caps = c.clone().capabilities(caps).await.expect("capabilities").into_inner();
         assert_eq!(caps.capabilities(), SecretStoreCapabilities::ReadOnly);
-        let v = ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() };
+        let v = ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone(), max_age_millis: 0 };
         let v = c.clone().validate(v).await.expect("validate").into_inner();
         assert!(v.valid, "{v:?}");
         drop(provider);
@@ -188,7 +188,11 @@ spec:
             "{e:?}"
         );
         assert!(!e.message().contains("not-the-password"), "the password is not in the message: {e:?}");
-        let v = ValidateRequest { provider_ref: Some(barbican_ref("wrong")), source_namespace: ns.clone() };
+        let v = ValidateRequest {
+            provider_ref: Some(barbican_ref("wrong")),
+            source_namespace: ns.clone(),
+            max_age_millis: 0,
+        };
         let v = c.clone().validate(v).await.expect("validate").into_inner();
         assert!(!v.valid && v.error.contains("refused the login"), "{v:?}");
         assert!(!provider.child.log().contains("not-the-password") && !provider.child.log().contains(os.password()));

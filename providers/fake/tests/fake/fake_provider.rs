@@ -91,6 +91,7 @@ async fn serves_versions_health_reflection_and_metrics() {
             .validate(ValidateRequest {
                 provider_ref: Some(provider_ref("Fake", "missing", &ns, "ClusterProvider")),
                 source_namespace: String::new(),
+                max_age_millis: 0,
             })
             .await
             .expect("validate")

@@ -666,7 +666,7 @@ async fn auth_ref_kubeconfigs_are_data_never_code() {
             assert!(e.message().contains(&format!("the kubeconfig sets {field}")), "{}", e.message());
             assert!(e.message().contains("data, never code"), "{}", e.message());
             let v = c
-                .validate(ValidateRequest { provider_ref: Some(pref), source_namespace: ns.clone() })
+                .validate(ValidateRequest { provider_ref: Some(pref), source_namespace: ns.clone(), max_age_millis: 0 })
                 .await
                 .expect("validate answers")
                 .into_inner();

@@ -634,7 +634,7 @@ async fn exists<T: ConformanceTarget + ?Sized>(r: &mut Run<'_, T>) -> Result<(),
 async fn validate<T: ConformanceTarget + ?Sized>(r: &mut Run<'_, T>) -> Result<(), String> {
     let call = |pref: ProviderReference| {
         let mut client = r.client.clone();
-        let req = ValidateRequest { provider_ref: Some(pref), source_namespace: r.ns.clone() };
+        let req = ValidateRequest { provider_ref: Some(pref), source_namespace: r.ns.clone(), max_age_millis: 0 };
         async move { client.validate(req).await.map(tonic::Response::into_inner) }
     };
     let good =

@@ -292,7 +292,11 @@ async fn secret_stores_with_userpass_and_ldap_headers_and_check_and_set() {
             assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
             assert!(e.message().contains("spec.headers"), "{}", e.message());
             let valid = c
-                .validate(ValidateRequest { provider_ref: Some(store_ref("ldap", &ns)), source_namespace: ns.clone() })
+                .validate(ValidateRequest {
+                    provider_ref: Some(store_ref("ldap", &ns)),
+                    source_namespace: ns.clone(),
+                    max_age_millis: 0,
+                })
                 .await
                 .unwrap()
                 .into_inner();

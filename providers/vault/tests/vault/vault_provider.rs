@@ -387,7 +387,7 @@ async fn logins_renewal_relogin_and_the_tenant_boundary() {
                 "auth": {"tokenSecretRef": {"name": "bad-token", "key": "token"}}}))
             .await;
             let valid = c
-                .validate(ValidateRequest { provider_ref: Some(provider_ref("Vault", "bad", "", "Provider")), source_namespace: ns.clone() })
+                .validate(ValidateRequest { provider_ref: Some(provider_ref("Vault", "bad", "", "Provider")), source_namespace: ns.clone(), max_age_millis: 0 })
                 .await
                 .unwrap()
                 .into_inner();

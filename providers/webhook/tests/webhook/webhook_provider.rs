@@ -144,7 +144,13 @@ async fn reads_maps_pushes_and_deletes_through_a_webhook_config() {
         };
         let e = c.get_all_secrets(find).await.expect_err("not supported");
         assert_eq!(e.code(), Code::Unimplemented, "{e:?}");
-        let v = c.validate(ValidateRequest { provider_ref: Some(r.clone()), source_namespace: ns.clone() }).await;
+        let v = c
+            .validate(ValidateRequest {
+                provider_ref: Some(r.clone()),
+                source_namespace: ns.clone(),
+                max_age_millis: 0,
+            })
+            .await;
         assert!(v.expect("validate").into_inner().valid);
         drop(provider);
     })
@@ -249,7 +255,11 @@ async fn a_tenant_config_stays_in_its_namespace_and_off_loopback() {
             let e = get(&mut c, &webhook_ref(name), &ns, "db", "").await.expect_err("loopback");
             assert_eq!(e.code(), Code::PermissionDenied, "{name}: {e:?}");
             assert!(e.message().contains("denied network 127.0.0.0/8"), "{name}: {e:?}");
-            let v = c.validate(ValidateRequest { provider_ref: Some(webhook_ref(name)), source_namespace: ns.clone() });
+            let v = c.validate(ValidateRequest {
+                provider_ref: Some(webhook_ref(name)),
+                source_namespace: ns.clone(),
+                max_age_millis: 0,
+            });
             let v = v.await.expect("validate").into_inner();
             assert!(!v.valid && v.error.contains("denied network"), "{v:?}");
         }
