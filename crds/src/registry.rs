@@ -90,12 +90,16 @@ pub struct StoreBlock {
     /// as warnings; the store still applies), fields named as in a configuration (`spec.auth`),
     /// which the store's warnings move under `spec.provider.<key>`.
     pub warnings: Option<fn(&Value) -> Vec<String>>,
+    /// How admission reads the block as written, when its rules are not the kind's rules of its
+    /// translated spec (a block with rules of its own, such as a login it requires). Unset:
+    /// [`ProviderKind::admit`] of the translated spec.
+    pub admit: Option<AdmitFn>,
 }
 
 impl StoreBlock {
     /// A block that is the kind's spec as written.
     pub const fn spec(key: &'static str) -> StoreBlock {
-        StoreBlock { key, schema: None, translate: None, warnings: None }
+        StoreBlock { key, schema: None, translate: None, warnings: None, admit: None }
     }
 }
 

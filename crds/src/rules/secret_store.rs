@@ -20,7 +20,7 @@ use super::validate::{check_conditions, check_kubernetes};
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::provider_config::KubernetesSpec;
-use crate::registry::{BlockError, ProviderKind, StoreBlock};
+use crate::registry::{AdmitSink, BlockError, ProviderKind, StoreBlock};
 use crate::secret_store::{KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::store_blocks::CrdReadSpec;
@@ -403,7 +403,9 @@ pub fn validate_secret_store(
             prefixed(&mut errs, "spec.provider.openBao", o.map_or(Ok(()), validate_open_bao));
         }
         Ok(StoreBackend::Crd(c)) => prefixed(&mut errs, "spec.provider.crd", validate_crd(&c)),
-        Ok(StoreBackend::Plugin { kind, key, spec }) => admit_block(&mut errs, kind, key, &spec),
+        Ok(StoreBackend::Plugin { kind, key, spec: translated }) => {
+            admit_block(&mut errs, kind, key, |out| admit_served(&spec.provider, kind, key, &translated, out));
+        }
         // A Vault block with an unserved login (GCE) is still checked as a Vault block.
         Err(StoreProviderError::NotSupported { .. }) => {
             if let Some(v) = &spec.provider.vault {
@@ -413,7 +415,7 @@ pub fn validate_secret_store(
                 && let Some(Err(BlockError::NotServed { checked: Some(checked), .. })) =
                     block.translate.map(|translate| translate(&value))
             {
-                admit_block(&mut errs, kind, block.key, &checked);
+                admit_block(&mut errs, kind, block.key, |out| (kind.admit)(&checked, out));
             }
         }
         Err(StoreProviderError::Oversized(o)) => errs.push("spec.provider", o.to_string()),
@@ -437,11 +439,32 @@ pub fn validate_secret_store(
     errs.into_result()
 }
 
-/// A plug-in kind's field errors in its block `key`, under `spec.provider.<key>`.
-fn admit_block(errs: &mut ValidationErrors, kind: &ProviderKind, key: &str, spec: &serde_json::Value) {
+/// A plug-in kind's field errors in its block `key`, as `read` reports them, under
+/// `spec.provider.<key>`.
+fn admit_block(
+    errs: &mut ValidationErrors,
+    kind: &ProviderKind,
+    key: &str,
+    read: impl FnOnce(&mut AdmitSink<'_>) -> Result<(), serde_json::Error>,
+) {
     let prefix = format!("spec.provider.{key}");
-    if let Err(e) = (kind.admit)(spec, &mut |result, _| prefixed(errs, &prefix, result)) {
+    if let Err(e) = read(&mut |result, _| prefixed(errs, &prefix, result)) {
         errs.push(prefix, format!("not a {} configuration: {e}", kind.kind));
+    }
+}
+
+/// Admission's reading of a served plug-in block: the block's own, of the block as written
+/// ([`StoreBlock::admit`]), else the kind's, of its translated spec.
+fn admit_served(
+    provider: &SecretStoreProvider,
+    kind: &ProviderKind,
+    key: &str,
+    translated: &serde_json::Value,
+    out: &mut AdmitSink<'_>,
+) -> Result<(), serde_json::Error> {
+    match kind.stores.iter().find(|b| b.key == key).and_then(|b| b.admit) {
+        Some(admit) => admit(&provider.other.get(key).map(|b| b.value().unwrap_or_default()).unwrap_or_default(), out),
+        None => (kind.admit)(translated, out),
     }
 }
 
@@ -471,7 +494,9 @@ pub fn secret_store_boundary(
         StoreBackend::Crd(c) => judge(&kubernetes_reach(&c.connection)),
         StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
         // A block that does not read is validate_secret_store's field error.
-        StoreBackend::Plugin { kind, spec, .. } => _ = (kind.admit)(spec, &mut |_, reach| judge(reach)),
+        StoreBackend::Plugin { kind, key, spec: translated } => {
+            _ = admit_served(&spec.provider, kind, key, translated, &mut |_, reach| judge(reach));
+        }
     }
     errs.into_result()
 }
@@ -851,6 +876,57 @@ mod tests {
         let w = secret_store_warnings(&spec("provider: {twin: {remoteNamespace: r}}"), plugins);
         assert_eq!(w, ["spec.provider.twin.remoteNamespace: ignored here"]);
         assert!(secret_store_warnings(&spec("provider: {twin: {}}"), plugins).is_empty());
+    }
+
+    /// A kind whose block `framed` is its spec plus a required `frame`, which the block's own
+    /// admission checks before the kind's rules of the spec.
+    static FRAMED: ProviderKind = ProviderKind {
+        kind: "Framed",
+        plural: "frameds",
+        provider: "framed",
+        stores: &[StoreBlock {
+            translate: Some(|block| Ok(unframed(block))),
+            admit: Some(|block, out| {
+                let spec: KubernetesSpec = serde_json::from_value(unframed(block))?;
+                let mut errs = crate::registry::ProviderSpec::validate(&spec).err().unwrap_or_default();
+                if block.get("frame").is_none() {
+                    errs.push("spec.frame", "must be set");
+                }
+                out(errs.into_result(), &crate::registry::ProviderSpec::reach(&spec));
+                Ok(())
+            }),
+            ..StoreBlock::spec("framed")
+        }],
+        admit: crate::registry::admit_spec::<KubernetesSpec>,
+        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+    };
+
+    /// A `framed` block without its `frame`: the spec.
+    fn unframed(block: &serde_json::Value) -> serde_json::Value {
+        let mut spec = block.clone();
+        spec.as_object_mut().map(|o| o.remove("frame"));
+        spec
+    }
+
+    #[test]
+    fn a_block_with_rules_of_its_own_is_admitted_by_them() {
+        let plugins: Plugins<'_> = &[&FRAMED];
+        let ok = spec("provider: {framed: {frame: 1, auth: {token: {bearerToken: {name: t, key: k}}}}}");
+        let StoreBackend::Plugin { spec: translated, .. } = store_backend(&ok.provider, plugins).expect("served")
+        else {
+            panic!("a plug-in")
+        };
+        assert!(translated.get("frame").is_none(), "the provider gets the spec: {translated}");
+        assert_eq!(validate_secret_store(Some("a"), &ok, plugins), Ok(()));
+        let bad = spec("provider: {framed: {auth: {token: {bearerToken: {name: t}}}}}");
+        let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.framed.frame: must be set"), "{errs}");
+        assert!(errs.contains("spec.provider.framed.auth.token.bearerToken.key: must not be empty"), "{errs}");
+        let across =
+            spec("provider: {framed: {frame: 1, auth: {token: {bearerToken: {name: t, key: k, namespace: b}}}}}");
+        let none = &ProviderIdentityNamespaces::NONE;
+        let errs = secret_store_boundary("a", &across, plugins, none).unwrap_err().to_string();
+        assert!(errs.contains("spec.provider.framed.auth.token.bearerToken.namespace"), "{errs}");
     }
 
     #[test]
