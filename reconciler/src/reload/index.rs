@@ -1,6 +1,12 @@
 //! Who uses what, kept in step with the caches so that an event costs a lookup, not a scan:
 //! ExternalSecret → (target Secret, data hash), target Secret → ExternalSecrets writing it, and
 //! Secret or injected ExternalSecret → reloadable workloads using it.
+//!
+//! ExternalSecrets are indexed only in namespaces that hold a reloadable workload: elsewhere no
+//! change of theirs can concern one, and most installs have none (the index cost 0.3 KB per
+//! ExternalSecret at 10,000). When a namespace gets its first reloadable workload the caller
+//! fills its ExternalSecrets in from the cache ([`Index::set_workload`] says when); when it loses
+//! its last, they are dropped.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -50,6 +56,8 @@ pub struct Index {
     /// vector (one small allocation) rather than a set (a B-tree node).
     targets: HashMap<Path, Vec<Box<str>>>,
     workloads: HashMap<WorkloadKey, Uses>,
+    /// Reloadable workloads by namespace: the namespaces whose ExternalSecrets are indexed.
+    namespaces: HashMap<String, usize>,
     by_secret: HashMap<Path, HashSet<WorkloadKey>>,
     by_injected: HashMap<Path, HashSet<WorkloadKey>>,
 }
@@ -65,13 +73,17 @@ fn unlink(map: &mut HashMap<Path, HashSet<WorkloadKey>>, key: Path, w: &Workload
 
 impl Index {
     /// Records an ExternalSecret's target and data hash (`None` when it is gone); returns the
-    /// workloads whose hash may have changed.
+    /// workloads whose hash may have changed. Outside the namespaces with a reloadable workload
+    /// nothing is kept, and none is.
     pub fn set_external_secret(
         &mut self,
         namespace: &str,
         name: &str,
         input: Option<(String, Option<String>)>,
     ) -> Vec<WorkloadKey> {
+        if !self.namespaces.contains_key(namespace) {
+            return Vec::new();
+        }
         let key = path(namespace, name);
         let input: Option<Writes> = input.map(|(t, h)| (t.into_boxed_str(), h.map(String::into_boxed_str)));
         let old = match &input {
@@ -109,16 +121,29 @@ impl Index {
     }
 
     /// Records what a workload uses (`None` when it is gone or does not reload); returns whether
-    /// it changed.
-    pub fn set_workload(&mut self, w: WorkloadKey, uses: Option<Uses>) -> bool {
+    /// it changed, and whether its namespace's ExternalSecrets are now to be filled in (it is the
+    /// namespace's first reloadable workload: [`Self::set_external_secret`] each of them).
+    pub fn set_workload(&mut self, w: WorkloadKey, uses: Option<Uses>) -> (bool, bool) {
         let old = match &uses {
             Some(u) => self.workloads.insert(w.clone(), u.clone()),
             None => self.workloads.remove(&w),
         };
         if old == uses {
-            return false;
+            return (false, false);
         }
         let ns = w.namespace.as_str();
+        let fill = match (old.is_some(), uses.is_some()) {
+            (false, true) => {
+                let count = self.namespaces.entry(ns.to_string()).or_default();
+                *count += 1;
+                *count == 1
+            }
+            (true, false) => {
+                self.leave(ns);
+                false
+            }
+            _ => false,
+        };
         if let Some(old) = old {
             for s in old.secrets {
                 unlink(&mut self.by_secret, path(ns, &s), &w);
@@ -135,7 +160,21 @@ impl Index {
                 self.by_injected.entry(path(ns, &e)).or_default().insert(w.clone());
             }
         }
-        true
+        (true, fill)
+    }
+
+    /// One reloadable workload fewer in `ns`; the last one takes the namespace's ExternalSecrets
+    /// out of the index.
+    fn leave(&mut self, ns: &str) {
+        let Some(count) = self.namespaces.get_mut(ns) else { return };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        self.namespaces.remove(ns);
+        let prefix = format!("{ns}/");
+        self.external_secrets.retain(|k, _| !k.starts_with(&prefix));
+        self.targets.retain(|k, _| !k.starts_with(&prefix));
     }
 
     /// The target Secret of an ExternalSecret.
@@ -189,10 +228,10 @@ mod tests {
     #[test]
     fn an_external_secret_change_reaches_exactly_the_workloads_using_it() {
         let mut i = Index::default();
-        assert!(i.set_workload(w("direct"), using(&["db"], &[])));
-        assert!(i.set_workload(w("injects"), using(&[], &["db-es"])));
-        assert!(i.set_workload(w("other"), using(&["cache"], &[])));
-        assert!(!i.set_workload(w("other"), using(&["cache"], &[])), "unchanged");
+        assert_eq!(i.set_workload(w("direct"), using(&["db"], &[])), (true, true), "the namespace's first");
+        assert_eq!(i.set_workload(w("injects"), using(&[], &["db-es"])), (true, false));
+        assert!(i.set_workload(w("other"), using(&["cache"], &[])).0);
+        assert_eq!(i.set_workload(w("other"), using(&["cache"], &[])), (false, false), "unchanged");
         let mut hit = i.set_external_secret("a", "db-es", Some(("db".into(), Some("h1".into()))));
         hit.sort_by(|x, y| x.name.cmp(&y.name));
         assert_eq!(hit, vec![w("direct"), w("injects")]);
@@ -200,7 +239,7 @@ mod tests {
         assert_eq!(i.data_hash_of("a", "db").as_deref(), Some("h1"));
         assert_eq!(i.target_of("a", "db-es").as_deref(), Some("db"));
         // A new target: workloads of the old and the new Secret are both concerned.
-        assert!(i.set_workload(w("new"), using(&["db2"], &[])));
+        assert!(i.set_workload(w("new"), using(&["db2"], &[])).0);
         let hit: HashSet<_> =
             i.set_external_secret("a", "db-es", Some(("db2".into(), Some("h1".into())))).into_iter().collect();
         assert_eq!(hit, [w("direct"), w("injects"), w("new")].into_iter().collect());
@@ -213,11 +252,37 @@ mod tests {
             i.set_workload(w(n), None);
         }
         assert!(i.by_secret.is_empty() && i.by_injected.is_empty() && i.workloads() == 0);
+        assert!(i.namespaces.is_empty());
+    }
+
+    #[test]
+    fn only_namespaces_with_a_reloadable_workload_index_their_external_secrets() {
+        let mut i = Index::default();
+        let synced = || Some(("db".to_string(), Some("h1".to_string())));
+        assert!(i.set_external_secret("a", "db-es", synced()).is_empty());
+        assert!(i.external_secrets.is_empty() && i.targets.is_empty(), "no workload in a: nothing kept");
+        // The first workload of the namespace asks for its ExternalSecrets to be filled in.
+        assert_eq!(i.set_workload(w("direct"), using(&["db"], &[])), (true, true));
+        assert_eq!(i.set_external_secret("a", "db-es", synced()), vec![w("direct")]);
+        assert_eq!(i.data_hash_of("a", "db").as_deref(), Some("h1"));
+        // A workload of another namespace does not index this one's.
+        let elsewhere = WorkloadKey { kind: Kind::Deployment, namespace: "b".into(), name: "x".into() };
+        assert_eq!(i.set_workload(elsewhere.clone(), using(&["db"], &[])), (true, true));
+        assert!(i.set_external_secret("c", "db-es", synced()).is_empty());
+        assert_eq!(i.external_secrets.len(), 1);
+        // No longer reloading (still there, without the annotation): its namespace's entries go.
+        assert_eq!(i.set_workload(w("direct"), None), (true, false));
+        assert_eq!(i.data_hash_of("a", "db"), None);
+        assert!(i.external_secrets.is_empty() && i.targets.is_empty());
+        assert_eq!(i.namespaces.keys().collect::<Vec<_>>(), vec!["b"]);
+        i.set_workload(elsewhere, None);
+        assert!(i.namespaces.is_empty());
     }
 
     #[test]
     fn two_writers_of_one_secret_agree_on_the_first_synced_by_name() {
         let mut i = Index::default();
+        i.set_workload(w("uses-s"), using(&["s"], &[]));
         i.set_external_secret("a", "b-es", Some(("s".into(), Some("hb".into()))));
         i.set_external_secret("a", "a-es", Some(("s".into(), None)));
         assert_eq!(i.data_hash_of("a", "s").as_deref(), Some("hb"), "a-es has not synced");

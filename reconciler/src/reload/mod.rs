@@ -14,13 +14,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
+use keyward_crds::ExternalSecret;
 use keyward_crds::workload::{SECRETS_HASH_ANNOTATION, template_secrets_hash};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::caches::packed::Packed;
 use crate::caches::{self, Caches, Change, Trigger, Watched};
 use index::{Index, WorkloadKey};
 use workload::{Kind, Workload, template_annotations, wants_reload};
@@ -108,8 +110,35 @@ impl Senders {
     }
 }
 
+/// What the index keeps of an ExternalSecret: its target Secret and the data hash it wrote.
+fn rollout_input(es: &ExternalSecret) -> (String, Option<String>) {
+    (es.target_secret_name(), es.rollout_data_hash().map(str::to_string))
+}
+
+/// Indexes the cached ExternalSecrets of `namespace` (its first reloadable workload arrived).
+/// The ExternalSecret hook runs after its store changed, so a change racing this one is either
+/// read here or applied by the hook afterwards, the same either way.
+fn fill_namespace(index: &mut Index, external_secrets: &Store<Packed<ExternalSecret>>, namespace: &str) {
+    for packed in external_secrets.state() {
+        if packed.meta().namespace.as_deref() != Some(namespace) {
+            continue;
+        }
+        match packed.unpack() {
+            Ok(es) => {
+                index.set_external_secret(namespace, &es.name_any(), Some(rollout_input(&es)));
+            }
+            Err(e) => tracing::error!(error = %e, "skipping a cached object"),
+        }
+    }
+}
+
 /// Keeps the index of one workload kind and triggers a workload when what it uses changed.
-fn follow<W: Workload>(watched: &mut Watched<W>, index: Shared, senders: Senders) {
+fn follow<W: Workload>(
+    watched: &mut Watched<W>,
+    index: Shared,
+    senders: Senders,
+    external_secrets: Store<Packed<ExternalSecret>>,
+) {
     watched.hook(move |change| match change {
         Change::Applied(w) => {
             let key = WorkloadKey { kind: W::KIND, namespace: w.namespace().unwrap_or_default(), name: w.name_any() };
@@ -118,7 +147,15 @@ fn follow<W: Workload>(watched: &mut Watched<W>, index: Shared, senders: Senders
                 .flatten()
                 .map(|spec| index::uses(spec, &template_annotations(w)));
             let reload = uses.is_some();
-            if lock(&index).set_workload(key.clone(), uses) && reload {
+            let changed = {
+                let mut index = lock(&index);
+                let (changed, fill) = index.set_workload(key.clone(), uses);
+                if fill {
+                    fill_namespace(&mut index, &external_secrets, &key.namespace);
+                }
+                changed
+            };
+            if changed && reload {
                 senders.send(key);
             }
         }
@@ -146,10 +183,11 @@ pub fn controllers(
         let (index, senders) = (index.clone(), senders.clone());
         caches.external_secrets.hook(move |change| {
             let hit = match change {
-                Change::Applied(es) => {
-                    let input = (es.target_secret_name(), es.rollout_data_hash().map(str::to_string));
-                    lock(&index).set_external_secret(&es.namespace().unwrap_or_default(), &es.name_any(), Some(input))
-                }
+                Change::Applied(es) => lock(&index).set_external_secret(
+                    &es.namespace().unwrap_or_default(),
+                    &es.name_any(),
+                    Some(rollout_input(es)),
+                ),
                 Change::Gone(es) => {
                     lock(&index).set_external_secret(&es.namespace().unwrap_or_default(), &es.name_any(), None)
                 }
@@ -159,9 +197,10 @@ pub fn controllers(
             }
         });
     }
-    follow(&mut caches.deployments, index.clone(), senders.clone());
-    follow(&mut caches.stateful_sets, index.clone(), senders.clone());
-    follow(&mut caches.daemon_sets, index.clone(), senders);
+    let external_secrets = caches.external_secrets.store();
+    follow(&mut caches.deployments, index.clone(), senders.clone(), external_secrets.clone());
+    follow(&mut caches.stateful_sets, index.clone(), senders.clone(), external_secrets.clone());
+    follow(&mut caches.daemon_sets, index.clone(), senders, external_secrets);
     let ctx = Arc::new(Ctx { client, index });
     let d = controller(caches.deployments.store(), d_rx, debounce, shutdown.clone(), ctx.clone());
     let s = controller(caches.stateful_sets.store(), s_rx, debounce, shutdown.clone(), ctx.clone());
