@@ -3,11 +3,11 @@
 # (benches/reference.json) with the ratio, flagged when more than 10 % worse
 # (scripts/bench-compare.py; the run exits 1 when one is). `make bench` runs this.
 #
-#   scripts/bench.sh [--record] [webhook] [sync] [store-calls] [get-secret]
+#   scripts/bench.sh [--record] [webhook] [sync] [shards] [store-calls] [get-secret]
 #
 # Names pick benchmarks (all when none is named); KEYWARD_BENCH_N picks the sizes of `sync`
-# (default 1000,10000). --record makes this run's figures the references: a deliberate step,
-# documented in docs/performance.md.
+# (default 1000,10000) and of `shards` (default 3000). --record makes this run's figures the
+# references: a deliberate step, documented in docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/keyward/target}"
@@ -17,8 +17,8 @@ picked=()
 for arg in "$@"; do
   case "$arg" in
     --record) record=(--record) ;;
-    webhook | sync | store-calls | get-secret) picked+=("$arg") ;;
-    *) echo "unknown argument $arg (--record, webhook, sync, store-calls, get-secret)" >&2; exit 2 ;;
+    webhook | sync | shards | store-calls | get-secret) picked+=("$arg") ;;
+    *) echo "unknown argument $arg (--record, webhook, sync, shards, store-calls, get-secret)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ ${#picked[@]} -eq 0 || " ${picked[*]} " == *" $1 "* ]]; }
@@ -40,6 +40,15 @@ KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
 KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
 KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-1000,10000}" \
   cargo bench -q -p keyward-reconciler --bench sync
+
+# keyward-reconciler: first sync of N ExternalSecrets over 30 namespaces by three sharded
+# replicas (--shard) against one reconciler, one after the other in this run, and the ratio.
+# Release builds. Figures: docs/performance.md.
+wanted shards && cargo build --release -q -p keyward-reconciler -p keyward-provider-fake --bins &&
+KEYWARD_RECONCILER_BIN="$CARGO_TARGET_DIR/release/keyward-reconciler" \
+KEYWARD_PROVIDER_FAKE_BIN="$CARGO_TARGET_DIR/release/keyward-provider-fake" \
+KEYWARD_BENCH_N="${KEYWARD_BENCH_N:-3000}" \
+  cargo bench -q -p keyward-reconciler --bench shards
 
 # keyward-reconciler: what the stores see. N ExternalSecrets × 3 entries on the Vault dev server,
 # then Secrets Manager and Parameter Store on moto, ten distinct secrets then all distinct: store
