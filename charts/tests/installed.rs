@@ -24,6 +24,9 @@ mod quickstart;
 #[path = "installed/switch.rs"]
 mod switch;
 
+#[path = "installed/switch_kinds.rs"]
+mod switch_kinds;
+
 #[path = "installed/values.rs"]
 mod values;
 

@@ -1,5 +1,5 @@
 //! The in-place switch of `docs/migrating.md`, followed as a user follows it: upstream's CRDs
-//! (release 2.9.0) hold what upstream's controller left (`keyward_e2e::switch`: a Vault
+//! (release 2.9.0, API and generator groups) hold what upstream's controller left (`keyward_e2e::switch`: a Vault
 //! ClusterSecretStore, a Parameter Store SecretStore, ExternalSecrets with their target Secrets,
 //! a PushSecret, a ClusterExternalSecret), owned by upstream's Helm release; then the guide's
 //! own commands hand the CRDs over and its values file installs Keyward with `helm install`.
@@ -13,13 +13,35 @@ use std::time::Duration;
 use keyward_chart_tests::installed::{eventually, image, kubectl};
 use keyward_chart_tests::{chart_dir, helm, run};
 use keyward_e2e::stores::{Moto, VaultDev};
-use keyward_e2e::switch::{UpstreamInstall, apply_crds, upstream_crds};
+use keyward_e2e::switch::{UpstreamInstall, apply_crds, upstream_crds, upstream_generator_crds};
 use keyward_e2e::{node_cluster, node_ip, repo_root};
 use serde_json::json;
 
+use super::switch_kinds::{Kinds, named_unserved_kinds, unserved_kinds};
 use super::{NS, RELEASE, describe, output, turn};
 
 const TENANT: &str = "kw-switch";
+
+/// Upstream's release values, as `helm get values external-secrets` prints them: keys of
+/// upstream's chart, generic targets on and every controller running.
+const UPSTREAM_VALUES: &str = "installCRDs: true
+replicaCount: 1
+concurrent: 2
+log:
+  level: info
+processClusterExternalSecret: true
+processClusterPushSecret: true
+processClusterStore: true
+processSecretStore: true
+processPushSecret: true
+processClusterGenerator: true
+genericTargets:
+  enabled: true
+webhook:
+  replicaCount: 1
+serviceMonitor:
+  enabled: false
+";
 
 /// The code block of `docs/migrating.md` in `lang` that contains `marker`, unindented.
 fn guide_block(lang: &str, marker: &str) -> String {
@@ -78,9 +100,10 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
     let kc = cluster.kubeconfig();
     image(cluster);
 
-    // Upstream's CRDs, owned by upstream's Helm release as its chart installs them.
+    // Upstream's CRDs of both groups, owned by upstream's Helm release as its chart installs them.
     remove_external_secrets_crds(kc);
     apply_crds(cluster, &upstream_crds());
+    apply_crds(cluster, &upstream_generator_crds());
     for crd in external_secrets_crds(kc) {
         run({
             let mut c = kubectl(kc);
@@ -107,8 +130,43 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
     let client = cluster.client().await;
     let hash = keyward_reconciler::externalsecret::target::upstream_data_hash;
     let upstream = UpstreamInstall::leave(&client, TENANT, &vault, &moto, json!({}), hash).await;
+    let kinds = Kinds::leave(&client, kc, TENANT, &vault, &format!("{TENANT}-vault")).await;
 
-    // The guide's step 2: its loop hands the CRDs over, its values file names the providers.
+    // The guide's survey, before anything changes: `keyward migrate` names exactly the generator
+    // kinds Keyward does not serve, and `--values` translates upstream's values file (written
+    // here as `helm get values` would print it).
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("eso-values.yaml"), UPSTREAM_VALUES).expect("eso-values.yaml");
+    let survey = guide_block("sh", "keyward migrate --values");
+    let out = std::process::Command::new("bash")
+        .args(["-uo", "pipefail", "-c", &survey])
+        .current_dir(dir.path())
+        .env("KUBECONFIG", kc)
+        .env("PATH", format!("{}:{}", repo_root().join("dist").display(), std::env::var("PATH").unwrap_or_default()))
+        .output()
+        .expect("run the guide's survey");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        named_unserved_kinds(&report),
+        unserved_kinds(),
+        "the survey names the unserved kinds:\n{report}{stderr}"
+    );
+    assert!(!report.contains("NOT SERVED"), "every store is served:\n{report}");
+    for store in [
+        "SecretStore kw-switch/bao: openBao: served by Keyward's vault provider",
+        "SecretStore kw-switch/config-maps: crd: served by Keyward's kubernetes provider",
+    ] {
+        assert!(report.contains(store), "{store}:\n{report}");
+    }
+    assert!(report.contains(&format!("  ClusterPushSecret {TENANT}-cps\n")), "{report}");
+    let translated: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.path().join("values-upstream.yaml")).expect("the translated values"),
+    )
+    .expect("the translated values are YAML");
+    assert_eq!(translated["genericTargets"]["enabled"], serde_yaml::Value::Bool(true), "{translated:?}\n{stderr}");
+
+    // The guide's step 3: its loop hands the CRDs over, its values file names the providers.
     let handover = guide_block("sh", "meta.helm.sh/release-name=keyward");
     run({
         let mut c = std::process::Command::new("bash");
@@ -123,7 +181,10 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
         .map(|(name, value)| serde_yaml::to_value(json!({"name": name, "value": value})).expect("env entry"))
         .collect();
     values["providers"]["aws"]["env"] = serde_yaml::Value::Sequence(env);
-    let dir = tempfile::tempdir().expect("tempdir");
+    // The providers of the generators this install holds, as the user adds them.
+    for provider in ["webhook", "azure", "gcp"] {
+        values["providers"][provider] = serde_yaml::from_str("{enabled: true}").expect("YAML");
+    }
     let values_file = dir.path().join("values-switch.yaml");
     std::fs::write(&values_file, serde_yaml::to_string(&values).expect("values YAML")).expect("values");
     // The guide's own `helm install` line, run where its relative paths resolve: the values
@@ -150,7 +211,7 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
         output(kc, &["get", "crd", "externalsecrets.external-secrets.io", "-o", "jsonpath={.spec.versions[*].name}"]);
     assert!(crds.split_whitespace().any(|v| v == "v1"), "Keyward's CRD serves v1: {crds}");
     // The Pods of both store providers run.
-    for provider in ["vault", "aws"] {
+    for provider in ["vault", "aws", "webhook", "azure", "gcp"] {
         eventually(
             &format!("the {provider} provider Pod is Ready"),
             Duration::from_secs(60),
@@ -176,12 +237,16 @@ async fn an_upstream_install_switches_to_keyward_in_place_with_helm() {
     }
 
     upstream.assert_taken_over(&vault, &moto, Duration::from_secs(120)).await;
+    kinds.assert_served(&vault, Duration::from_secs(120)).await;
 
     // Clean slate: the tenant namespace goes while Keyward still runs (the PushSecret's
     // finalizer deletes what it pushed), then the cluster-scoped objects and the release.
     let _ = kubectl(kc).args(["delete", "namespace", TENANT, "--wait=true", "--timeout=120s"]).output();
     for kind in ["clustersecretstore", "clusterexternalsecret"] {
         let _ = kubectl(kc).args(["delete", kind, "--all", "--wait=true", "--timeout=60s"]).output();
+    }
+    for (kind, name) in kinds.cluster_scoped() {
+        let _ = kubectl(kc).args(["delete", kind, &name, "--wait=true", "--timeout=60s"]).output();
     }
     let mut uninstall = helm(kc);
     uninstall.args(["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "3m"]);
