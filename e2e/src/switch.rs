@@ -173,7 +173,10 @@ async fn put_secret(secrets: &Api<Secret>, name: &str, data: Value) {
 }
 
 /// Polls `check` every half second until it returns `Some`, or panics after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+///
+/// # Panics
+/// When `check` has not returned `Some` within `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

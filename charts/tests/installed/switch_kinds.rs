@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -17,7 +17,7 @@ use keyward_chart_tests::installed::apply;
 use keyward_crds::generators::GeneratorKind;
 use keyward_e2e::repo_root;
 use keyward_e2e::stores::VaultDev;
-use keyward_e2e::switch::{create_with_status, ready, resource};
+use keyward_e2e::switch::{create_with_status, eventually, ready, resource};
 use kube::api::{Api, DynamicObject};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -378,22 +378,6 @@ fn generator_user(name: &str, ns: &str, kind: &str, generator: &str) -> Value {
                         "apiVersion": "generators.external-secrets.io/v1alpha1", "kind": kind, "name": generator}}}]}})
 }
 
-/// Polls `check` every half second until it returns `Some`, or panics after `wait`.
-async fn until<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    wait: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < wait, "{what}: not within {wait:?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// What upstream's controller left of these kinds in namespace `ns`.
 pub struct Kinds {
     client: Client,
@@ -570,21 +554,22 @@ impl Kinds {
 
         // The generic target follows Vault's rotation.
         let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
-        until("the ConfigMap target holds vault-two", wait, || async {
+        eventually("the ConfigMap target holds vault-two", wait, || async {
             let cm = config_maps.get("app-config").await.ok()?;
             (cm.data?.get("password")? == "vault-two").then_some(())
         })
         .await;
         // The OpenBao and crd stores.
         for (name, want) in [("from-bao", "vault-two"), ("from-crd", "https://db.example")] {
-            until(&format!("{name} holds {want}"), wait, || async {
+            eventually(&format!("{name} holds {want}"), wait, || async {
                 (value(&secrets.get(name).await.ok()?, "value")? == want.as_bytes()).then_some(())
             })
             .await;
         }
         // The template: every call rendered as the engine renders it here.
         let want = expected_render();
-        let templated = until("the templated Secret", wait, || async { secrets.get("templated").await.ok() }).await;
+        let templated =
+            eventually("the templated Secret", wait, || async { secrets.get("templated").await.ok() }).await;
         let got = templated.data.unwrap_or_default();
         let differ: Vec<&String> = want.keys().filter(|k| got.get(*k).map(|v| &v.0) != want.get(*k)).collect();
         assert!(differ.is_empty(), "template calls rendered otherwise in the cluster: {differ:?}");
@@ -592,13 +577,13 @@ impl Kinds {
         // Every served generator fills its Secret.
         for (name, kind, key) in SERVED {
             let es = format!("gen-{name}");
-            until(&format!("{es} ({kind}) holds {key}"), wait, || async {
+            eventually(&format!("{es} ({kind}) holds {key}"), wait, || async {
                 value(&secrets.get(&es).await.ok()?, key).filter(|v| !v.is_empty())
             })
             .await;
         }
         for (es, kind) in SERVED_ELSEWHERE {
-            let message = until(&format!("{es} ({kind}) fails at its cloud"), wait, || async {
+            let message = eventually(&format!("{es} ({kind}) fails at its cloud"), wait, || async {
                 let (status, _, message) = ready(&ess.get(es).await.ok()?)?;
                 (status == "False" && !message.is_empty()).then_some(message)
             })
@@ -607,7 +592,7 @@ impl Kinds {
         }
         // The unserved ones say which kind Keyward does not serve, and write nothing.
         for (es, kind) in UNSERVED_USES {
-            let message = until(&format!("{es} refused"), wait, || async {
+            let message = eventually(&format!("{es} refused"), wait, || async {
                 let (status, _, message) = ready(&ess.get(es).await.ok()?)?;
                 (status == "False" && message.contains("is not served by Keyward")).then_some(message)
             })
@@ -618,7 +603,7 @@ impl Kinds {
         // The ClusterPushSecret keeps its PushSecret, which keeps owning what it pushed.
         let pushes: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &resource("PushSecret", "v1alpha1"));
-        until("the ClusterPushSecret's PushSecret is Ready under Keyward", wait, || async {
+        eventually("the ClusterPushSecret's PushSecret is Ready under Keyward", wait, || async {
             let (status, _, message) = ready(&pushes.get("cps-push").await.ok()?)?;
             (status == "True" && message != "PushSecret synced successfully").then_some(())
         })
@@ -636,7 +621,7 @@ impl Kinds {
             )
             .await
             .expect("update the pushed source");
-        until("the ClusterPushSecret's value follows its source", wait, || async {
+        eventually("the ClusterPushSecret's value follows its source", wait, || async {
             let v = vault.json(&["kv", "get"], &["secret/cps-pushed"]);
             (v["data"]["data"]["token"] == "second").then_some(())
         })
