@@ -21,6 +21,9 @@ use keyward_e2e::node_cluster;
 #[path = "installed/quickstart.rs"]
 mod quickstart;
 
+#[path = "installed/sharding.rs"]
+mod sharding;
+
 #[path = "installed/switch.rs"]
 mod switch;
 
