@@ -118,7 +118,10 @@ mod tests {
     use crate::manifests::parse;
 
     fn examples(names: &[&str]) -> Vec<Document> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let root = std::path::Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs a test"),
+        )
+        .join("../examples");
         names.iter().flat_map(|n| documents(&root.join(n)).unwrap()).collect()
     }
 

@@ -19,9 +19,22 @@ pub(crate) static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
 static NODE_CLUSTER: OnceLock<ControlPlane> = OnceLock::new();
 static START_LOCK: Mutex<()> = Mutex::new(());
 
-/// The repository root.
+/// The repository root: the nearest ancestor holding `Cargo.lock` of the running test's package
+/// (cargo sets `CARGO_MANIFEST_DIR` when it runs one), else of the working directory, else of this
+/// crate as built. Read at run time first because two checkouts sharing one target directory
+/// reuse each other's unchanged test executables, and a path baked in at build time would point
+/// into the other checkout.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    let candidates = [
+        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
+        std::env::current_dir().ok(),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find_map(|start| start.ancestors().find(|dir| dir.join("Cargo.lock").is_file()).map(Path::to_path_buf))
+        .unwrap_or_default()
 }
 
 /// The control plane of this test run, started on first use, with Keyward's CRDs installed

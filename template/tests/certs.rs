@@ -116,7 +116,10 @@ fn key_formats_and_errors() {
     let c = chain();
     // A PKCS#1 RSA key (what `openssl genrsa` used to write) and a SEC1 EC key are accepted too,
     // and stored as PKCS#8.
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let fixtures = format!(
+        "{}/tests/fixtures",
+        std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs a test")
+    );
     // (pemToPkcs12 does not check that key and certificate belong together, as upstream.)
     let rsa_cert = c.leaf.clone();
     let rsa_pkcs8 = std::fs::read_to_string(format!("{fixtures}/rsa.key.pem")).expect("fixture");

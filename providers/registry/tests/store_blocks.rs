@@ -19,7 +19,10 @@ fn provider_schema<'v>(crds: &'v [Value], name: &str) -> &'v Value {
 }
 
 fn upstream_crds() -> Vec<Value> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/fixtures/upstream-crds-2.9.0.yaml.gz");
+    let path = std::path::Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs a test"),
+    )
+    .join("../../e2e/fixtures/upstream-crds-2.9.0.yaml.gz");
     let out = std::process::Command::new("gzip").arg("-dc").arg(&path).output().expect("run gzip");
     assert!(out.status.success(), "gzip -dc {}", path.display());
     let text = String::from_utf8(out.stdout).expect("utf-8");
