@@ -57,11 +57,21 @@ pub fn kubectl_input(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, St
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
-/// `kubectl apply -f -`, which must succeed; returns the output.
+/// `kubectl apply -f -`, which must succeed; returns the output. Right after an install the API
+/// server can reach the webhook's Service before the node routes it to the Ready Pods
+/// ("connection refused"): that, and only that, is retried for up to a minute, as a user would.
 pub fn apply(kubeconfig: &Path, manifest: &str) -> String {
-    let (ok, out) = kubectl_input(kubeconfig, &["apply", "-f", "-"], manifest);
-    assert!(ok, "kubectl apply failed:\n{out}\n---\n{manifest}");
-    out
+    let mut tries = 30;
+    loop {
+        let (ok, out) = kubectl_input(kubeconfig, &["apply", "-f", "-"], manifest);
+        if ok {
+            return out;
+        }
+        tries -= 1;
+        let unrouted = out.contains("failed calling webhook") && out.contains("connection refused");
+        assert!(unrouted && tries > 0, "kubectl apply failed:\n{out}\n---\n{manifest}");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
 }
 
 /// Polls `check` every half second until it returns `Some`, or panics after `timeout` with

@@ -69,6 +69,18 @@ providers:
     )
 }
 
+/// `helm install --wait` of the release with `values_file`: every Deployment rolled out with
+/// Ready Pods before it returns.
+fn helm_install(kc: &Path, values_file: &Path) {
+    let mut install = helm(kc);
+    install
+        .args(["install", RELEASE])
+        .arg(chart_dir())
+        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
+        .arg(values_file);
+    run(install);
+}
+
 fn output(kc: &Path, args: &[&str]) -> String {
     let out = kubectl(kc).args(args).output().expect("run kubectl");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -229,14 +241,8 @@ async fn install_and_use(cert_manager: bool) {
     std::fs::write(&values_file, values(cert_manager)).expect("values");
 
     // 1. helm install --wait: every Deployment rolled out with Ready Pods.
-    let mut install = helm(kc);
-    install
-        .args(["install", RELEASE])
-        .arg(chart_dir())
-        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
-        .arg(&values_file);
     let started = std::time::Instant::now();
-    run(install);
+    helm_install(kc, &values_file);
     // A figure for the docs, not an assertion.
     eprintln!(
         "helm install --wait ({}): {:?}",
@@ -671,13 +677,7 @@ async fn shared_cluster_issuer_cannot_mint_a_client_certificate_providers_accept
         values(true).replace("certManager:\n  enabled: true\n", &format!("certManager:\n  enabled: true\n{shared}"));
     assert!(with_issuer.contains("kw-shared"), "{with_issuer}");
     std::fs::write(&values_file, with_issuer).expect("values");
-    let mut install = helm(kc);
-    install
-        .args(["install", RELEASE])
-        .arg(chart_dir())
-        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
-        .arg(&values_file);
-    run(install);
+    helm_install(kc, &values_file);
     let images = output(kc, &["get", "pods", "-n", NS, "-o", "jsonpath={.items[*].spec.containers[*].image}"]);
     assert!(images.split_whitespace().all(|i| i == image), "chart default image {image}, Pods run: {images}");
 

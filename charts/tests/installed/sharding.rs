@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use keyward_chart_tests::installed::{apply, eventually, image, kubectl};
-use keyward_chart_tests::{chart_dir, helm, run};
+use keyward_chart_tests::{helm, run};
 use keyward_e2e::node_cluster;
 use keyward_reconciler::shard::owner;
 
-use super::{NS, RELEASE, describe, output, pods, turn};
+use super::{NS, RELEASE, describe, helm_install, output, pods, turn};
 
 const NAMESPACES: usize = 6;
 const PER_NAMESPACE: usize = 3;
@@ -112,13 +112,7 @@ async fn sharded_replicas_sync_every_namespace_and_survive_a_pod_deletion() {
     let values_file = dir.path().join("values.yaml");
     std::fs::write(&values_file, VALUES).expect("values");
     let started = Instant::now();
-    let mut install = helm(kc);
-    install
-        .args(["install", RELEASE])
-        .arg(chart_dir())
-        .args(["-n", NS, "--create-namespace", "--wait", "--timeout", "5m", "-f"])
-        .arg(&values_file);
-    run(install);
+    helm_install(kc, &values_file);
     assert_eq!(pods(kc, NS, RECONCILERS).len(), 3, "three reconciler Pods: {}", describe(kc, NS));
 
     // First sync over the namespaces, through the Fake provider's Pod.
