@@ -19,3 +19,12 @@ pub fn figure(name: &str, value: f64, unit: &str, better: Better) {
     };
     println!("figure {name} {value:.3} {unit} {better}");
 }
+
+/// The sizes a benchmark runs: `KEYWARD_BENCH_N`, a comma-separated list (`1000,10000`), else
+/// `default`.
+pub fn sizes(default: usize) -> Vec<usize> {
+    match std::env::var("KEYWARD_BENCH_N") {
+        Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => vec![default],
+    }
+}

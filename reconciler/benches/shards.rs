@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use keyward_crds::{ExternalSecret, Provider};
-use keyward_e2e::bench::{Better, figure};
+use keyward_e2e::bench::{Better, figure, sizes};
 use keyward_e2e::{ChildProcess, E2E_LABEL, control_plane, free_port, spawn_logged};
 use keyward_provider_fake::api::Fake;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -164,12 +164,7 @@ async fn run(client: Client, home: String, n: usize) {
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let sizes: Vec<usize> = std::env::var("KEYWARD_BENCH_N")
-        .unwrap_or_else(|_| "3000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    for n in sizes {
+    for n in sizes(3000) {
         keyward_e2e::with_temp_namespace(&[], |client, home| run(client, home, n)).await;
     }
 }

@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use keyward_crds::{ExternalSecret, Provider};
-use keyward_e2e::bench::{Better, figure};
+use keyward_e2e::bench::{Better, figure, sizes};
 use keyward_e2e::{control_plane, free_port, spawn_logged, with_temp_namespace};
 use keyward_provider_fake::api::Fake;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -387,12 +387,7 @@ async fn run(client: Client, ns: String, n: usize) {
 #[tokio::main]
 async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let sizes: Vec<usize> = std::env::var("KEYWARD_BENCH_N")
-        .unwrap_or_else(|_| "1000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    for n in sizes {
+    for n in sizes(1000) {
         with_temp_namespace(&[], |client, ns| run(client, ns, n)).await;
     }
 }
