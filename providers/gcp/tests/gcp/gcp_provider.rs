@@ -3,7 +3,10 @@
 //! finds by labels, pushes with upstream's metadata, deletes, refused credentials and the
 //! tenant boundary.
 
+use std::time::Duration;
+
 use crate::common::{self, PROJECT, apply_config, apply_secret, apply_service_account, install_crd, start_provider};
+use keyward_e2e::switch::eventually;
 use keyward_e2e::{control_plane, with_temp_namespace};
 use keyward_proto::v1::{
     DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
@@ -188,15 +191,17 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
         }
 
         // A configuration deleted and created again under the same name, now with a key that is
-        // not granted: the next read, whatever answer age it accepts, uses the new key at once
-        // (answers are kept per object UID, not per name and generation).
+        // not granted: the next read that accepts no aged answer uses the new key at once; one
+        // accepting an aged answer is served from the configuration watch, which may trail the
+        // API server a moment, and then uses it too (answers are kept per object UID, not per
+        // name and generation).
         let swap = provider_ref("GCPSecretManager", "swap", "", "Provider");
-        let cached = |c: &Grpc| {
+        let aged = |c: &Grpc, max_age_millis: u32| {
             let req = GetSecretRequest {
                 provider_ref: Some(swap.clone()),
                 source_namespace: ns.clone(),
                 remote_ref: remote("database_password", "user", "", ""),
-                max_age_millis: 600_000,
+                max_age_millis,
             };
             let mut c = c.clone();
             async move { c.get_secret(req).await.map(|r| String::from_utf8_lossy(&r.into_inner().value).into_owned()) }
@@ -204,9 +209,14 @@ async fn upstream_service_account_key_stores_read_push_and_delete() {
         apply_secret(&client, &ns, "swap-granted", &[("key.json", &sa.json)]).await;
         apply_secret(&client, &ns, "swap-stranger", &[("key.json", &stranger.json)]).await;
         apply_config(&client, &ns, "swap", common::key_spec("swap-granted")).await;
-        assert_eq!(cached(&c).await.expect("the first object"), "app");
+        assert_eq!(aged(&c, 600_000).await.expect("the first object"), "app");
         common::recreate_config(&client, &ns, "swap", common::key_spec("swap-stranger")).await;
-        let e = cached(&c).await.expect_err("the second object's key is not granted");
+        let e = aged(&c, 0).await.expect_err("the second object's key is not granted");
+        assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+        let e = eventually("an aged read served with the new object", Duration::from_secs(10), || async {
+            aged(&c, 600_000).await.err()
+        })
+        .await;
         assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
 
         // A tenant's store without auth would use the provider's own identity: refused.
