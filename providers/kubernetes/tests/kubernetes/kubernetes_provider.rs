@@ -437,7 +437,10 @@ async fn a_recreated_configuration_is_served_with_its_new_credentials_at_once() 
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(aged, "third-app", "an answer kept for the object before it, served after the watch saw the new one");
+        assert_eq!(
+            aged, "third-app",
+            "an answer kept for the object before it, served after the watch saw the new one"
+        );
     })
     .await;
 }
