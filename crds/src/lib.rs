@@ -30,7 +30,6 @@ pub use provider::{
     AuthenticationScope, Capabilities, ClusterProvider, ClusterProviderCondition, ClusterProviderSpec, Provider,
     ProviderConfig, ProviderRef, ProviderSpec, ProviderStatus,
 };
-pub use provider_config::{Kubernetes, KubernetesSpec};
 pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};
 pub use secret_store::{ClusterSecretStore, ClusterSecretStoreSpec, SecretStore, SecretStoreProvider, SecretStoreSpec};
 pub use secrets_manager::{SecretsManager, SecretsManagerSpec};

@@ -17,10 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::rules::{
-    Reach, ValidationErrors, kubernetes_reach, secrets_manager_reach, validate_kubernetes, validate_secrets_manager,
-    validate_vault, vault_reach,
+    Reach, ValidationErrors, secrets_manager_reach, validate_secrets_manager, validate_vault, vault_reach,
 };
-use crate::{Kubernetes, KubernetesSpec, SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
+use crate::{SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
 
 /// The API group of provider configuration kinds.
 pub const PROVIDER_CONFIG_GROUP: &str = "provider.external-secrets.io";
@@ -167,17 +166,7 @@ pub fn provider_names(table: &[&'static ProviderKind]) -> Vec<&'static str> {
 }
 
 /// The kinds whose types this crate holds.
-pub static BUILTIN_KINDS: [&ProviderKind; 3] = [&KUBERNETES_KIND, &VAULT_KIND, &SECRETS_MANAGER_KIND];
-
-/// `Kubernetes`: Secrets of a Kubernetes cluster.
-pub static KUBERNETES_KIND: ProviderKind = ProviderKind {
-    kind: "Kubernetes",
-    plural: "kubernetes",
-    provider: "kubernetes",
-    stores: &[],
-    admit: admit_spec::<KubernetesSpec>,
-    crd: Kubernetes::crd,
-};
+pub static BUILTIN_KINDS: [&ProviderKind; 2] = [&VAULT_KIND, &SECRETS_MANAGER_KIND];
 
 /// `Vault`: HashiCorp Vault's KV engines.
 pub static VAULT_KIND: ProviderKind = ProviderKind {
@@ -198,15 +187,6 @@ pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
     admit: admit_spec::<SecretsManagerSpec>,
     crd: SecretsManager::crd,
 };
-
-impl ProviderSpec for KubernetesSpec {
-    fn validate(&self) -> Result<(), ValidationErrors> {
-        validate_kubernetes(self)
-    }
-    fn reach(&self) -> Reach<'_> {
-        kubernetes_reach(self)
-    }
-}
 
 impl ProviderSpec for VaultSpec {
     fn validate(&self) -> Result<(), ValidationErrors> {
@@ -246,7 +226,7 @@ mod tests {
         );
         assert!(find_kind(&BUILTIN_KINDS, "external-secrets.io", "v1", "Vault").is_none());
         assert!(find_kind(&BUILTIN_KINDS, PROVIDER_CONFIG_GROUP, "v1", "Vault").is_none());
-        assert_eq!(provider_names(&BUILTIN_KINDS), ["kubernetes", "vault", "aws"]);
+        assert_eq!(provider_names(&BUILTIN_KINDS), ["vault", "aws"]);
     }
 
     /// Each row's admission reads its own spec and reports field errors and what it reaches.

@@ -1,8 +1,8 @@
 //! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
 //! Operator users already write. Keyward serves them through its out-of-process providers:
-//! `spec.provider.kubernetes`, `vault`, `aws`, `openBao` and `crd` are typed as upstream has them
-//! and translated into the Kubernetes, Vault and AWS provider configurations
-//! ([`crate::rules::store_backend`]); a provider crate's block is its registry row's; every other
+//! `spec.provider.vault`, `aws` and `openBao` are typed as upstream has them and translated into
+//! the Vault and AWS provider configurations ([`crate::rules::store_backend`]); a provider crate's
+//! block (`kubernetes`, `crd`, `webhook`, …) is its registry row's; every other
 //! upstream provider is accepted as an opaque object so existing manifests apply, and reported
 //! `Ready=False` (`ProviderNotSupported`).
 
@@ -12,12 +12,10 @@ use schemars::JsonSchema;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::common::SecretKeySelector;
 use crate::free_json::FreeJsonMap;
 use crate::provider::{ClusterProviderCondition, ProviderStatus};
-use crate::provider_config::{KubernetesAuth, KubernetesServer};
 use crate::secrets_manager::AwsStoreProvider;
-use crate::store_blocks::{CrdStoreProvider, OpenBaoStoreProvider};
+use crate::store_blocks::OpenBaoStoreProvider;
 use crate::vault::VaultSpec;
 
 /// API version of SecretStore and ClusterSecretStore.
@@ -88,18 +86,15 @@ pub struct ClusterSecretStoreSpec {
     pub store: SecretStoreSpec,
 }
 
-/// `spec.provider`: one provider and its configuration. `kubernetes`, `vault` and `aws` are
-/// typed; every other block (a provider crate's, such as `webhook`, or an upstream provider
-/// Keyward does not serve) is kept as written, all of them together within the free-form JSON
+/// `spec.provider`: one provider and its configuration. `vault`, `aws` and `openBao` are typed;
+/// every other block (a provider crate's, such as `kubernetes` or `webhook`, or an upstream
+/// provider Keyward does not serve) is kept as written, all of them together within the free-form JSON
 /// limits ([`FreeJsonMap`]), and an unserved one is reported as not supported. Read by hand
 /// (below): serde's `flatten` would decode the other blocks into a tree first.
 #[derive(Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct SecretStoreProvider {
-    /// Secrets of a Kubernetes cluster (served by the Kubernetes provider).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubernetes: Option<KubernetesStoreProvider>,
     /// HashiCorp Vault KV secrets engines (served by the Vault provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vault: Option<VaultSpec>,
@@ -109,10 +104,6 @@ pub struct SecretStoreProvider {
     /// OpenBao's KV engines (served by the Vault provider).
     #[serde(rename = "openBao", default, skip_serializing_if = "Option::is_none")]
     pub open_bao: Option<OpenBaoStoreProvider>,
-    /// Fields of objects of one kind, ConfigMaps and custom resources (served by the Kubernetes
-    /// provider).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crd: Option<CrdStoreProvider>,
     /// Every other provider (`webhook`, `gcpsm`, …), kept as written within the limits.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -131,11 +122,9 @@ impl<'de> Deserialize<'de> for SecretStoreProvider {
                 let mut p = SecretStoreProvider::default();
                 let other = FreeJsonMap::read_rest(map, |name, map| {
                     match name {
-                        "kubernetes" => p.kubernetes = map.next_value()?,
                         "vault" => p.vault = map.next_value()?,
                         "aws" => p.aws = map.next_value()?,
                         "openBao" => p.open_bao = map.next_value()?,
-                        "crd" => p.crd = map.next_value()?,
                         _ => return Ok(false),
                     }
                     Ok(true)
@@ -152,9 +141,6 @@ impl SecretStoreProvider {
     /// Names of the providers that are set, served ones first, then the others sorted.
     pub fn names(&self) -> Vec<&str> {
         let mut names = Vec::new();
-        if self.kubernetes.is_some() {
-            names.push("kubernetes");
-        }
         if self.vault.is_some() {
             names.push("vault");
         }
@@ -163,9 +149,6 @@ impl SecretStoreProvider {
         }
         if self.open_bao.is_some() {
             names.push("openBao");
-        }
-        if self.crd.is_some() {
-            names.push("crd");
         }
         names.extend(self.other.keys());
         names
@@ -181,12 +164,6 @@ impl SecretStoreProvider {
         if !served_with("openBao") && self.open_bao.is_some() {
             self.open_bao = Some(OpenBaoStoreProvider::default());
         }
-        if !served_with("crd") && self.crd.is_some() {
-            self.crd = Some(CrdStoreProvider::default());
-        }
-        if !keys.contains(&"kubernetes") && self.kubernetes.is_some() {
-            self.kubernetes = Some(KubernetesStoreProvider::default());
-        }
         if !keys.contains(&"vault") && self.vault.is_some() {
             self.vault = Some(VaultSpec::default());
         }
@@ -195,26 +172,6 @@ impl SecretStoreProvider {
         }
         self.other.keep_content(|name| keys.contains(&name));
     }
-}
-
-/// Upstream's `spec.provider.kubernetes`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KubernetesStoreProvider {
-    /// The cluster to read from; defaults to the cluster the provider runs in.
-    #[serde(default)]
-    pub server: KubernetesServer,
-    /// Credentials: exactly one of `cert`, `token` or `serviceAccount`. Mutually exclusive with
-    /// `authRef`. References without a namespace resolve in the SecretStore's namespace, or for
-    /// a ClusterSecretStore in the namespace of the ExternalSecret or PushSecret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<KubernetesAuth>,
-    /// A kubeconfig stored in a Secret key. Mutually exclusive with `auth`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth_ref: Option<SecretKeySelector>,
-    /// Namespace of the remote Secrets (default `default`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote_namespace: Option<String>,
 }
 
 /// Upstream's `spec.retrySettings`.
@@ -266,8 +223,7 @@ mod tests {
         let provider =
             &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provider"];
         assert_eq!(provider["x-kubernetes-preserve-unknown-fields"], true, "{provider}");
-        assert!(provider["properties"]["kubernetes"]["properties"]["auth"].is_object(), "{provider}");
-        assert!(provider["properties"]["vault"].is_object(), "{provider}");
+        assert!(provider["properties"]["vault"]["properties"]["auth"].is_object(), "{provider}");
         let refresh = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["refreshInterval"];
         assert_eq!(refresh["x-kubernetes-int-or-string"], true, "{refresh}");
         assert_eq!(crd["spec"]["scope"], "Cluster");

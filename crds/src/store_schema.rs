@@ -90,11 +90,11 @@ fn child<'s>(schema: &'s mut JSONSchemaProps, name: &str) -> Option<&'s mut JSON
 mod tests {
     use super::*;
     use crate::generate::all_crds;
-    use crate::registry::{BUILTIN_KINDS, KUBERNETES_KIND};
+    use crate::registry::{BUILTIN_KINDS, VAULT_KIND};
 
-    /// A row as a provider crate declares it, here with the Kubernetes kind's spec as its blocks.
+    /// A row as a provider crate declares it, here with the Vault kind's spec as its blocks.
     static COPIED_BLOCK: ProviderKind =
-        ProviderKind { stores: &[StoreBlock::spec("copiedBlock"), StoreBlock::spec("copiedTwice")], ..KUBERNETES_KIND };
+        ProviderKind { stores: &[StoreBlock::spec("copiedBlock"), StoreBlock::spec("copiedTwice")], ..VAULT_KIND };
 
     /// A row whose block is upstream's shape: the field `upstream` of [`Upstream`].
     static UPSTREAM_BLOCK: ProviderKind = ProviderKind {
@@ -103,7 +103,7 @@ mod tests {
             translate: Some(|v| Ok(v.clone())),
             ..StoreBlock::spec("upstream")
         }],
-        ..KUBERNETES_KIND
+        ..VAULT_KIND
     };
 
     #[derive(JsonSchema)]
@@ -148,8 +148,8 @@ mod tests {
     /// versions; the rows without store blocks (typed by `SecretStoreProvider` itself) add nothing.
     #[test]
     fn a_row_with_store_blocks_types_them_in_both_stores() {
-        let spec = block_schema(&KUBERNETES_KIND, &StoreBlock::spec("any")).expect("the Kubernetes kind's spec");
-        assert!(spec.properties.as_ref().is_some_and(|p| p.contains_key("remoteNamespace")), "{spec:?}");
+        let spec = block_schema(&VAULT_KIND, &StoreBlock::spec("any")).expect("the Vault kind's spec");
+        assert!(spec.properties.as_ref().is_some_and(|p| p.contains_key("server")), "{spec:?}");
         for crd in all_crds(&[]) {
             assert_eq!(with_store_blocks(crd.clone(), &BUILTIN_KINDS), crd, "{}", crd.spec.names.kind);
             let typed = with_store_blocks(crd.clone(), &[&COPIED_BLOCK]);

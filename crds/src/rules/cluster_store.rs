@@ -39,9 +39,7 @@ const PINNED: [(&str, &str); 10] = [
 pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), ValidationErrors> {
     let key = backend.store_key();
     let block = match backend {
-        StoreBackend::Kubernetes(k) => serde_json::to_value(k).unwrap_or_default(),
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
-        StoreBackend::Crd(c) => serde_json::to_value(&c.connection).unwrap_or_default(),
         StoreBackend::Aws(..) => return Ok(()),
         StoreBackend::Plugin { spec, .. } => spec.clone(),
     };
@@ -94,12 +92,14 @@ mod tests {
 
     fn fields(yaml: &str) -> Vec<String> {
         let provider: crate::secret_store::SecretStoreProvider = serde_yaml::from_str(yaml).expect("spec.provider");
-        let backend = crate::rules::store_backend(&provider, &[&WEBHOOK, &OTHER]).expect("served");
+        let backend = crate::rules::store_backend(&provider, &[&KUBERNETES, &WEBHOOK, &OTHER]).expect("served");
         let errs = cluster_secret_store_references(&backend).err().map(|e| e.0).unwrap_or_default();
         errs.into_iter().map(|e| e.field).collect()
     }
 
-    /// Rows standing in for provider crates' kinds: only their store keys matter here.
+    /// Rows standing in for provider crates' kinds: only their store keys matter here (the
+    /// Kubernetes provider crate's `kubernetes` block is its spec at the same paths).
+    static KUBERNETES: ProviderKind = row("Kubernetes", "kubernetes", &[StoreBlock::spec("kubernetes")]);
     static WEBHOOK: ProviderKind = row("Webhook", "webhook", &[StoreBlock::spec("webhook")]);
     static OTHER: ProviderKind = row("Other", "other", &[StoreBlock::spec("other")]);
 
@@ -110,8 +110,8 @@ mod tests {
             plural: key,
             provider: key,
             stores,
-            admit: admit_spec::<crate::KubernetesSpec>,
-            crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+            admit: admit_spec::<crate::rules::test_spec::TestSpec>,
+            crd: <crate::Provider as kube::CustomResourceExt>::crd,
         }
     }
 

@@ -29,6 +29,8 @@ mod server_url;
 mod store_blocks;
 mod stores;
 mod sync_window;
+#[cfg(test)]
+pub(crate) mod test_spec;
 mod validate;
 
 pub use acr::{AcrIdentity, acr_identity, validate_acr_access_token};
@@ -72,7 +74,8 @@ pub use password::{
 };
 pub use reach::{
     AWS_DEFAULT_CHAIN, VAULT_GCP_KEY_FIELD, VAULT_GCP_WI_FIELD, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY,
-    VAULT_OWN_GCP_IDENTITY, VAULT_OWN_TOKEN, kubernetes_reach, secrets_manager_reach, vault_reach,
+    VAULT_OWN_GCP_IDENTITY, VAULT_OWN_TOKEN, ca_provider as named_ca_provider, secret as named_secret,
+    secrets_manager_reach, service_account as named_service_account, vault_reach,
 };
 pub use secret_store::{
     MAX_STORE_RETRIES, MAX_STORE_RETRY_INTERVAL, Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError,
@@ -81,15 +84,12 @@ pub use secret_store::{
 };
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use server_url::{check_key_selector, check_server_url};
-pub use store_blocks::{
-    SHARED_STORE_KEYS, crd_object_ref, crd_read_spec, crd_whitelist_allows, open_bao_vault, validate_crd,
-    validate_open_bao,
-};
-pub use stores::{validate_secrets_manager, validate_vault, vault_warnings};
+pub use store_blocks::{SHARED_STORE_KEYS, open_bao_vault, validate_open_bao};
+pub use stores::{check_ca, validate_secrets_manager, validate_vault, vault_warnings};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
-    is_dns_subdomain, push_secret_free_json, validate_cluster_provider, validate_external_secret, validate_kubernetes,
-    validate_provider, validate_push_secret,
+    check_secret_key, is_dns_label, is_dns_subdomain, push_secret_free_json, validate_cluster_provider,
+    validate_external_secret, validate_provider, validate_push_secret,
 };
 
 /// A rule violation at one field, with what to do about it.

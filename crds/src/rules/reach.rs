@@ -5,48 +5,27 @@
 
 use super::boundary::{Ambient, NamedKind, NamedObject, Reach};
 use crate::SecretKeySelector;
-use crate::provider_config::{CaProvider, CaProviderType, KubernetesSpec, ServiceAccountSelector};
+use crate::provider_config::{CaProvider, CaProviderType, ServiceAccountSelector};
 use crate::secrets_manager::SecretsManagerSpec;
 use crate::vault::VaultSpec;
 
-fn secret<'a>(field: &'a str, s: &'a SecretKeySelector) -> NamedObject<'a> {
+/// A Secret key reference, as named.
+pub fn secret<'a>(field: &'a str, s: &'a SecretKeySelector) -> NamedObject<'a> {
     NamedObject { field, kind: NamedKind::Secret, name: &s.name, namespace: s.namespace.as_deref() }
 }
 
-fn service_account<'a>(field: &'a str, sa: &'a ServiceAccountSelector) -> NamedObject<'a> {
+/// A ServiceAccount reference, as named.
+pub fn service_account<'a>(field: &'a str, sa: &'a ServiceAccountSelector) -> NamedObject<'a> {
     NamedObject { field, kind: NamedKind::ServiceAccount, name: &sa.name, namespace: sa.namespace.as_deref() }
 }
 
-fn ca_provider<'a>(field: &'a str, p: &'a CaProvider) -> NamedObject<'a> {
+/// A CA reference: a Secret or a ConfigMap, as named.
+pub fn ca_provider<'a>(field: &'a str, p: &'a CaProvider) -> NamedObject<'a> {
     let kind = match p.type_ {
         CaProviderType::Secret => NamedKind::Secret,
         CaProviderType::ConfigMap => NamedKind::ConfigMap,
     };
     NamedObject { field, kind, name: &p.name, namespace: p.namespace.as_deref() }
-}
-
-/// A `Kubernetes` configuration: its CA, credentials and kubeconfig references.
-pub fn kubernetes_reach(spec: &KubernetesSpec) -> Reach<'_> {
-    let mut named = Vec::new();
-    if let Some(p) = &spec.server.ca_provider {
-        named.push(ca_provider("spec.server.caProvider", p));
-    }
-    if let Some(auth) = &spec.auth {
-        if let Some(c) = &auth.cert {
-            named.push(secret("spec.auth.cert.clientCert", &c.client_cert));
-            named.push(secret("spec.auth.cert.clientKey", &c.client_key));
-        }
-        if let Some(t) = &auth.token {
-            named.push(secret("spec.auth.token.bearerToken", &t.bearer_token));
-        }
-        if let Some(sa) = &auth.service_account {
-            named.push(service_account("spec.auth.serviceAccount", sa));
-        }
-    }
-    if let Some(r) = &spec.auth_ref {
-        named.push(secret("spec.authRef", r));
-    }
-    Reach { named, ambient: Vec::new(), allow_remote_namespace_override: spec.allow_remote_namespace_override }
 }
 
 /// What a Vault `kubernetes` login without a ServiceAccount or Secret uses: the provider's own
@@ -165,59 +144,9 @@ pub fn secrets_manager_reach(spec: &SecretsManagerSpec) -> Reach<'_> {
 mod tests {
     use super::super::boundary::{ConfigOwner, check_boundary};
     use super::*;
-    use crate::provider_config::{CertAuth, KubernetesAuth, KubernetesServer, TokenAuth};
-
-    fn sel(name: &str, ns: Option<&str>) -> SecretKeySelector {
-        SecretKeySelector { name: name.into(), key: Some("k".into()), namespace: ns.map(str::to_string) }
-    }
 
     fn fields(owner: ConfigOwner, ns: &str, reach: &Reach<'_>) -> Vec<String> {
         check_boundary(owner, ns, reach).err().map(|e| e.0.into_iter().map(|e| e.field).collect()).unwrap_or_default()
-    }
-
-    #[test]
-    fn every_reference_of_a_kubernetes_config_is_checked() {
-        let spec = KubernetesSpec {
-            server: KubernetesServer {
-                ca_provider: Some(CaProvider {
-                    type_: CaProviderType::ConfigMap,
-                    name: "ca".into(),
-                    key: "ca.crt".into(),
-                    namespace: Some("kube-system".into()),
-                }),
-                ..Default::default()
-            },
-            auth: Some(KubernetesAuth {
-                cert: Some(CertAuth { client_cert: sel("c", Some("x")), client_key: sel("k", Some("team-a")) }),
-                token: Some(TokenAuth { bearer_token: sel("t", Some("y")) }),
-                service_account: Some(ServiceAccountSelector {
-                    name: "sa".into(),
-                    namespace: Some("z".into()),
-                    audiences: vec![],
-                }),
-            }),
-            auth_ref: Some(sel("kubeconfig", Some("w"))),
-            remote_namespace: "team-a".into(),
-            allow_remote_namespace_override: true,
-        };
-        let reach = kubernetes_reach(&spec);
-        assert_eq!(reach.named.len(), 6);
-        let errs = check_boundary(ConfigOwner::Tenant, "team-a", &reach).unwrap_err();
-        let got: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(
-            got,
-            [
-                "spec.server.caProvider.namespace",
-                "spec.auth.cert.clientCert.namespace",
-                "spec.auth.token.bearerToken.namespace",
-                "spec.auth.serviceAccount.namespace",
-                "spec.authRef.namespace",
-                "spec.allowRemoteNamespaceOverride",
-            ]
-        );
-        assert!(errs.0[0].message.starts_with("\"kube-system\" names ConfigMap \"ca\""), "{}", errs.0[0].message);
-        assert!(errs.0[3].message.contains("ServiceAccount \"sa\""), "{}", errs.0[3].message);
-        assert_eq!(check_boundary(ConfigOwner::Operator, "keyward", &reach), Ok(()));
     }
 
     #[test]

@@ -13,22 +13,20 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::ProviderIdentityNamespaces;
 use super::boundary::{ConfigOwner, Reach, check_boundary_with};
-use super::reach::{kubernetes_reach, secrets_manager_reach, vault_reach};
-use super::store_blocks::{crd_read_spec, open_bao_vault, validate_crd, validate_open_bao};
+use super::reach::{secrets_manager_reach, vault_reach};
+use super::store_blocks::{open_bao_vault, validate_open_bao};
 use super::stores::{validate_secrets_manager, validate_vault};
-use super::validate::{check_conditions, check_kubernetes};
+use super::validate::check_conditions;
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
-use crate::provider_config::KubernetesSpec;
 use crate::registry::{AdmitSink, BlockError, ProviderKind, StoreBlock};
-use crate::secret_store::{KubernetesStoreProvider, SecretStoreProvider, SecretStoreSpec};
+use crate::secret_store::{SecretStoreProvider, SecretStoreSpec};
 use crate::secrets_manager::{AwsService, SecretsManagerSpec};
-use crate::store_blocks::CrdReadSpec;
 use crate::vault::VaultSpec;
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
 /// provider crates add theirs as rows with store blocks ([`ProviderKind::stores`]).
-pub const SERVED_STORE_PROVIDERS: [&str; 5] = ["kubernetes", "vault", "aws", "openBao", "crd"];
+pub const SERVED_STORE_PROVIDERS: [&str; 3] = ["vault", "aws", "openBao"];
 
 /// The provider kinds a caller knows beyond this crate's own: the rows of
 /// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
@@ -45,14 +43,10 @@ fn served(plugins: Plugins<'_>) -> String {
 /// The Keyward provider configuration a store's `spec.provider` translates to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreBackend {
-    /// Served by the Kubernetes provider.
-    Kubernetes(Box<KubernetesSpec>),
     /// Served by the Vault provider.
     Vault(Box<VaultSpec>),
     /// `openBao`: served by the Vault provider as the Vault configuration it is a subset of.
     OpenBao(Box<VaultSpec>),
-    /// `crd`: served by the Kubernetes provider, reading objects of one kind.
-    Crd(Box<CrdReadSpec>),
     /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
     /// credentials and roles.
     Aws(AwsService, Box<SecretsManagerSpec>),
@@ -73,9 +67,7 @@ impl StoreBackend {
     /// The provider process that serves it (the key of the reconciler's address table).
     pub fn provider_name(&self) -> &'static str {
         match self {
-            StoreBackend::Kubernetes(_) => "kubernetes",
             StoreBackend::Vault(_) | StoreBackend::OpenBao(_) => "vault",
-            StoreBackend::Crd(_) => "kubernetes",
             StoreBackend::Aws(..) => "aws",
             StoreBackend::Plugin { kind, .. } => kind.provider,
         }
@@ -86,7 +78,6 @@ impl StoreBackend {
         match self {
             StoreBackend::Plugin { key, .. } => key,
             StoreBackend::OpenBao(_) => "openBao",
-            StoreBackend::Crd(_) => "crd",
             other => other.provider_name(),
         }
     }
@@ -242,13 +233,6 @@ pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) 
 pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Vec<String> {
     let mut out = Vec::new();
     retry_cap_warnings(spec, &mut out);
-    if spec.provider.kubernetes.as_ref().is_some_and(|k| k.auth.is_none() && k.auth_ref.is_none()) {
-        out.push(
-            "spec.provider.kubernetes: neither auth nor authRef is set, so the store cannot read and reports \
-             Ready=False (as upstream, which admits it and fails at the first sync): set one"
-                .to_string(),
-        );
-    }
     if let Some(v) = &spec.provider.vault {
         out.extend(super::vault_warnings(v).into_iter().map(|w| format!("spec.provider.vault{}", &w["spec".len()..])));
         if let Some(m) = v.auth.unserved() {
@@ -304,9 +288,8 @@ fn plugin_warnings(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Vec<
 
 /// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
 ///
-/// `kubernetes` becomes a `Kubernetes` configuration (`remoteNamespace` defaulting to `default`
-/// as upstream; `allowRemoteNamespaceOverride` does not exist upstream and stays off). A key of
-/// one of `plugins` is that kind's spec as written, or as the row's
+/// `vault` and `openBao` become a Vault configuration, `aws` an AWS one. A key of one of
+/// `plugins` is that kind's spec as written, or as the row's
 /// [`crate::registry::StoreBlock::translate`] reads upstream's block into it.
 pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Result<StoreBackend, StoreProviderError> {
     if let Some(o) = provider.other.oversized() {
@@ -318,17 +301,13 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
     match names.as_slice() {
         [] => Err(StoreProviderError::Empty { served: served(plugins) }),
         [_] => {
-            if let Some(k) = &provider.kubernetes {
-                Ok(StoreBackend::Kubernetes(Box::new(kubernetes(k))))
-            } else if let Some(v) = &provider.vault {
+            if let Some(v) = &provider.vault {
                 match v.auth.unserved() {
                     Some(m) => Err(not_supported(&format!("vault.auth.{m}"))),
                     None => Ok(StoreBackend::Vault(Box::new(v.clone()))),
                 }
             } else if let Some(o) = &provider.open_bao {
                 Ok(StoreBackend::OpenBao(Box::new(open_bao_vault(o))))
-            } else if let Some(c) = &provider.crd {
-                Ok(StoreBackend::Crd(Box::new(crd_read_spec(c))))
             } else if let Some(a) = provider.aws.as_ref().filter(|a| a.service != AwsService::CertificateManager) {
                 Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
             } else if provider.aws.is_some() {
@@ -369,16 +348,6 @@ fn plugin_block(
     })
 }
 
-fn kubernetes(k: &KubernetesStoreProvider) -> KubernetesSpec {
-    KubernetesSpec {
-        server: k.server.clone(),
-        auth: k.auth.clone(),
-        auth_ref: k.auth_ref.clone(),
-        remote_namespace: k.remote_namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
-        allow_remote_namespace_override: false,
-    }
-}
-
 /// Validates a SecretStore's (`namespace`: its namespace) or a ClusterSecretStore's (`None`)
 /// fields.
 ///
@@ -393,16 +362,12 @@ pub fn validate_secret_store(
 ) -> Result<(), ValidationErrors> {
     let mut errs = ValidationErrors::default();
     match store_backend(&spec.provider, plugins) {
-        Ok(StoreBackend::Kubernetes(k)) => {
-            prefixed(&mut errs, "spec.provider.kubernetes", check_kubernetes(&k, false));
-        }
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
         Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
         Ok(StoreBackend::OpenBao(_)) => {
             let o = spec.provider.open_bao.as_ref();
             prefixed(&mut errs, "spec.provider.openBao", o.map_or(Ok(()), validate_open_bao));
         }
-        Ok(StoreBackend::Crd(c)) => prefixed(&mut errs, "spec.provider.crd", validate_crd(&c)),
         Ok(StoreBackend::Plugin { kind, key, spec: translated }) => {
             admit_block(&mut errs, kind, key, |out| admit_served(&spec.provider, kind, key, &translated, out));
         }
@@ -489,9 +454,7 @@ pub fn secret_store_boundary(
         prefixed(&mut errs, &prefix, boundary);
     };
     match &backend {
-        StoreBackend::Kubernetes(k) => judge(&kubernetes_reach(k)),
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => judge(&vault_reach(v)),
-        StoreBackend::Crd(c) => judge(&kubernetes_reach(&c.connection)),
         StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
         // A block that does not read is validate_secret_store's field error.
         StoreBackend::Plugin { kind, key, spec: translated } => {
@@ -522,6 +485,7 @@ fn prefixed(errs: &mut ValidationErrors, prefix: &str, result: Result<(), Valida
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::test_spec::TestSpec;
 
     /// A provider crate's kind whose block is any object and always valid: the store the tests
     /// of what is not about a provider use.
@@ -560,27 +524,6 @@ mod tests {
             .filter_map(Result::err)
             .flat_map(|e| e.0.iter().map(ToString::to_string).collect::<Vec<_>>())
             .collect()
-    }
-
-    #[test]
-    fn kubernetes_translates_to_the_kubernetes_configuration() {
-        let s = spec(
-            "provider:\n  kubernetes:\n    server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca, key: ca.crt}}\n    \
-             auth: {serviceAccount: {name: reader, audiences: [a]}}\n",
-        );
-        let StoreBackend::Kubernetes(k) = store_backend(&s.provider, &[]).expect("served") else {
-            panic!("kubernetes")
-        };
-        assert_eq!(k.remote_namespace, "default", "upstream default");
-        assert_eq!(k.server.url.as_deref(), Some("https://k"));
-        assert_eq!(k.auth.and_then(|a| a.service_account).map(|sa| sa.audiences), Some(vec!["a".to_string()]));
-        assert!(!k.allow_remote_namespace_override);
-        let s = spec("provider: {kubernetes: {remoteNamespace: apps, authRef: {name: kc, key: config}}}");
-        let b = store_backend(&s.provider, &[]).expect("served");
-        assert_eq!(b.provider_name(), "kubernetes");
-        let StoreBackend::Kubernetes(k) = b else { panic!("kubernetes") };
-        assert_eq!(k.remote_namespace, "apps");
-        assert_eq!(k.auth_ref.map(|r| r.name), Some("kc".to_string()));
     }
 
     #[test]
@@ -739,15 +682,15 @@ mod tests {
         );
     }
 
-    /// A provider crate's kind, as its crate declares it: here the Kubernetes spec served under
+    /// A provider crate's kind, as its crate declares it: here the test spec served under
     /// `spec.provider.example`.
     static EXAMPLE: ProviderKind = ProviderKind {
         kind: "Example",
         plural: "examples",
         provider: "example",
         stores: &[StoreBlock::spec("example")],
-        admit: crate::registry::admit_spec::<KubernetesSpec>,
-        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+        admit: crate::registry::admit_spec::<TestSpec>,
+        crd: <crate::Provider as kube::CustomResourceExt>::crd,
     };
 
     #[test]
@@ -763,7 +706,7 @@ mod tests {
         let e = store_backend(&s.provider, &[]).unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "example"), "{e:?}");
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("kubernetes, vault, aws, openBao, crd, example"), "{e}");
+        assert!(e.to_string().contains("the providers vault, aws, openBao, example;"), "{e}");
         // Its field errors and its reach come from the kind, under the store's key.
         let bad = spec("provider: {example: {auth: {token: {bearerToken: {name: t}}}}}");
         let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
@@ -844,8 +787,8 @@ mod tests {
                 ..StoreBlock::spec("twinLegacy")
             },
         ],
-        admit: crate::registry::admit_spec::<KubernetesSpec>,
-        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+        admit: crate::registry::admit_spec::<TestSpec>,
+        crd: <crate::Provider as kube::CustomResourceExt>::crd,
     };
 
     #[test]
@@ -859,7 +802,7 @@ mod tests {
             assert_eq!((*kind, spec["remoteNamespace"].as_str()), (&TWIN, Some("r")));
         }
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("kubernetes, vault, aws, openBao, crd, twin, twinLegacy"), "{e}");
+        assert!(e.to_string().contains("the providers vault, aws, openBao, twin, twinLegacy;"), "{e}");
 
         // Not served: the store reports ProviderNotSupported, admission still checks the rest.
         let unserved = spec("provider: {twinLegacy: {unserved: 1, auth: {token: {bearerToken: {name: t}}}}}");
@@ -887,7 +830,7 @@ mod tests {
         stores: &[StoreBlock {
             translate: Some(|block| Ok(unframed(block))),
             admit: Some(|block, out| {
-                let spec: KubernetesSpec = serde_json::from_value(unframed(block))?;
+                let spec: TestSpec = serde_json::from_value(unframed(block))?;
                 let mut errs = crate::registry::ProviderSpec::validate(&spec).err().unwrap_or_default();
                 if block.get("frame").is_none() {
                     errs.push("spec.frame", "must be set");
@@ -897,8 +840,8 @@ mod tests {
             }),
             ..StoreBlock::spec("framed")
         }],
-        admit: crate::registry::admit_spec::<KubernetesSpec>,
-        crd: <crate::Kubernetes as kube::CustomResourceExt>::crd,
+        admit: crate::registry::admit_spec::<TestSpec>,
+        crd: <crate::Provider as kube::CustomResourceExt>::crd,
     };
 
     /// A `framed` block without its `frame`: the spec.
@@ -1007,11 +950,6 @@ mod tests {
 
     #[test]
     fn upstream_store_shapes_it_admits_are_admitted_with_a_warning() {
-        // A Kubernetes store without credentials (upstream fails it at the first sync).
-        let k8s = "provider: {kubernetes: {server: {url: 'https://k', caProvider: {type: ConfigMap, name: ca}}}}";
-        assert_eq!(errors(Some("a"), k8s), Vec::<String>::new());
-        let w = secret_store_warnings(&spec(k8s), &[]);
-        assert!(w.len() == 1 && w[0].starts_with("spec.provider.kubernetes: neither auth nor authRef"), "{w:?}");
         // A Vault store without a login: the provider's identity, refused for a tenant by default.
         let vault = "provider: {vault: {server: 'http://v', path: secret}}";
         let denied = errors(Some("a"), vault);
@@ -1028,11 +966,6 @@ mod tests {
         assert_eq!(errors(Some("a"), "provider: {gcpsm: {projectID: p}}"), Vec::<String>::new());
         let cases = [
             (Some("a"), "provider: {}", "spec.provider: spec.provider names no provider"),
-            (
-                Some("a"),
-                "provider: {kubernetes: {auth: {token: {bearerToken: {name: t}}}}}",
-                "spec.provider.kubernetes.auth.token.bearerToken.key: must not be empty",
-            ),
             (
                 None,
                 "provider: {inline: {}}\nconditions: [{namespaceRegexes: ['(']}]",
@@ -1055,20 +988,15 @@ mod tests {
 
     #[test]
     fn namespaces_in_references_only_for_cluster_secret_stores() {
-        let yaml = "provider:\n  kubernetes:\n    auth: {serviceAccount: {name: reader, namespace: creds}}\n";
-        let got = errors(Some("team-a"), yaml);
+        let plugins: Plugins<'_> = &[&EXAMPLE];
+        let none = &ProviderIdentityNamespaces::NONE;
+        let yaml = "provider: {example: {auth: {token: {bearerToken: {name: t, key: k, namespace: creds}}}}}";
+        let got = secret_store_boundary("team-a", &spec(yaml), plugins, none).unwrap_err().0;
         assert_eq!(got.len(), 1, "{got:?}");
-        assert!(
-            got[0].starts_with("spec.provider.kubernetes.auth.serviceAccount.namespace: \"creds\" names"),
-            "{got:?}"
-        );
-        assert!(
-            got[0].ends_with("or have the cluster operator serve this store through a ClusterSecretStore"),
-            "{got:?}"
-        );
-        assert_eq!(errors(Some("creds"), yaml), Vec::<String>::new(), "its own namespace is fine");
-        assert_eq!(errors(None, yaml), Vec::<String>::new(), "a ClusterSecretStore is the operator's");
-        let token = "provider:\n  kubernetes:\n    auth: {token: {bearerToken: {name: t, key: k, namespace: other}}}\n";
-        assert!(errors(Some("team-a"), token)[0].contains("auth.token.bearerToken.namespace"));
+        let got = got[0].to_string();
+        assert!(got.starts_with("spec.provider.example.auth.token.bearerToken.namespace: \"creds\" names"), "{got}");
+        assert!(got.ends_with("or have the cluster operator serve this store through a ClusterSecretStore"), "{got}");
+        assert_eq!(secret_store_boundary("creds", &spec(yaml), plugins, none), Ok(()), "its own namespace is fine");
+        assert_eq!(validate_secret_store(None, &spec(yaml), plugins), Ok(()), "a ClusterSecretStore is the operator's");
     }
 }

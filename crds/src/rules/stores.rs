@@ -9,7 +9,7 @@ use crate::secrets_manager::{AwsAuthSecretRef, SecretsManagerSpec};
 use crate::vault::{VaultGcpAuth, VaultIamAuth, VaultSpec};
 
 /// A CA given inline (`caBundle`, Base64 PEM) or by reference (`caProvider`), not both.
-pub(crate) fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, provider: Option<&CaProvider>) {
+pub fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, provider: Option<&CaProvider>) {
     if let Some(ca) = bundle
         && base64::engine::general_purpose::STANDARD.decode(ca.trim()).is_err()
     {

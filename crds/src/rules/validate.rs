@@ -15,7 +15,6 @@ use crate::free_json::FreeJson;
 use crate::provider::{
     AuthenticationScope, ClusterProviderCondition, ClusterProviderSpec, ProviderConfig, ProviderSpec,
 };
-use crate::provider_config::KubernetesSpec;
 use crate::push_secret::{PushSecretDataTo, PushSecretSpec, PushSecretStoreRef};
 
 /// Validates an ExternalSecret spec.
@@ -415,7 +414,8 @@ pub(crate) fn check_conditions(errs: &mut ValidationErrors, conditions: &[Cluste
     }
 }
 
-pub(crate) fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {
+/// A Secret key reference's errors at `path`: a Secret named, and a key when `key_required`.
+pub fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &SecretKeySelector, key_required: bool) {
     if s.name.is_empty() {
         errs.push(format!("{path}.name"), "must not be empty: name the Secret");
     }
@@ -424,63 +424,8 @@ pub(crate) fn check_secret_key(errs: &mut ValidationErrors, path: &str, s: &Secr
     }
 }
 
-/// Validates a Kubernetes provider configuration.
-pub fn validate_kubernetes(spec: &KubernetesSpec) -> Result<(), ValidationErrors> {
-    check_kubernetes(spec, true)
-}
-
-/// [`validate_kubernetes`]; `credentials_required` false for an upstream store, which upstream
-/// admits without `auth` or `authRef` and fails at its first sync (`secret_store_warnings`).
-pub(crate) fn check_kubernetes(spec: &KubernetesSpec, credentials_required: bool) -> Result<(), ValidationErrors> {
-    let mut errs = ValidationErrors::default();
-    match (&spec.auth, &spec.auth_ref) {
-        (Some(_), Some(_)) => errs.push("spec", "set exactly one of auth or authRef, not both"),
-        (None, None) if credentials_required => errs.push("spec", "set exactly one of auth or authRef"),
-        (None, None) => {}
-        (None, Some(r)) => check_secret_key(&mut errs, "spec.authRef", r, false),
-        (Some(auth), None) => {
-            let methods = auth.methods();
-            match methods.len() {
-                0 => errs.push("spec.auth", "set exactly one of cert, token or serviceAccount"),
-                1 => {}
-                _ => errs.push(
-                    "spec.auth",
-                    format!("{} are set; set exactly one of cert, token or serviceAccount", methods.join(" and ")),
-                ),
-            }
-            if let Some(c) = &auth.cert {
-                check_secret_key(&mut errs, "spec.auth.cert.clientCert", &c.client_cert, true);
-                check_secret_key(&mut errs, "spec.auth.cert.clientKey", &c.client_key, true);
-            }
-            if let Some(t) = &auth.token {
-                check_secret_key(&mut errs, "spec.auth.token.bearerToken", &t.bearer_token, true);
-            }
-            if let Some(sa) = &auth.service_account
-                && sa.name.is_empty()
-            {
-                errs.push("spec.auth.serviceAccount.name", "must not be empty: name the ServiceAccount");
-            }
-        }
-    }
-    if let Some(url) = &spec.server.url
-        && !url.starts_with("https://")
-    {
-        errs.push("spec.server.url", format!("{url:?} must be an https:// URL"));
-    }
-    super::stores::check_ca(
-        &mut errs,
-        "spec.server",
-        spec.server.ca_bundle.as_deref(),
-        spec.server.ca_provider.as_ref(),
-    );
-    if !is_dns_label(&spec.remote_namespace) {
-        errs.push("spec.remoteNamespace", format!("{:?} is not a valid namespace name", spec.remote_namespace));
-    }
-    errs.into_result()
-}
-
 /// A DNS-1123 label: a namespace name.
-pub(crate) fn is_dns_label(s: &str) -> bool {
+pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')

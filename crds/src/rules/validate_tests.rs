@@ -483,57 +483,6 @@ fn cluster_provider_table() {
     }
 }
 
-#[test]
-fn kubernetes_config_table() {
-    let token = "auth: {token: {bearerToken: {name: t, key: token}}}\n";
-    let cases: Vec<Case> = vec![
-        ("token", token.into(), None),
-        ("service account", "auth: {serviceAccount: {name: reader}}\n".into(), None),
-        (
-            "cert",
-            "auth: {cert: {clientCert: {name: c, key: tls.crt}, clientKey: {name: c, key: tls.key}}}\n".into(),
-            None,
-        ),
-        ("kubeconfig", "authRef: {name: kc, key: config}\n".into(), None),
-        ("nothing", "{}\n".into(), Some(("spec", "set exactly one of auth or authRef"))),
-        (
-            "both",
-            format!("{token}authRef: {{name: kc}}\n"),
-            Some(("spec", "set exactly one of auth or authRef, not both")),
-        ),
-        ("zero methods", "auth: {}\n".into(), Some(("spec.auth", "set exactly one of cert, token or serviceAccount"))),
-        (
-            "two methods",
-            "auth: {token: {bearerToken: {name: t, key: k}}, serviceAccount: {name: s}}\n".into(),
-            Some(("spec.auth", "token and serviceAccount are set")),
-        ),
-        (
-            "token without key",
-            "auth: {token: {bearerToken: {name: t}}}\n".into(),
-            Some(("spec.auth.token.bearerToken.key", "must not be empty")),
-        ),
-        (
-            "http url",
-            format!("{token}server: {{url: 'http://k8s'}}\n"),
-            Some(("spec.server.url", "must be an https:// URL")),
-        ),
-        (
-            "bad ca bundle",
-            format!("{token}server: {{caBundle: 'not base64!'}}\n"),
-            Some(("spec.server.caBundle", "Base64")),
-        ),
-        (
-            "bad remote namespace",
-            format!("{token}remoteNamespace: Not_Valid\n"),
-            Some(("spec.remoteNamespace", "not a valid namespace name")),
-        ),
-    ];
-    for (case, text, want) in cases {
-        let spec: crate::KubernetesSpec = yaml(&text);
-        expect(validate_kubernetes(&spec), want, case);
-    }
-}
-
 /// Every remote key and find path of upstream's documentation and end-to-end manifests
 /// (`upstream_keys.txt`: field, tab, key; extracted from external-secrets/external-secrets at
 /// release 2.9.0) passes the key rule, so refusing traversal refuses no upstream example.

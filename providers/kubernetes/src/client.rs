@@ -5,8 +5,8 @@
 //! kubeconfig) is read through the runtime's [`ClusterRefs`], in the namespace the tenant
 //! boundary allows, and a kubeconfig is read as data only ([`crate::kubeconfig`]).
 
+use crate::api::KubernetesSpec;
 use base64::Engine;
-use keyward_crds::provider_config::KubernetesSpec;
 use keyward_provider_runtime::netguard::{CallNames, DeniedNetworks, kube_client};
 use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, pem_to_der};
 use keyward_provider_runtime::{ProviderError, RequestContext};

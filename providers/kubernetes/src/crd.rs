@@ -5,12 +5,11 @@
 //! The kind is found by discovery and read with the dynamic client. A SecretStore reads objects
 //! of its own namespace only, by bare name; a ClusterSecretStore names `namespace/name` (a bare
 //! name for a cluster-scoped kind). The store's allow rules (`whitelist`) are checked before a
-//! value leaves the provider. The rules are `keyward_crds::rules`' (`crd_object_ref`,
+//! value leaves the provider. The rules are [`crate::api`]'s (`crd_object_ref`,
 //! `crd_whitelist_allows`), which admission applies too.
 
+use crate::api::{CrdReadSpec, crd_object_ref, crd_whitelist_allows};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
-use keyward_crds::rules::{crd_object_ref, crd_whitelist_allows};
-use keyward_crds::store_blocks::CrdReadSpec;
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, ExternalSecretFind};
 use keyward_provider_runtime::body::FindAnswer;
 use keyward_provider_runtime::json::{find_regex, json_bytes, property, value_map};

@@ -254,6 +254,31 @@ impl ClusterRefs {
         K: ConfigKind + kube::core::object::HasSpec,
         K::Spec: ProviderSpec + Clone,
     {
+        self.resolve_block::<K, K::Spec>(
+            ctx,
+            kind,
+            |config| config.spec().clone(),
+            |_, block| serde_json::from_value(block),
+        )
+        .await
+    }
+
+    /// [`Self::resolve_spec`] for a kind whose store blocks do not all read as its spec: the
+    /// configuration `S` is `spec_of` the `K` object the request names, or `from_block` of the
+    /// store block it names, told which block it is (its key) and handed it as the row
+    /// translated it (a Kubernetes `crd` block is a read of other kinds, not a `Kubernetes`
+    /// spec). Its rules and reach are checked as [`Self::resolve_spec`] checks them.
+    pub async fn resolve_block<K, S>(
+        &self,
+        ctx: &RequestContext,
+        kind: &'static ProviderKind,
+        spec_of: impl FnOnce(K) -> S,
+        from_block: impl FnOnce(&'static str, serde_json::Value) -> Result<S, serde_json::Error>,
+    ) -> Result<ResolvedConfig<S>, ProviderError>
+    where
+        K: ConfigKind,
+        S: ProviderSpec,
+    {
         self.watches.serve_store_keys(kind.stores.iter().map(|block| block.key));
         let ns = ctx.config_namespace();
         let resolved = match store_backend(self, ctx, &[kind]).await? {
@@ -262,7 +287,7 @@ impl ClusterRefs {
                     StoreRefKind::ClusterSecretStore => format!("{} {}", ctx.kind, ctx.name),
                     _ => format!("{} {ns}/{}", ctx.kind, ctx.name),
                 };
-                let spec = serde_json::from_value::<K::Spec>(block)
+                let spec = from_block(key, block)
                     .map_err(|e| ProviderError::BadConfig(format!("{what}: spec.provider.{key}: {e}")))?;
                 ResolvedConfig { spec, generation, what }
             }
@@ -277,11 +302,7 @@ impl ClusterRefs {
             None => {
                 let config: K = self.config(ctx).await?;
                 let generation = Generation::of(config.meta());
-                ResolvedConfig {
-                    spec: config.spec().clone(),
-                    generation,
-                    what: format!("{} {ns}/{}", kind.kind, ctx.name),
-                }
+                ResolvedConfig { spec: spec_of(config), generation, what: format!("{} {ns}/{}", kind.kind, ctx.name) }
             }
         };
         resolved.spec.validate().map_err(|e| ProviderError::BadConfig(format!("{}: {e}", resolved.what)))?;

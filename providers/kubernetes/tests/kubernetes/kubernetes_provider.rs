@@ -12,13 +12,13 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use keyward_certs::{CertificateAuthority, Usage};
-use keyward_crds::Kubernetes;
 use keyward_e2e::{control_plane, with_temp_namespace};
 use keyward_proto::v1::{
     DeleteSecretRequest, ExternalSecretDataRemoteRef, ExternalSecretFind, FindName, GetAllSecretsRequest,
     GetSecretMapRequest, GetSecretRequest, ProviderReference, PushSecretData, PushSecretRemoteRef, PushSecretRequest,
     SecretExistsRequest, ValidateRequest,
 };
+use keyward_provider_kubernetes::api::Kubernetes;
 use keyward_provider_runtime::testkit::{RunningProvider, launch, operator_ref, provider_ref};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};

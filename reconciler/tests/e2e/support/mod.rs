@@ -694,7 +694,7 @@ pub async fn kubernetes_good_and_broken(client: &Client, ns: &str, remote: &str,
     let ca = std::fs::read(control_plane().await.ca_files().0).unwrap();
     let server = json!({"url": control_plane().await.server_url(),
                         "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)});
-    let configs: Api<keyward_crds::Kubernetes> = Api::namespaced(client.clone(), ns);
+    let configs: Api<keyward_provider_kubernetes::api::Kubernetes> = Api::namespaced(client.clone(), ns);
     let providers: Api<keyward_crds::Provider> = Api::namespaced(client.clone(), ns);
     for (name, sa) in [("good", "reader"), ("broken", "nobody")] {
         apply(
