@@ -7,6 +7,7 @@
 //! gone, whether deleted or missing from a re-list after a watch outage, so nothing keyed by
 //! object outlives the object.
 
+pub mod codec;
 pub mod configs;
 pub mod packed;
 pub mod strip;
