@@ -65,10 +65,13 @@ use crate::events::{Note, Recorder};
 /// which keys waiting objects by it).
 pub use keyward_provider_client::ObjectKey;
 
-/// What is remembered about one object between reconciles.
+/// What is remembered about one object between reconciles: one entry (and one key) per object
+/// for all of it.
 #[derive(Debug, Default, Clone, Copy)]
 struct PerObject {
     failures: u32,
+    /// What the object asked for when last seen ([`Context::spec_changed`]).
+    spec: Option<u64>,
     last_refresh: Option<LastRefresh>,
 }
 
@@ -233,10 +236,17 @@ impl Context {
         let mut objects = self.objects();
         if let Some(state) = objects.get_mut(key) {
             state.failures = 0;
-            if state.last_refresh.is_none() {
+            if state.last_refresh.is_none() && state.spec.is_none() {
                 objects.remove(key);
             }
         }
+    }
+
+    /// Records `spec`, the hash of what `key`'s object asks for ([`crate::predicate::spec_change`]),
+    /// and says whether it differs from the one recorded before (or none was): the change filter
+    /// of a controller whose own status writes come back through the watch.
+    pub fn spec_changed(&self, key: ObjectKey, spec: u64) -> bool {
+        self.objects().entry(key).or_default().spec.replace(spec) != Some(spec)
     }
 
     /// Remembers a successful refresh of the object version `synced_hash`. Status records it
@@ -300,6 +310,23 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_change_filter_is_kept_with_the_object_and_forgotten_with_it() {
+        let (client, _) = crate::fake_api::client(|_, _| (404, serde_json::json!({})));
+        let ctx = Context::for_tests(client);
+        let key = || ObjectKey::external_secret("ns", "a");
+        assert!(ctx.spec_changed(key(), 1), "first seen");
+        assert!(!ctx.spec_changed(key(), 1), "its own status write comes back");
+        ctx.failure_delay(&key());
+        ctx.clear_failures(&key());
+        assert!(!ctx.spec_changed(key(), 1), "a cleared failure keeps the filter");
+        assert!(ctx.spec_changed(key(), 2));
+        assert_eq!(ctx.tracked(), 1);
+        ctx.forget(&key());
+        assert_eq!(ctx.tracked(), 0);
+        assert!(ctx.spec_changed(key(), 2), "seen anew after it was gone");
+    }
 
     #[test]
     fn a_remembered_refresh_knows_which_version_it_synced() {

@@ -8,7 +8,6 @@ pub mod refresh;
 pub mod render;
 pub mod target;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -41,7 +40,6 @@ pub fn controller(
     let (trigger, triggers) = caches::triggers::<Packed<ExternalSecret>>();
     {
         let (trigger, ctx) = (trigger.clone(), ctx.clone());
-        let mut seen: HashMap<ObjectKey, u64> = HashMap::new();
         caches.external_secrets.hook(move |change| match change {
             Change::Applied(es) => {
                 if !of_class(es, class.as_deref()) {
@@ -49,14 +47,12 @@ pub fn controller(
                 }
                 let hash = crate::predicate::spec_change(es).unwrap_or_default();
                 let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
-                if seen.insert(key, hash) != Some(hash) {
+                if ctx.spec_changed(key, hash) {
                     trigger.send(packed_key(es));
                 }
             }
             Change::Gone(es) => {
-                let key = ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any());
-                seen.remove(&key);
-                ctx.forget(&key);
+                ctx.forget(&ObjectKey::external_secret(&es.namespace().unwrap_or_default(), &es.name_any()));
             }
         });
     }
