@@ -3,7 +3,8 @@
 //! patches the first Event's `series` (count and last time) instead of creating a new Event.
 //!
 //! What is remembered of an Event to count its repeats is a 64-bit fingerprint of what makes it a
-//! repeat, its name, its last time and its count: about a hundred bytes. kube's `Recorder` does
+//! repeat, when it was created (its name is the object's name and that time, so it is not kept),
+//! its last time and its count: under a hundred bytes, none of them a string. kube's `Recorder` does
 //! the same counting but keeps two full copies of every Event it published (the key and the
 //! object, each with a cloned `ObjectReference`), some 2.5 KiB each, and every first sync
 //! publishes one Event per ExternalSecret: at 10,000 that was 25 MiB of the reconciler's peak.
@@ -53,7 +54,8 @@ pub struct Note<'a> {
 /// An Event published within the window: what a repeat needs to count on it.
 #[derive(Debug)]
 struct Published {
-    name: Box<str>,
+    /// When it was created: with the object's name, its name ([`event_name`]).
+    created: Timestamp,
     last: Timestamp,
     count: i32,
 }
@@ -102,13 +104,15 @@ impl Recorder {
                 published.by_key.retain(|_, p| p.last + WINDOW > now);
                 published.swept = now;
             }
-            published.by_key.get(&key).filter(|p| p.last + WINDOW > now).map(|p| (p.name.clone(), p.count + 1))
+            published.by_key.get(&key).filter(|p| p.last + WINDOW > now).map(|p| (p.created, p.count + 1))
         };
-        if let Some((name, count)) = repeat {
+        if let Some((created, count)) = repeat {
+            // A repeat has the same object, so the same name: the fingerprint covers it.
+            let name = event_name(self.object(regarding), created);
             let series = EventSeries { count, last_observed_time: MicroTime(now) };
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({ "series": series }))).await {
                 Ok(_) => {
-                    self.remember(key, name, now, count);
+                    self.remember(key, created, now, count);
                     return Ok(());
                 }
                 // Deleted meanwhile (an Event's own time to live, or by hand): a new one.
@@ -116,23 +120,25 @@ impl Recorder {
                 Err(e) => return Err(e),
             }
         }
-        let created = self.event(event, regarding, now);
-        let name = created.metadata.name.clone().unwrap_or_default().into_boxed_str();
-        api.create(&PostParams::default(), &created).await?;
-        self.remember(key, name, now, 1);
+        api.create(&PostParams::default(), &self.event(event, regarding, now)).await?;
+        self.remember(key, now, now, 1);
         Ok(())
     }
 
-    fn remember(&self, key: u64, name: Box<str>, last: Timestamp, count: i32) {
-        self.published().by_key.insert(key, Published { name, last, count });
+    fn remember(&self, key: u64, created: Timestamp, last: Timestamp, count: i32) {
+        self.published().by_key.insert(key, Published { created, last, count });
+    }
+
+    /// The name an Event's name starts with: the object's (the controller's for none).
+    fn object<'a>(&'a self, regarding: &'a ObjectReference) -> &'a str {
+        regarding.name.as_deref().unwrap_or(&self.reporter.controller)
     }
 
     fn event(&self, event: Note<'_>, regarding: &ObjectReference, now: Timestamp) -> Event {
         let controller = &self.reporter.controller;
-        let object = regarding.name.as_deref().unwrap_or(controller);
         Event {
             metadata: ObjectMeta {
-                name: Some(event_name(object, now)),
+                name: Some(event_name(self.object(regarding), now)),
                 namespace: regarding.namespace.clone(),
                 ..Default::default()
             },
