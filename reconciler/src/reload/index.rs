@@ -4,9 +4,11 @@
 //!
 //! ExternalSecrets are indexed only in namespaces that hold a reloadable workload: elsewhere no
 //! change of theirs can concern one, and most installs have none (the index cost 0.3 KB per
-//! ExternalSecret at 10,000). When a namespace gets its first reloadable workload the caller
-//! fills its ExternalSecrets in from the cache ([`Index::set_workload`] says when); when it loses
-//! its last, they are dropped.
+//! ExternalSecret at 10,000). When a namespace gets its first reloadable workload it is marked
+//! to be filled in from the ExternalSecret cache, and every namespace so marked is filled in by
+//! one pass over the cache before the index is next read ([`Index::take_pending`]): a re-list
+//! of workloads in many namespaces costs one pass, not one per namespace. When a namespace
+//! loses its last reloadable workload, its ExternalSecrets are dropped.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -58,6 +60,8 @@ pub struct Index {
     workloads: HashMap<WorkloadKey, Uses>,
     /// Reloadable workloads by namespace: the namespaces whose ExternalSecrets are indexed.
     namespaces: HashMap<String, usize>,
+    /// Namespaces whose ExternalSecrets are still to be filled in from the cache.
+    pending: HashSet<String>,
     by_secret: HashMap<Path, HashSet<WorkloadKey>>,
     by_injected: HashMap<Path, HashSet<WorkloadKey>>,
 }
@@ -121,29 +125,28 @@ impl Index {
     }
 
     /// Records what a workload uses (`None` when it is gone or does not reload); returns whether
-    /// it changed, and whether its namespace's ExternalSecrets are now to be filled in (it is the
-    /// namespace's first reloadable workload: [`Self::set_external_secret`] each of them).
-    pub fn set_workload(&mut self, w: WorkloadKey, uses: Option<Uses>) -> (bool, bool) {
+    /// it changed. The namespace's first reloadable workload marks its ExternalSecrets to be
+    /// filled in ([`Self::take_pending`]).
+    pub fn set_workload(&mut self, w: WorkloadKey, uses: Option<Uses>) -> bool {
         let old = match &uses {
             Some(u) => self.workloads.insert(w.clone(), u.clone()),
             None => self.workloads.remove(&w),
         };
         if old == uses {
-            return (false, false);
+            return false;
         }
         let ns = w.namespace.as_str();
-        let fill = match (old.is_some(), uses.is_some()) {
+        match (old.is_some(), uses.is_some()) {
             (false, true) => {
                 let count = self.namespaces.entry(ns.to_string()).or_default();
                 *count += 1;
-                *count == 1
+                if *count == 1 {
+                    self.pending.insert(ns.to_string());
+                }
             }
-            (true, false) => {
-                self.leave(ns);
-                false
-            }
-            _ => false,
-        };
+            (true, false) => self.leave(ns),
+            _ => {}
+        }
         if let Some(old) = old {
             for s in old.secrets {
                 unlink(&mut self.by_secret, path(ns, &s), &w);
@@ -160,7 +163,14 @@ impl Index {
                 self.by_injected.entry(path(ns, &e)).or_default().insert(w.clone());
             }
         }
-        (true, fill)
+        true
+    }
+
+    /// The namespaces whose ExternalSecrets are to be filled in now: the caller
+    /// [`Self::set_external_secret`]s each cached ExternalSecret of them, in one pass over the
+    /// cache, before it reads the index.
+    pub fn take_pending(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.pending)
     }
 
     /// One reloadable workload fewer in `ns`; the last one takes the namespace's ExternalSecrets
@@ -172,6 +182,7 @@ impl Index {
             return;
         }
         self.namespaces.remove(ns);
+        self.pending.remove(ns);
         let prefix = format!("{ns}/");
         self.external_secrets.retain(|k, _| !k.starts_with(&prefix));
         self.targets.retain(|k, _| !k.starts_with(&prefix));
@@ -228,10 +239,12 @@ mod tests {
     #[test]
     fn an_external_secret_change_reaches_exactly_the_workloads_using_it() {
         let mut i = Index::default();
-        assert_eq!(i.set_workload(w("direct"), using(&["db"], &[])), (true, true), "the namespace's first");
-        assert_eq!(i.set_workload(w("injects"), using(&[], &["db-es"])), (true, false));
-        assert!(i.set_workload(w("other"), using(&["cache"], &[])).0);
-        assert_eq!(i.set_workload(w("other"), using(&["cache"], &[])), (false, false), "unchanged");
+        assert!(i.set_workload(w("direct"), using(&["db"], &[])));
+        assert_eq!(i.take_pending(), ["a".to_string()].into(), "the namespace's first");
+        assert!(i.set_workload(w("injects"), using(&[], &["db-es"])));
+        assert!(i.set_workload(w("other"), using(&["cache"], &[])));
+        assert!(!i.set_workload(w("other"), using(&["cache"], &[])), "unchanged");
+        assert!(i.take_pending().is_empty(), "filled in once");
         let mut hit = i.set_external_secret("a", "db-es", Some(("db".into(), Some("h1".into()))));
         hit.sort_by(|x, y| x.name.cmp(&y.name));
         assert_eq!(hit, vec![w("direct"), w("injects")]);
@@ -239,7 +252,7 @@ mod tests {
         assert_eq!(i.data_hash_of("a", "db").as_deref(), Some("h1"));
         assert_eq!(i.target_of("a", "db-es").as_deref(), Some("db"));
         // A new target: workloads of the old and the new Secret are both concerned.
-        assert!(i.set_workload(w("new"), using(&["db2"], &[])).0);
+        assert!(i.set_workload(w("new"), using(&["db2"], &[])));
         let hit: HashSet<_> =
             i.set_external_secret("a", "db-es", Some(("db2".into(), Some("h1".into())))).into_iter().collect();
         assert_eq!(hit, [w("direct"), w("injects"), w("new")].into_iter().collect());
@@ -262,21 +275,23 @@ mod tests {
         assert!(i.set_external_secret("a", "db-es", synced()).is_empty());
         assert!(i.external_secrets.is_empty() && i.targets.is_empty(), "no workload in a: nothing kept");
         // The first workload of the namespace asks for its ExternalSecrets to be filled in.
-        assert_eq!(i.set_workload(w("direct"), using(&["db"], &[])), (true, true));
+        assert!(i.set_workload(w("direct"), using(&["db"], &[])));
+        assert_eq!(i.take_pending(), ["a".to_string()].into());
         assert_eq!(i.set_external_secret("a", "db-es", synced()), vec![w("direct")]);
         assert_eq!(i.data_hash_of("a", "db").as_deref(), Some("h1"));
         // A workload of another namespace does not index this one's.
         let elsewhere = WorkloadKey { kind: Kind::Deployment, namespace: "b".into(), name: "x".into() };
-        assert_eq!(i.set_workload(elsewhere.clone(), using(&["db"], &[])), (true, true));
+        assert!(i.set_workload(elsewhere.clone(), using(&["db"], &[])));
         assert!(i.set_external_secret("c", "db-es", synced()).is_empty());
         assert_eq!(i.external_secrets.len(), 1);
         // No longer reloading (still there, without the annotation): its namespace's entries go.
-        assert_eq!(i.set_workload(w("direct"), None), (true, false));
+        assert!(i.set_workload(w("direct"), None));
         assert_eq!(i.data_hash_of("a", "db"), None);
         assert!(i.external_secrets.is_empty() && i.targets.is_empty());
         assert_eq!(i.namespaces.keys().collect::<Vec<_>>(), vec!["b"]);
         i.set_workload(elsewhere, None);
         assert!(i.namespaces.is_empty());
+        assert!(i.take_pending().is_empty(), "b left before it was filled in: nothing to fill");
     }
 
     #[test]

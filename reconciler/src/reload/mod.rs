@@ -40,6 +40,7 @@ fn lock(index: &Shared) -> MutexGuard<'_, Index> {
 struct Ctx {
     client: Client,
     index: Shared,
+    external_secrets: Store<Packed<ExternalSecret>>,
 }
 
 /// Error of one reload reconcile (only the API write can fail).
@@ -62,7 +63,8 @@ async fn reconcile<W: Workload>(w: Arc<W>, ctx: Arc<Ctx>) -> Result<Action, Relo
     let namespace = w.namespace().unwrap_or_default();
     let annotations = template_annotations(w.as_ref());
     let hash = {
-        let index = lock(&ctx.index);
+        let mut index = lock(&ctx.index);
+        fill_pending(&mut index, &ctx.external_secrets);
         template_secrets_hash(
             spec,
             &annotations,
@@ -115,14 +117,19 @@ fn rollout_input(es: &ExternalSecret) -> (String, Option<String>) {
     (es.target_secret_name(), es.rollout_data_hash().map(str::to_string))
 }
 
-/// Indexes the cached ExternalSecrets of `namespace` (its first reloadable workload arrived).
-/// The ExternalSecret hook runs after its store changed, so a change racing this one is either
-/// read here or applied by the hook afterwards, the same either way.
-fn fill_namespace(index: &mut Index, external_secrets: &Store<Packed<ExternalSecret>>, namespace: &str) {
+/// Indexes the cached ExternalSecrets of the namespaces that got their first reloadable
+/// workload since the last read, in one pass over the cache whatever their number. The
+/// ExternalSecret hook runs after its store changed and takes the same lock, so a change racing
+/// this one is either read here or applied by the hook afterwards, the same either way.
+fn fill_pending(index: &mut Index, external_secrets: &Store<Packed<ExternalSecret>>) {
+    let pending = index.take_pending();
+    if pending.is_empty() {
+        return;
+    }
     for packed in external_secrets.state() {
-        if packed.meta().namespace.as_deref() != Some(namespace) {
+        let Some(namespace) = packed.meta().namespace.as_deref().filter(|ns| pending.contains(*ns)) else {
             continue;
-        }
+        };
         match packed.unpack() {
             Ok(es) => {
                 index.set_external_secret(namespace, &es.name_any(), Some(rollout_input(&es)));
@@ -133,12 +140,7 @@ fn fill_namespace(index: &mut Index, external_secrets: &Store<Packed<ExternalSec
 }
 
 /// Keeps the index of one workload kind and triggers a workload when what it uses changed.
-fn follow<W: Workload>(
-    watched: &mut Watched<W>,
-    index: Shared,
-    senders: Senders,
-    external_secrets: Store<Packed<ExternalSecret>>,
-) {
+fn follow<W: Workload>(watched: &mut Watched<W>, index: Shared, senders: Senders) {
     watched.hook(move |change| match change {
         Change::Applied(w) => {
             let key = WorkloadKey { kind: W::KIND, namespace: w.namespace().unwrap_or_default(), name: w.name_any() };
@@ -147,14 +149,7 @@ fn follow<W: Workload>(
                 .flatten()
                 .map(|spec| index::uses(spec, &template_annotations(w)));
             let reload = uses.is_some();
-            let changed = {
-                let mut index = lock(&index);
-                let (changed, fill) = index.set_workload(key.clone(), uses);
-                if fill {
-                    fill_namespace(&mut index, &external_secrets, &key.namespace);
-                }
-                changed
-            };
+            let changed = lock(&index).set_workload(key.clone(), uses);
             if changed && reload {
                 senders.send(key);
             }
@@ -197,11 +192,10 @@ pub fn controllers(
             }
         });
     }
-    let external_secrets = caches.external_secrets.store();
-    follow(&mut caches.deployments, index.clone(), senders.clone(), external_secrets.clone());
-    follow(&mut caches.stateful_sets, index.clone(), senders.clone(), external_secrets.clone());
-    follow(&mut caches.daemon_sets, index.clone(), senders, external_secrets);
-    let ctx = Arc::new(Ctx { client, index });
+    follow(&mut caches.deployments, index.clone(), senders.clone());
+    follow(&mut caches.stateful_sets, index.clone(), senders.clone());
+    follow(&mut caches.daemon_sets, index.clone(), senders);
+    let ctx = Arc::new(Ctx { client, index, external_secrets: caches.external_secrets.store() });
     let d = controller(caches.deployments.store(), d_rx, debounce, shutdown.clone(), ctx.clone());
     let s = controller(caches.stateful_sets.store(), s_rx, debounce, shutdown.clone(), ctx.clone());
     let ds = controller(caches.daemon_sets.store(), ds_rx, debounce, shutdown, ctx);
