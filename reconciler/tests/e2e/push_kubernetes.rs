@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use keyward_crds::{ClusterProvider, Kubernetes, Provider, PushSecret};
+use keyward_crds::{ClusterProvider, Provider, PushSecret};
 use keyward_e2e::{control_plane, with_temp_namespace};
+use keyward_provider_kubernetes::api::Kubernetes;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
