@@ -1,6 +1,7 @@
 //! Keyward's API: the External Secrets compatible resource types, the pure rules that the
 //! webhook and the reconciler both apply, and the CRD generator.
 
+pub mod aws_auth;
 pub mod cluster_external_secret;
 pub mod cluster_push_secret;
 pub mod common;
@@ -16,7 +17,6 @@ pub mod registry;
 pub mod rules;
 mod schema;
 pub mod secret_store;
-pub mod secrets_manager;
 pub mod store_blocks;
 pub mod store_schema;
 pub mod vault;
@@ -32,5 +32,4 @@ pub use provider::{
 };
 pub use push_secret::{PushSecret, PushSecretSpec, PushSecretStatus};
 pub use secret_store::{ClusterSecretStore, ClusterSecretStoreSpec, SecretStore, SecretStoreProvider, SecretStoreSpec};
-pub use secrets_manager::{SecretsManager, SecretsManagerSpec};
 pub use vault::{Vault, VaultSpec};

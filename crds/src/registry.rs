@@ -16,10 +16,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::rules::{
-    Reach, ValidationErrors, secrets_manager_reach, validate_secrets_manager, validate_vault, vault_reach,
-};
-use crate::{SecretsManager, SecretsManagerSpec, Vault, VaultSpec};
+use crate::rules::{Reach, ValidationErrors, validate_vault, vault_reach};
+use crate::{Vault, VaultSpec};
 
 /// The API group of provider configuration kinds.
 pub const PROVIDER_CONFIG_GROUP: &str = "provider.external-secrets.io";
@@ -166,7 +164,7 @@ pub fn provider_names(table: &[&'static ProviderKind]) -> Vec<&'static str> {
 }
 
 /// The kinds whose types this crate holds.
-pub static BUILTIN_KINDS: [&ProviderKind; 2] = [&VAULT_KIND, &SECRETS_MANAGER_KIND];
+pub static BUILTIN_KINDS: [&ProviderKind; 1] = [&VAULT_KIND];
 
 /// `Vault`: HashiCorp Vault's KV engines.
 pub static VAULT_KIND: ProviderKind = ProviderKind {
@@ -178,31 +176,12 @@ pub static VAULT_KIND: ProviderKind = ProviderKind {
     crd: Vault::crd,
 };
 
-/// `SecretsManager`: AWS Secrets Manager (and, through SecretStores, Parameter Store).
-pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
-    kind: "SecretsManager",
-    plural: "secretsmanagers",
-    provider: "aws",
-    stores: &[],
-    admit: admit_spec::<SecretsManagerSpec>,
-    crd: SecretsManager::crd,
-};
-
 impl ProviderSpec for VaultSpec {
     fn validate(&self) -> Result<(), ValidationErrors> {
         validate_vault(self)
     }
     fn reach(&self) -> Reach<'_> {
         vault_reach(self)
-    }
-}
-
-impl ProviderSpec for SecretsManagerSpec {
-    fn validate(&self) -> Result<(), ValidationErrors> {
-        validate_secrets_manager(self)
-    }
-    fn reach(&self) -> Reach<'_> {
-        secrets_manager_reach(self)
     }
 }
 
@@ -226,7 +205,7 @@ mod tests {
         );
         assert!(find_kind(&BUILTIN_KINDS, "external-secrets.io", "v1", "Vault").is_none());
         assert!(find_kind(&BUILTIN_KINDS, PROVIDER_CONFIG_GROUP, "v1", "Vault").is_none());
-        assert_eq!(provider_names(&BUILTIN_KINDS), ["vault", "aws"]);
+        assert_eq!(provider_names(&BUILTIN_KINDS), ["vault"]);
     }
 
     /// Each row's admission reads its own spec and reports field errors and what it reaches.

@@ -1,8 +1,8 @@
 //! `external-secrets.io/v1` SecretStore and ClusterSecretStore, in the shape External Secrets
 //! Operator users already write. Keyward serves them through its out-of-process providers:
-//! `spec.provider.vault`, `aws` and `openBao` are typed as upstream has them and translated into
-//! the Vault and AWS provider configurations ([`crate::rules::store_backend`]); a provider crate's
-//! block (`kubernetes`, `crd`, `webhook`, …) is its registry row's; every other
+//! `spec.provider.vault` and `openBao` are typed as upstream has them and translated into the
+//! Vault provider configuration ([`crate::rules::store_backend`]); a provider crate's block
+//! (`kubernetes`, `crd`, `webhook`, …) is its registry row's; every other
 //! upstream provider is accepted as an opaque object so existing manifests apply, and reported
 //! `Ready=False` (`ProviderNotSupported`).
 
@@ -14,7 +14,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::free_json::FreeJsonMap;
 use crate::provider::{ClusterProviderCondition, ProviderStatus};
-use crate::secrets_manager::AwsStoreProvider;
 use crate::store_blocks::OpenBaoStoreProvider;
 use crate::vault::VaultSpec;
 
@@ -86,9 +85,9 @@ pub struct ClusterSecretStoreSpec {
     pub store: SecretStoreSpec,
 }
 
-/// `spec.provider`: one provider and its configuration. `vault`, `aws` and `openBao` are typed;
-/// every other block (a provider crate's, such as `kubernetes` or `webhook`, or an upstream
-/// provider Keyward does not serve) is kept as written, all of them together within the free-form JSON
+/// `spec.provider`: one provider and its configuration. `vault` and `openBao` are typed; every
+/// other block (a provider crate's, such as `kubernetes` or `webhook`, or an upstream provider
+/// Keyward does not serve) is kept as written, all of them together within the free-form JSON
 /// limits ([`FreeJsonMap`]), and an unserved one is reported as not supported. Read by hand
 /// (below): serde's `flatten` would decode the other blocks into a tree first.
 #[derive(Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -98,9 +97,6 @@ pub struct SecretStoreProvider {
     /// HashiCorp Vault KV secrets engines (served by the Vault provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vault: Option<VaultSpec>,
-    /// AWS Secrets Manager or Parameter Store (served by the AWS provider).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aws: Option<AwsStoreProvider>,
     /// OpenBao's KV engines (served by the Vault provider).
     #[serde(rename = "openBao", default, skip_serializing_if = "Option::is_none")]
     pub open_bao: Option<OpenBaoStoreProvider>,
@@ -123,7 +119,6 @@ impl<'de> Deserialize<'de> for SecretStoreProvider {
                 let other = FreeJsonMap::read_rest(map, |name, map| {
                     match name {
                         "vault" => p.vault = map.next_value()?,
-                        "aws" => p.aws = map.next_value()?,
                         "openBao" => p.open_bao = map.next_value()?,
                         _ => return Ok(false),
                     }
@@ -144,9 +139,6 @@ impl SecretStoreProvider {
         if self.vault.is_some() {
             names.push("vault");
         }
-        if self.aws.is_some() {
-            names.push("aws");
-        }
         if self.open_bao.is_some() {
             names.push("openBao");
         }
@@ -166,9 +158,6 @@ impl SecretStoreProvider {
         }
         if !keys.contains(&"vault") && self.vault.is_some() {
             self.vault = Some(VaultSpec::default());
-        }
-        if !keys.contains(&"aws") && self.aws.is_some() {
-            self.aws = Some(AwsStoreProvider::default());
         }
         self.other.keep_content(|name| keys.contains(&name));
     }

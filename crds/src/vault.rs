@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::SecretKeySelector;
 use crate::provider_config::{CaProvider, ServiceAccountSelector};
-use crate::secrets_manager::AwsAuthSecretRef;
+use crate::aws_auth::AwsAuthSecretRef;
 
 /// Configuration of the Vault provider: a Vault server, a KV secrets engine and how to log in.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::secrets_manager::AwsAuth;
+use crate::aws_auth::AwsAuth;
 
 /// ECRAuthorizationToken asks Amazon ECR for a registry login (`GetAuthorizationToken`) and
 /// returns it under the keys `username`, `password`, `proxy_endpoint` and `expires_at`.

@@ -183,9 +183,8 @@ pub fn named_namespace<'a>(
 
 /// What a provider configuration reaches beyond itself: the objects it names, the places where
 /// it would use the provider's own identity, and whether it lets pushes choose their namespace.
-/// Each configuration kind lists its own ([`super::vault_reach`], [`super::secrets_manager_reach`],
-/// a provider crate's [`crate::registry::ProviderSpec::reach`]); [`check_boundary`] judges them
-/// all the same way.
+/// Each configuration kind lists its own ([`super::vault_reach`], a provider crate's
+/// [`crate::registry::ProviderSpec::reach`]); [`check_boundary`] judges them all the same way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reach<'a> {
     /// Every object the configuration names, in field order.

@@ -40,7 +40,6 @@ pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), Val
     let key = backend.store_key();
     let block = match backend {
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
-        StoreBackend::Aws(..) => return Ok(()),
         StoreBackend::Plugin { spec, .. } => spec.clone(),
     };
     let mut errs = ValidationErrors::default();

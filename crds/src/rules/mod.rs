@@ -73,9 +73,9 @@ pub use password::{
     MAX_SYMBOL_CHARACTERS_BYTES, PasswordPlan, UPPER, password_keys, password_plan,
 };
 pub use reach::{
-    AWS_DEFAULT_CHAIN, VAULT_GCP_KEY_FIELD, VAULT_GCP_WI_FIELD, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY,
-    VAULT_OWN_GCP_IDENTITY, VAULT_OWN_TOKEN, ca_provider as named_ca_provider, secret as named_secret,
-    secrets_manager_reach, service_account as named_service_account, vault_reach,
+    VAULT_GCP_KEY_FIELD, VAULT_GCP_WI_FIELD, VAULT_NO_LOGIN, VAULT_OWN_AWS_IDENTITY, VAULT_OWN_GCP_IDENTITY,
+    VAULT_OWN_TOKEN, ca_provider as named_ca_provider, secret as named_secret,
+    service_account as named_service_account, vault_reach,
 };
 pub use secret_store::{
     MAX_STORE_RETRIES, MAX_STORE_RETRY_INTERVAL, Plugins, SERVED_STORE_PROVIDERS, StoreBackend, StoreProviderError,
@@ -85,7 +85,10 @@ pub use secret_store::{
 pub use selector::{SelectorError, label_selector_matches, parse_label_selector, validate_label_selector};
 pub use server_url::{check_key_selector, check_server_url};
 pub use store_blocks::{SHARED_STORE_KEYS, open_bao_vault, validate_open_bao};
-pub use stores::{check_ca, validate_secrets_manager, validate_vault, vault_warnings};
+pub use stores::{
+    check_access_keys as check_aws_access_keys, check_ca, check_region as check_aws_region,
+    check_role as check_aws_role, validate_vault, vault_warnings,
+};
 pub use sync_window::{WindowGate, validate_sync_windows, window_gate};
 pub use validate::{
     check_secret_key, is_dns_label, is_dns_subdomain, push_secret_free_json, validate_cluster_provider,

@@ -6,7 +6,6 @@
 use super::boundary::{Ambient, NamedKind, NamedObject, Reach};
 use crate::SecretKeySelector;
 use crate::provider_config::{CaProvider, CaProviderType, ServiceAccountSelector};
-use crate::secrets_manager::SecretsManagerSpec;
 use crate::vault::VaultSpec;
 
 /// A Secret key reference, as named.
@@ -118,28 +117,6 @@ pub fn vault_reach(spec: &VaultSpec) -> Reach<'_> {
     Reach { named, ambient, allow_remote_namespace_override: false }
 }
 
-/// What a `SecretsManager` configuration without credentials uses: the provider's own chain.
-pub const AWS_DEFAULT_CHAIN: &str = "a SecretsManager config without spec.auth";
-
-/// A `SecretsManager` configuration: its access key Secrets or web identity ServiceAccount, or
-/// the provider's own credentials chain when it names neither.
-pub fn secrets_manager_reach(spec: &SecretsManagerSpec) -> Reach<'_> {
-    let mut named = Vec::new();
-    let auth = spec.auth.as_ref();
-    if let Some(s) = auth.and_then(|a| a.secret_ref.as_ref()) {
-        named.push(secret("spec.auth.secretRef.accessKeyIDSecretRef", &s.access_key_id_secret_ref));
-        named.push(secret("spec.auth.secretRef.secretAccessKeySecretRef", &s.secret_access_key_secret_ref));
-        named.extend(
-            s.session_token_secret_ref.as_ref().map(|t| secret("spec.auth.secretRef.sessionTokenSecretRef", t)),
-        );
-    }
-    if let Some(j) = auth.and_then(|a| a.jwt.as_ref()) {
-        named.push(service_account("spec.auth.jwt.serviceAccountRef", &j.service_account_ref));
-    }
-    let ambient = if named.is_empty() { vec![Ambient { field: "spec.auth", what: AWS_DEFAULT_CHAIN }] } else { vec![] };
-    Reach { named, ambient, allow_remote_namespace_override: false }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::boundary::{ConfigOwner, check_boundary};
@@ -208,32 +185,5 @@ mod tests {
         let own = iam(serde_json::json!({"vaultRole": "app"}));
         assert_eq!(fields(ConfigOwner::Tenant, "team-a", &vault_reach(&own)), ["spec.auth.iam"]);
         assert!(fields(ConfigOwner::Operator, "keyward", &vault_reach(&own)).is_empty());
-    }
-
-    #[test]
-    fn every_reference_of_a_secrets_manager_config_is_checked() {
-        let keys: SecretsManagerSpec = serde_json::from_value(serde_json::json!({"region": "eu-west-1",
-            "auth": {"secretRef": {"accessKeyIDSecretRef": {"name": "k", "key": "id", "namespace": "x"},
-                                   "secretAccessKeySecretRef": {"name": "k", "key": "secret"},
-                                   "sessionTokenSecretRef": {"name": "k", "key": "token", "namespace": "y"}}}}))
-        .expect("spec");
-        assert_eq!(
-            fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&keys)),
-            [
-                "spec.auth.secretRef.accessKeyIDSecretRef.namespace",
-                "spec.auth.secretRef.sessionTokenSecretRef.namespace"
-            ]
-        );
-        let jwt: SecretsManagerSpec = serde_json::from_value(serde_json::json!({"region": "eu-west-1",
-            "auth": {"jwt": {"serviceAccountRef": {"name": "app", "namespace": "z"}}}}))
-        .expect("spec");
-        assert_eq!(
-            fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&jwt)),
-            ["spec.auth.jwt.serviceAccountRef.namespace"]
-        );
-        let ambient: SecretsManagerSpec =
-            serde_json::from_value(serde_json::json!({"region": "eu-west-1"})).expect("spec");
-        assert_eq!(fields(ConfigOwner::Tenant, "team-a", &secrets_manager_reach(&ambient)), ["spec.auth"]);
-        assert!(fields(ConfigOwner::Operator, "keyward", &secrets_manager_reach(&ambient)).is_empty());
     }
 }

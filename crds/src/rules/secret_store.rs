@@ -13,20 +13,19 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::ProviderIdentityNamespaces;
 use super::boundary::{ConfigOwner, Reach, check_boundary_with};
-use super::reach::{secrets_manager_reach, vault_reach};
+use super::reach::vault_reach;
 use super::store_blocks::{open_bao_vault, validate_open_bao};
-use super::stores::{validate_secrets_manager, validate_vault};
+use super::stores::validate_vault;
 use super::validate::check_conditions;
 use super::{FieldError, ValidationErrors};
 use crate::common::StoreKind;
 use crate::registry::{AdmitSink, BlockError, ProviderKind, StoreBlock};
 use crate::secret_store::{SecretStoreProvider, SecretStoreSpec};
-use crate::secrets_manager::{AwsService, SecretsManagerSpec};
 use crate::vault::VaultSpec;
 
 /// The providers a store may name that this crate translates, as written under `spec.provider`;
 /// provider crates add theirs as rows with store blocks ([`ProviderKind::stores`]).
-pub const SERVED_STORE_PROVIDERS: [&str; 3] = ["vault", "aws", "openBao"];
+pub const SERVED_STORE_PROVIDERS: [&str; 2] = ["vault", "openBao"];
 
 /// The provider kinds a caller knows beyond this crate's own: the rows of
 /// `keyward_provider_registry::PROVIDER_KINDS` (webhook, reconciler), or a provider process's
@@ -47,9 +46,6 @@ pub enum StoreBackend {
     Vault(Box<VaultSpec>),
     /// `openBao`: served by the Vault provider as the Vault configuration it is a subset of.
     OpenBao(Box<VaultSpec>),
-    /// Served by the AWS provider: Secrets Manager or Parameter Store, with the same region,
-    /// credentials and roles.
-    Aws(AwsService, Box<SecretsManagerSpec>),
     /// Served by a provider crate's kind: its spec is the store's `spec.provider.<key>` block as
     /// written (or as the row's [`StoreBlock::translate`] reads it), which the provider reads
     /// into its own type.
@@ -68,7 +64,6 @@ impl StoreBackend {
     pub fn provider_name(&self) -> &'static str {
         match self {
             StoreBackend::Vault(_) | StoreBackend::OpenBao(_) => "vault",
-            StoreBackend::Aws(..) => "aws",
             StoreBackend::Plugin { kind, .. } => kind.provider,
         }
     }
@@ -228,7 +223,8 @@ pub fn store_controller_matches(spec: &SecretStoreSpec, controller_class: &str) 
 }
 
 /// Where Keyward still differs from upstream for this store, each naming the field: an unserved
-/// provider, a Vault login Keyward does not serve, AWS session tags Keyward does not apply.
+/// provider, a Vault login Keyward does not serve, and what a provider crate's row warns of (AWS
+/// session tags Keyward does not apply).
 /// Admission returns them as warnings; the store still applies.
 pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Vec<String> {
     let mut out = Vec::new();
@@ -253,20 +249,6 @@ pub fn secret_store_warnings(spec: &SecretStoreSpec, plugins: Plugins<'_>) -> Ve
         _ => {}
     }
     out.extend(row_warnings);
-    if let Some(aws) = &spec.provider.aws {
-        if let Some(p) = aws.session_tags_policy.as_deref().filter(|p| !p.is_empty() && *p != "None") {
-            out.push(format!(
-                "spec.provider.aws.sessionTagsPolicy: {p:?} is not applied by this controller (it behaves as None): \
-                 no session tags are derived from the ExternalSecret or PushSecret; set explicit sessionTags instead"
-            ));
-        }
-        if !aws.custom_session_tags.is_empty() {
-            out.push(
-                "spec.provider.aws.customSessionTags: not applied by this controller; set explicit sessionTags instead"
-                    .to_string(),
-            );
-        }
-    }
     out
 }
 
@@ -288,9 +270,9 @@ fn plugin_warnings(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Vec<
 
 /// Translates a store's `spec.provider` into the provider configuration Keyward serves it with.
 ///
-/// `vault` and `openBao` become a Vault configuration, `aws` an AWS one. A key of one of
-/// `plugins` is that kind's spec as written, or as the row's
-/// [`crate::registry::StoreBlock::translate`] reads upstream's block into it.
+/// `vault` and `openBao` become a Vault configuration. A key of one of `plugins` is that kind's
+/// spec as written, or as the row's [`crate::registry::StoreBlock::translate`] reads upstream's
+/// block into it.
 pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Result<StoreBackend, StoreProviderError> {
     if let Some(o) = provider.other.oversized() {
         return Err(StoreProviderError::Oversized(o));
@@ -308,10 +290,6 @@ pub fn store_backend(provider: &SecretStoreProvider, plugins: Plugins<'_>) -> Re
                 }
             } else if let Some(o) = &provider.open_bao {
                 Ok(StoreBackend::OpenBao(Box::new(open_bao_vault(o))))
-            } else if let Some(a) = provider.aws.as_ref().filter(|a| a.service != AwsService::CertificateManager) {
-                Ok(StoreBackend::Aws(a.service, Box::new(a.config.clone())))
-            } else if provider.aws.is_some() {
-                Err(not_supported("aws.service: CertificateManager"))
             } else if let Some((kind, block, value)) = plugin_block(provider, plugins) {
                 let key = block.key;
                 let translated = match block.translate {
@@ -363,7 +341,6 @@ pub fn validate_secret_store(
     let mut errs = ValidationErrors::default();
     match store_backend(&spec.provider, plugins) {
         Ok(StoreBackend::Vault(v)) => prefixed(&mut errs, "spec.provider.vault", validate_vault(&v)),
-        Ok(StoreBackend::Aws(_, a)) => prefixed(&mut errs, "spec.provider.aws", validate_secrets_manager(&a)),
         Ok(StoreBackend::OpenBao(_)) => {
             let o = spec.provider.open_bao.as_ref();
             prefixed(&mut errs, "spec.provider.openBao", o.map_or(Ok(()), validate_open_bao));
@@ -455,7 +432,6 @@ pub fn secret_store_boundary(
     };
     match &backend {
         StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => judge(&vault_reach(v)),
-        StoreBackend::Aws(_, a) => judge(&secrets_manager_reach(a)),
         // A block that does not read is validate_secret_store's field error.
         StoreBackend::Plugin { kind, key, spec: translated } => {
             _ = admit_served(&spec.provider, kind, key, translated, &mut |_, reach| judge(reach));
@@ -527,7 +503,7 @@ mod tests {
     }
 
     #[test]
-    fn vault_and_aws_translate_as_written() {
+    fn vault_translates_as_written() {
         let s = spec(
             "provider:\n  vault:\n    server: https://vault:8200\n    path: secret\n    version: v2\n    \
              auth: {userPass: {path: userpass, username: u, secretRef: {name: p, key: password}}}\n",
@@ -535,21 +511,10 @@ mod tests {
         let StoreBackend::Vault(v) = store_backend(&s.provider, &[]).expect("served") else { panic!("vault") };
         assert_eq!(v.path.as_deref(), Some("secret"));
         assert_eq!(v.auth.methods(), ["userPass"]);
-        let s = spec(
-            "provider:\n  aws:\n    service: ParameterStore\n    region: eu-west-1\n    prefix: /team/\n    \
-             auth: {secretRef: {accessKeyIDSecretRef: {name: k, key: id}, secretAccessKeySecretRef: {name: k, key: s}}}\n",
-        );
-        let b = store_backend(&s.provider, &[]).expect("served");
-        assert_eq!(b.provider_name(), "aws");
-        let StoreBackend::Aws(service, a) = b else { panic!("aws") };
-        assert_eq!(
-            (service, a.region.as_str(), a.prefix.as_deref()),
-            (AwsService::ParameterStore, "eu-west-1", Some("/team/"))
-        );
     }
 
     #[test]
-    fn vault_and_aws_stores_are_validated_and_bounded_by_their_kinds_rules() {
+    fn vault_stores_are_validated_and_bounded_by_their_kinds_rules() {
         assert_eq!(
             errors(
                 Some("a"),
@@ -578,14 +543,6 @@ mod tests {
         assert_eq!(denied.len(), 1, "{denied:?}");
         assert!(denied[0].starts_with("spec.provider.vault.auth.cert.clientCert"), "{denied:?}");
         assert!(errors(None, cross).is_empty());
-        let irsa = "provider: {aws: {service: SecretsManager, region: eu-west-1}}";
-        let ambient = errors(Some("a"), irsa);
-        assert!(ambient.len() == 1 && ambient[0].starts_with("spec.provider.aws.auth"), "{ambient:?}");
-        assert!(ambient[0].contains("--provider-identity-namespaces a"), "names the operator's switch: {ambient:?}");
-        // The operator's switch: a listed namespace's SecretStore may use the provider's identity.
-        let listed = ProviderIdentityNamespaces::parse("a").expect("list");
-        assert_eq!(secret_store_boundary("a", &spec(irsa), &[], &listed), Ok(()));
-        assert!(secret_store_boundary("b", &spec(irsa), &[], &listed).is_err(), "another namespace is not listed");
     }
 
     #[test]
@@ -661,8 +618,6 @@ mod tests {
         let gcpsm = w("provider: {gcpsm: {projectID: p}}");
         assert_eq!(gcpsm.len(), 1, "{gcpsm:?}");
         assert!(gcpsm[0].starts_with("spec.provider.gcpsm is not served by this controller"), "{gcpsm:?}");
-        let acm = w("provider: {aws: {service: CertificateManager, region: r}}");
-        assert!(acm.len() == 1 && acm[0].starts_with("spec.provider.aws.service: CertificateManager"), "{acm:?}");
         let gcp = w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r}, gcp: {role: g}}}}");
         assert_eq!(gcp.len(), 1, "one warning per unserved login, none repeated: {gcp:?}");
         assert!(gcp[0].starts_with("spec.provider.vault.auth.gcp: ") && gcp[0].contains("not served"), "{gcp:?}");
@@ -670,15 +625,6 @@ mod tests {
             w("provider: {vault: {server: 'http://v', auth: {iam: {vaultRole: r, region: eu-west-1}}}}"),
             Vec::<String>::new(),
             "iam is served"
-        );
-        let tags = w("provider: {aws: {service: SecretsManager, region: r, sessionTagsPolicy: Simple, \
-             customSessionTags: {team: a}}}");
-        assert_eq!(tags.len(), 2, "{tags:?}");
-        assert!(tags[0].starts_with("spec.provider.aws.sessionTagsPolicy: \"Simple\" is not applied"), "{tags:?}");
-        assert!(tags[1].starts_with("spec.provider.aws.customSessionTags: not applied"), "{tags:?}");
-        assert_eq!(
-            w("provider: {aws: {service: SecretsManager, region: r, sessionTagsPolicy: None}}"),
-            Vec::<String>::new()
         );
     }
 
@@ -706,7 +652,7 @@ mod tests {
         let e = store_backend(&s.provider, &[]).unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "example"), "{e:?}");
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("the providers vault, aws, openBao, example;"), "{e}");
+        assert!(e.to_string().contains("the providers vault, openBao, example;"), "{e}");
         // Its field errors and its reach come from the kind, under the store's key.
         let bad = spec("provider: {example: {auth: {token: {bearerToken: {name: t}}}}}");
         let errs = validate_secret_store(Some("a"), &bad, plugins).unwrap_err().to_string();
@@ -802,7 +748,7 @@ mod tests {
             assert_eq!((*kind, spec["remoteNamespace"].as_str()), (&TWIN, Some("r")));
         }
         let e = store_backend(&spec("provider: {gcpsm: {}}").provider, plugins).unwrap_err();
-        assert!(e.to_string().contains("the providers vault, aws, openBao, twin, twinLegacy;"), "{e}");
+        assert!(e.to_string().contains("the providers vault, openBao, twin, twinLegacy;"), "{e}");
 
         // Not served: the store reports ProviderNotSupported, admission still checks the rest.
         let unserved = spec("provider: {twinLegacy: {unserved: 1, auth: {token: {bearerToken: {name: t}}}}}");
@@ -910,14 +856,10 @@ mod tests {
         let e = store_backend(&spec("provider: {vault: {server: 'http://v', auth: {gcp: {role: r}}}}").provider, &[])
             .unwrap_err();
         assert!(matches!(&e, StoreProviderError::NotSupported { name, .. } if name == "vault.auth.gcp"), "{e:?}");
-        let e = store_backend(&spec("provider: {aws: {service: CertificateManager, region: r}}").provider, &[])
-            .unwrap_err();
-        assert_eq!(e.reason(), "ProviderNotSupported");
         let e = store_backend(&spec("provider: {}").provider, &[]).unwrap_err();
         assert!(matches!(e, StoreProviderError::Empty { .. }), "{e:?}");
-        let e = store_backend(&spec("provider: {aws: {service: SecretsManager, region: x}, inline: {}}").provider, &[])
-            .unwrap_err();
-        assert_eq!(e.to_string(), "spec.provider names aws and inline: set exactly one provider");
+        let e = store_backend(&spec("provider: {vault: {server: 'http://v'}, inline: {}}").provider, &[]).unwrap_err();
+        assert_eq!(e.to_string(), "spec.provider names vault and inline: set exactly one provider");
         assert_eq!(e.reason(), "InvalidProviderConfig");
     }
 

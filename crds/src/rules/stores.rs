@@ -1,11 +1,12 @@
-//! Validation of the Vault and SecretsManager provider configurations.
+//! Validation of the Vault provider configuration, and the AWS field rules it shares with the AWS
+//! provider's `SecretsManager` configuration (`keyward_provider_aws::api`).
 
 use base64::Engine;
 
 use super::ValidationErrors;
 use super::validate::check_secret_key;
+use crate::aws_auth::AwsAuthSecretRef;
 use crate::provider_config::CaProvider;
-use crate::secrets_manager::{AwsAuthSecretRef, SecretsManagerSpec};
 use crate::vault::{VaultGcpAuth, VaultIamAuth, VaultSpec};
 
 /// A CA given inline (`caBundle`, Base64 PEM) or by reference (`caProvider`), not both.
@@ -24,7 +25,7 @@ pub fn check_ca(errs: &mut ValidationErrors, path: &str, bundle: Option<&str>, p
 }
 
 /// An AWS region name like `eu-west-1`.
-fn check_region(errs: &mut ValidationErrors, field: &str, region: &str) {
+pub fn check_region(errs: &mut ValidationErrors, field: &str, region: &str) {
     let ok = !region.is_empty() && region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if !ok {
         errs.push(field, format!("{region:?} is not an AWS region like eu-west-1"));
@@ -33,14 +34,14 @@ fn check_region(errs: &mut ValidationErrors, field: &str, region: &str) {
 
 /// An IAM role to assume: not empty. Its form is STS's to judge, as upstream leaves it (its AWS
 /// guide names a role `team-b`): STS refuses what is not a role ARN, and the sync reports it.
-fn check_role(errs: &mut ValidationErrors, field: &str, role: &str) {
+pub fn check_role(errs: &mut ValidationErrors, field: &str, role: &str) {
     if role.is_empty() {
         errs.push(field, "must not be empty: the ARN of a role to assume (arn:aws:iam::<account>:role/<name>)");
     }
 }
 
 /// Static AWS access keys (and an optional session token) in Secrets.
-fn check_access_keys(errs: &mut ValidationErrors, field: &str, s: &AwsAuthSecretRef) {
+pub fn check_access_keys(errs: &mut ValidationErrors, field: &str, s: &AwsAuthSecretRef) {
     check_secret_key(errs, &format!("{field}.accessKeyIDSecretRef"), &s.access_key_id_secret_ref, true);
     check_secret_key(errs, &format!("{field}.secretAccessKeySecretRef"), &s.secret_access_key_secret_ref, true);
     if let Some(t) = &s.session_token_secret_ref {
@@ -267,46 +268,6 @@ fn check_mount(errs: &mut ValidationErrors, field: &str, path: &str) {
     }
 }
 
-/// Validates a SecretsManager provider configuration.
-pub fn validate_secrets_manager(spec: &SecretsManagerSpec) -> Result<(), ValidationErrors> {
-    let mut errs = ValidationErrors::default();
-    check_region(&mut errs, "spec.region", &spec.region);
-    if let Some(role) = &spec.role {
-        check_role(&mut errs, "spec.role", role);
-    }
-    for (i, role) in spec.additional_roles.iter().enumerate() {
-        check_role(&mut errs, &format!("spec.additionalRoles[{i}]"), role);
-    }
-    if let Some(auth) = &spec.auth {
-        match (&auth.secret_ref, &auth.jwt) {
-            (Some(s), None) => check_access_keys(&mut errs, "spec.auth.secretRef", s),
-            (None, Some(j)) if j.service_account_ref.name.is_empty() => {
-                errs.push("spec.auth.jwt.serviceAccountRef.name", "must not be empty");
-            }
-            (None, Some(_)) => {}
-            _ => {
-                errs.push("spec.auth", "set exactly one of secretRef or jwt (or leave auth out for the default chain)")
-            }
-        }
-    }
-    if let Some(opts) = &spec.secrets_manager
-        && let Some(days) = opts.recovery_window_in_days
-    {
-        if !(7..=30).contains(&days) {
-            errs.push("spec.secretsManager.recoveryWindowInDays", format!("{days} is not between 7 and 30"));
-        }
-        if opts.force_delete_without_recovery {
-            errs.push("spec.secretsManager", "set recoveryWindowInDays or forceDeleteWithoutRecovery, not both");
-        }
-    }
-    for (i, t) in spec.session_tags.iter().enumerate() {
-        if t.key.is_empty() {
-            errs.push(format!("spec.sessionTags[{i}].key"), "must not be empty");
-        }
-    }
-    errs.into_result()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,10 +275,6 @@ mod tests {
 
     fn vault(yaml: &str) -> Result<(), ValidationErrors> {
         validate_vault(&serde_yaml::from_str(yaml).expect("test manifest parses"))
-    }
-
-    fn aws(yaml: &str) -> Result<(), ValidationErrors> {
-        validate_secrets_manager(&serde_yaml::from_str(yaml).expect("test manifest parses"))
     }
 
     fn fields(r: Result<(), ValidationErrors>) -> Vec<String> {
@@ -454,45 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn secrets_manager_table() {
-        let ok = "region: eu-west-1\nauth: {secretRef: {accessKeyIDSecretRef: {name: aws, key: id}, \
-                  secretAccessKeySecretRef: {name: aws, key: secret}}}\n";
-        assert_eq!(fields(aws(ok)), Vec::<String>::new());
-        assert_eq!(fields(aws("region: us-east-1\nrole: arn:aws:iam::1:role/r")), Vec::<String>::new());
-        // Upstream's AWS guide names a role by its name; upstream admits it and STS refuses it.
-        assert_eq!(fields(aws("region: eu-central-1\nrole: team-b\nadditionalRoles: [hop]")), Vec::<String>::new());
-        let cases = [
-            ("region: ''", "spec.region: \"\" is not an AWS region"),
-            ("region: EU West", "spec.region"),
-            ("region: us-east-1\nrole: ''", "spec.role: must not be empty"),
-            ("region: us-east-1\nrole: arn:aws:iam::1:role/r\nadditionalRoles: ['']", "spec.additionalRoles[0]"),
-            ("region: us-east-1\nauth: {}", "spec.auth: set exactly one of secretRef or jwt"),
-            (
-                "region: us-east-1\nauth: {secretRef: {accessKeyIDSecretRef: {name: a}, secretAccessKeySecretRef: {name: a, key: s}}}",
-                "spec.auth.secretRef.accessKeyIDSecretRef.key: must not be empty",
-            ),
-            ("region: us-east-1\nauth: {jwt: {serviceAccountRef: {name: ''}}}", "spec.auth.jwt.serviceAccountRef.name"),
-            ("region: us-east-1\nsecretsManager: {recoveryWindowInDays: 3}", "3 is not between 7 and 30"),
-            (
-                "region: us-east-1\nsecretsManager: {recoveryWindowInDays: 7, forceDeleteWithoutRecovery: true}",
-                "not both",
-            ),
-        ];
-        for (yaml, want) in cases {
-            let got = fields(aws(yaml));
-            assert!(got.iter().any(|f| f.contains(want)), "{yaml}: want {want:?}, got {got:?}");
-        }
-    }
-
-    #[test]
     fn upstream_field_names_round_trip() {
-        let yaml = "region: eu-west-1\nexternalID: x\nauth: {secretRef: {accessKeyIDSecretRef: {name: a, key: b}, \
-                    secretAccessKeySecretRef: {name: a, key: c}}}\nsecretsManager: {forceDeleteWithoutRecovery: true}\n";
-        let spec: SecretsManagerSpec = serde_yaml::from_str(yaml).expect("parses");
-        assert_eq!(spec.external_id.as_deref(), Some("x"));
-        let back = serde_json::to_value(&spec).expect("json");
-        assert_eq!(back["auth"]["secretRef"]["accessKeyIDSecretRef"]["key"], "b");
-        assert_eq!(back["externalID"], "x");
         let v: VaultSpec = serde_yaml::from_str(
             "server: http://v\nversion: v1\nauth: {appRole: {roleId: r, secretRef: {name: s, key: k}}}",
         )

@@ -7,10 +7,11 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
-use keyward_crds::SecretsManagerSpec;
 use keyward_provider_runtime::body::limit_error;
 use keyward_provider_runtime::refs::{ClusterRefs, NamedKind, named_namespace, require_operator_owned};
 use keyward_provider_runtime::{ProviderError, RequestContext};
+
+use crate::api::SecretsManagerSpec;
 
 /// Annotation naming the role a ServiceAccount's web identity assumes (as EKS IRSA).
 pub const ROLE_ARN_ANNOTATION: &str = "eks.amazonaws.com/role-arn";

@@ -16,15 +16,14 @@
 //! client, not once each.
 
 use aws_sdk_secretsmanager::error::{ProvideErrorMetadata, SdkError};
-use keyward_crds::SecretsManagerSpec;
 use keyward_crds::generators::{EcrAuthorizationTokenSpec, StsSessionTokenSpec};
-use keyward_crds::secrets_manager::AwsAuth;
 use std::hash::{Hash, Hasher};
 
 use keyward_provider_runtime::refs::{CacheKey, check_reach};
 use keyward_provider_runtime::{ProviderError, RequestContext, SecretMap};
 
 use crate::SecretsManagerProvider;
+use crate::api::{AwsAuth, SecretsManagerSpec, secrets_manager_reach, validate_secrets_manager};
 use crate::client::{build_config, map_sdk_error};
 
 /// The generator kind of Amazon ECR registry logins.
@@ -167,9 +166,8 @@ async fn target(
     config: &SecretsManagerSpec,
     what: &str,
 ) -> Result<GeneratorTarget, ProviderError> {
-    keyward_crds::rules::validate_secrets_manager(config)
-        .map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
-    check_reach(ctx, &keyward_crds::rules::secrets_manager_reach(config))?;
+    validate_secrets_manager(config).map_err(|e| ProviderError::BadConfig(format!("{what}: {e}")))?;
+    check_reach(ctx, &secrets_manager_reach(config))?;
     let key = cache_key(ctx, config);
     provider
         .generators
@@ -312,6 +310,6 @@ mod tests {
         let c = store_config("eu-west-1", Some("arn:aws:iam::123456789012:role/r"), None);
         assert_eq!(c.role.as_deref(), Some("arn:aws:iam::123456789012:role/r"));
         // Without auth, the provider's own credentials: refused for a tenant's generator.
-        assert!(!keyward_crds::rules::secrets_manager_reach(&c).ambient.is_empty());
+        assert!(!secrets_manager_reach(&c).ambient.is_empty());
     }
 }

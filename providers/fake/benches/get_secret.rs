@@ -14,11 +14,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keyward_crds::{SecretsManager, Vault};
+use keyward_crds::Vault;
 use keyward_e2e::bench::{Better, figure};
 use keyward_e2e::stores::{Moto, VaultDev};
 use keyward_e2e::{control_plane, free_port, repo_root, spawn_logged, with_temp_namespace};
 use keyward_proto::v1::{ExternalSecretDataRemoteRef, GetSecretRequest, ProviderReference};
+use keyward_provider_aws::api::SecretsManager;
 use keyward_provider_fake::api::Fake;
 use keyward_provider_runtime::testkit::{TestPki, connect, provider_ref, wait_ready};
 use kube::Api;

@@ -9,7 +9,7 @@
 //! through it.
 
 pub use keyward_crds::registry::{ProviderKind, ProviderSpec};
-use keyward_crds::registry::{SECRETS_MANAGER_KIND, VAULT_KIND, find_kind, find_kind_named};
+use keyward_crds::registry::{VAULT_KIND, find_kind, find_kind_named};
 
 mod generators;
 pub use generators::{
@@ -21,7 +21,7 @@ pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &keyward_provider_kubernetes::api::KIND,
     &keyward_provider_fake::api::KIND,
     &VAULT_KIND,
-    &SECRETS_MANAGER_KIND,
+    &keyward_provider_aws::api::SECRETS_MANAGER_KIND,
     &keyward_provider_webhook::api::KIND,
     &keyward_provider_barbican::api::KIND,
     &keyward_provider_azure::api::KIND,
