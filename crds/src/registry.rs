@@ -91,12 +91,19 @@ pub struct StoreBlock {
     /// translated spec (a block with rules of its own, such as a login it requires). Unset:
     /// [`ProviderKind::admit`] of the translated spec.
     pub admit: Option<AdmitFn>,
+    /// The references in the block's spec (as translated) that a ClusterSecretStore must give a
+    /// namespace, as upstream requires: what the operator's configuration trusts or sends (a CA,
+    /// an operator's token or client certificate), which a tenant must not supply by leaving the
+    /// namespace to the ExternalSecret's. Paths are dotted, `[]` for each item of a list
+    /// (`secrets[].secretRef`); every block's `caProvider` is pinned without being listed
+    /// (`crate::rules::cluster_secret_store_references`). Empty: only that.
+    pub pinned: &'static [&'static str],
 }
 
 impl StoreBlock {
     /// A block that is the kind's spec as written.
     pub const fn spec(key: &'static str) -> StoreBlock {
-        StoreBlock { key, schema: None, translate: None, warnings: None, admit: None }
+        StoreBlock { key, schema: None, translate: None, warnings: None, admit: None, pinned: &[] }
     }
 }
 

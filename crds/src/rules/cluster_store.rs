@@ -15,35 +15,25 @@ use serde_json::Value;
 use super::ValidationErrors;
 use super::secret_store::StoreBackend;
 
-/// Where a reference must name its namespace: the `spec.provider.<key>` (`*`: every key), and
-/// the path of the reference inside that block (`[]`: each item of a list). Vault's other
-/// references (its logins, its client TLS) and every AWS and Barbican one may be referent, as
-/// upstream.
-const PINNED: [(&str, &str); 10] = [
-    // Every provider reads a CA this way (upstream's FetchCACertFromSource).
-    ("*", "caProvider"),
-    ("kubernetes", "server.caProvider"),
-    ("kubernetes", "auth.cert.clientCert"),
-    ("kubernetes", "auth.token.bearerToken"),
-    ("crd", "server.caProvider"),
-    ("crd", "auth.cert.clientCert"),
-    ("crd", "auth.token.bearerToken"),
-    ("webhook", "secrets[].secretRef"),
-    ("webhook", "auth.ntlm.usernameSecret"),
-    ("webhook", "auth.ntlm.passwordSecret"),
-];
+/// The reference every store's block pins, Vault's and openBao's included: the CA it trusts
+/// (upstream's FetchCACertFromSource reads one this way for every provider). A plug-in block's
+/// own paths are its row's ([`crate::registry::StoreBlock::pinned`]); Vault's other references
+/// (its logins, its client TLS) may be referent, as upstream.
+const EVERY_BLOCK: &str = "caProvider";
 
 /// Refuses the configuration a ClusterSecretStore's `spec.provider` translates to when its
 /// references leave out a namespace upstream requires, naming each field
 /// (`spec.provider.webhook.secrets[0].secretRef.namespace`).
 pub fn cluster_secret_store_references(backend: &StoreBackend) -> Result<(), ValidationErrors> {
     let key = backend.store_key();
-    let block = match backend {
-        StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => serde_json::to_value(v).unwrap_or_default(),
-        StoreBackend::Plugin { spec, .. } => spec.clone(),
+    let (block, pinned): (Value, &[&str]) = match backend {
+        StoreBackend::Vault(v) | StoreBackend::OpenBao(v) => (serde_json::to_value(v).unwrap_or_default(), &[]),
+        StoreBackend::Plugin { kind, key, spec } => {
+            (spec.clone(), kind.stores.iter().find(|b| b.key == *key).map_or(&[], |b| b.pinned))
+        }
     };
     let mut errs = ValidationErrors::default();
-    for (_, path) in PINNED.iter().filter(|(k, _)| *k == key || *k == "*") {
+    for path in std::iter::once(&EVERY_BLOCK).chain(pinned) {
         let mut found = Vec::new();
         references(&block, path, format!("spec.provider.{key}"), &mut found);
         for (field, reference) in found {
@@ -96,10 +86,24 @@ mod tests {
         errs.into_iter().map(|e| e.field).collect()
     }
 
-    /// Rows standing in for provider crates' kinds: only their store keys matter here (the
-    /// Kubernetes provider crate's `kubernetes` block is its spec at the same paths).
-    static KUBERNETES: ProviderKind = row("Kubernetes", "kubernetes", &[StoreBlock::spec("kubernetes")]);
-    static WEBHOOK: ProviderKind = row("Webhook", "webhook", &[StoreBlock::spec("webhook")]);
+    /// Rows standing in for provider crates' kinds: their store keys and pinned paths matter here
+    /// (the Kubernetes and Webhook provider crates' rows pin these paths of their blocks).
+    static KUBERNETES: ProviderKind = row(
+        "Kubernetes",
+        "kubernetes",
+        &[StoreBlock {
+            pinned: &["server.caProvider", "auth.cert.clientCert", "auth.token.bearerToken"],
+            ..StoreBlock::spec("kubernetes")
+        }],
+    );
+    static WEBHOOK: ProviderKind = row(
+        "Webhook",
+        "webhook",
+        &[StoreBlock {
+            pinned: &["secrets[].secretRef", "auth.ntlm.usernameSecret", "auth.ntlm.passwordSecret"],
+            ..StoreBlock::spec("webhook")
+        }],
+    );
     static OTHER: ProviderKind = row("Other", "other", &[StoreBlock::spec("other")]);
 
     const fn row(kind: &'static str, key: &'static str, stores: &'static [StoreBlock]) -> ProviderKind {
@@ -149,5 +153,34 @@ mod tests {
             fields("other: {caProvider: {type: Secret, name: ca, key: c}}"),
             ["spec.provider.other.caProvider.namespace"]
         );
+    }
+
+    /// A block's paths are pinned through its row: the same block under a row that does not pin
+    /// them may stay referent, and a row pins only its own block's paths.
+    #[test]
+    fn a_plugin_row_pins_its_own_paths() {
+        static PINNING: ProviderKind = row(
+            "Pinning",
+            "pinning",
+            &[
+                StoreBlock { pinned: &["auth.tokenRef", "items[].ref"], ..StoreBlock::spec("pinning") },
+                StoreBlock::spec("loose"),
+            ],
+        );
+        let refused = |yaml: &str| {
+            let provider: crate::secret_store::SecretStoreProvider = serde_yaml::from_str(yaml).expect("spec.provider");
+            let backend = crate::rules::store_backend(&provider, &[&PINNING]).expect("served");
+            cluster_secret_store_references(&backend).err().map(|e| e.0).unwrap_or_default()
+        };
+        let block =
+            "{auth: {tokenRef: {name: t, key: k}}, items: [{ref: {name: a, namespace: ops}}, {ref: {name: b}}]}";
+        let errs = refused(&format!("pinning: {block}"));
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.provider.pinning.auth.tokenRef.namespace", "spec.provider.pinning.items[1].ref.namespace"]
+        );
+        assert!(errs[0].message.contains("\"t\" would be read in the namespace of each ExternalSecret"), "{errs:?}");
+        assert!(refused(&format!("loose: {block}")).is_empty(), "the row's other block pins none of them");
     }
 }

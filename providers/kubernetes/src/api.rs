@@ -144,6 +144,10 @@ impl ProviderSpec for KubernetesConfig {
 /// The key of upstream's block that reads objects of one kind.
 pub const CRD_KEY: &str = "crd";
 
+/// What a ClusterSecretStore's `kubernetes` or `crd` block must give a namespace, as upstream:
+/// the CA that verifies the server, and the operator's client certificate or token sent to it.
+const PINNED: &[&str] = &["server.caProvider", "auth.cert.clientCert", "auth.token.bearerToken"];
+
 /// The registry row of `Kubernetes`: served by `keyward-provider-kubernetes`, and by it also the
 /// SecretStores with `spec.provider.kubernetes` and `spec.provider.crd` (upstream's blocks,
 /// translated).
@@ -157,12 +161,14 @@ pub static KIND: ProviderKind = ProviderKind {
             translate: Some(translate_kubernetes),
             warnings: Some(warnings),
             admit: Some(admit_kubernetes),
+            pinned: PINNED,
             ..StoreBlock::spec("kubernetes")
         },
         StoreBlock {
             schema: Some(|| field_schema::<StoreFields>(CRD_KEY)),
             translate: Some(crd_block::translate),
             admit: Some(crd_block::admit),
+            pinned: PINNED,
             ..StoreBlock::spec(CRD_KEY)
         },
     ],

@@ -157,7 +157,12 @@ pub static KIND: keyward_crds::registry::ProviderKind = keyward_crds::registry::
     kind: "Webhook",
     plural: "webhooks",
     provider: "webhook",
-    stores: &[keyward_crds::registry::StoreBlock::spec("webhook")],
+    stores: &[keyward_crds::registry::StoreBlock {
+        // What a ClusterSecretStore must give a namespace, as upstream: the Secrets whose data the
+        // operator's templates send, and the operator's NTLM login.
+        pinned: &["secrets[].secretRef", "auth.ntlm.usernameSecret", "auth.ntlm.passwordSecret"],
+        ..keyward_crds::registry::StoreBlock::spec("webhook")
+    }],
     admit: keyward_crds::registry::admit_spec::<WebhookSpec>,
     crd: <Webhook as kube::CustomResourceExt>::crd,
 };

@@ -134,6 +134,26 @@ fn crd_stores_are_served_checked_and_bounded_by_their_own_rules() {
         assert!(e.to_string().contains(&format!("spec.provider.{key}.server.caProvider.namespace")), "{e}");
     }
 
+    // And the operator's credentials the row pins (its block's `pinned`), in either block.
+    for (key, auth, field) in [
+        ("kubernetes", "token: {bearerToken: {name: t, key: token}}", "auth.token.bearerToken"),
+        (
+            "crd",
+            "cert: {clientCert: {name: c, key: tls.crt}, clientKey: {name: c, key: tls.key}}",
+            "auth.cert.clientCert",
+        ),
+    ] {
+        let store = spec(&format!(
+            "provider: {{{key}: {{server: {{url: 'https://k'}}, auth: {{{auth}}}, \
+             resource: {{group: '', version: v1, kind: ConfigMap}}}}}}"
+        ));
+        let e = cluster_secret_store_references(&store_backend(&store.provider, ROW).expect("served")).unwrap_err();
+        assert_eq!(
+            e.0.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            [format!("spec.provider.{key}.{field}.namespace")]
+        );
+    }
+
     // The process serving the row keeps both its blocks, and no other's.
     let mut kept = crd_store.clone();
     kept.provider.keep_only(&["kubernetes", "crd"]);
