@@ -7,9 +7,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::aws_auth::AwsAuthSecretRef;
 use crate::common::SecretKeySelector;
 use crate::provider_config::{CaProvider, ServiceAccountSelector};
-use crate::aws_auth::AwsAuthSecretRef;
 
 /// Configuration of the Vault provider: a Vault server, a KV secrets engine and how to log in.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
