@@ -39,6 +39,17 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
             .await;
         }
 
+        // kube-controller-manager's garbage collector learns a custom kind at its next discovery
+        // (every 30 s) and, until it watches the kind, GETs the owners of new dependents (the
+        // managed Secrets' ExternalSecrets) itself, with backoff: such GETs would fall into the
+        // window below and look like the reconciler's. No reconciler runs yet (`exclusive`), so
+        // a watch of ExternalSecrets now is the collector's; wait (a minute at most) for it.
+        let gc_watch = std::time::Instant::now();
+        while api_watches(&client).await.get("externalsecrets").copied().unwrap_or(0.0) < 1.0
+            && gc_watch.elapsed() < Duration::from_secs(60)
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         // kube-controller-manager opens its own watches (of Deployments, DaemonSets, …) while a
         // control plane started moments ago settles; count from a moment when they stand still.
         let mut watches_before = api_watches(&client).await;
@@ -110,11 +121,9 @@ async fn one_watch_per_kind_and_no_change_refreshes_neither_write_nor_read() {
         })
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        // kube-controller-manager's garbage collector GETs the owners of the managed Secrets
-        // (these ExternalSecrets) until its discovery, every 30 s, starts watching the kind; on a
-        // control plane started moments ago that can fall into the window below. The reconciler
-        // never GETs an ExternalSecret, so wait (a minute at most) for a quiet 3 s first: a
-        // reconciler that read on each 2 s refresh would never give one, and fails below.
+        // A second guard against the garbage collector's owner GETs (above): the reconciler never
+        // GETs an ExternalSecret, so wait (a minute at most) for a quiet 3 s first: a reconciler
+        // that read on each 2 s refresh would never give one, and fails below.
         let es_gets = |m: &std::collections::BTreeMap<Vec<String>, f64>| {
             m.get(&vec!["GET".to_string(), "externalsecrets".to_string()]).copied().unwrap_or(0.0)
         };
