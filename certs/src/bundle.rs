@@ -39,6 +39,17 @@ pub fn same_certificates(a: &str, b: &str) -> bool {
     der(a) == der(b)
 }
 
+/// True when both PEM texts hold the same certificate authority: the same subject and the same
+/// public key, though perhaps not the same certificate. A CA re-issued with its key kept (as
+/// cert-manager does with `rotationPolicy: Never`) is one authority: a leaf signed under either
+/// certificate verifies against the other, which is what a TLS peer trusting it checks.
+pub fn same_authority(a: &str, b: &str) -> bool {
+    with_cert(a, |a| {
+        with_cert(b, |b| a.subject() == b.subject() && a.public_key().raw == b.public_key().raw).unwrap_or(false)
+    })
+    .unwrap_or(false)
+}
+
 /// True when `leaf_pem` is signed by the CA `ca_pem` (issuer name and signature).
 pub fn signed_by(leaf_pem: &str, ca_pem: &str) -> bool {
     with_cert(leaf_pem, |leaf| {
@@ -148,6 +159,28 @@ mod tests {
         assert!(same_certificates(&parts[1], b.cert_pem()));
         assert!(!same_certificates(&bundle, a.cert_pem()));
         assert!(split_bundle("not a pem").is_empty());
+    }
+
+    #[test]
+    fn a_ca_reissued_with_its_key_is_the_same_authority() {
+        let now = OffsetDateTime::now_utc();
+        let first = CertificateAuthority::generate("keyward-ca", DAY).expect("CA");
+        let key = rcgen::KeyPair::from_pem(&first.certified_key().key_pem).expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "keyward-ca");
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "Keyward");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+        let reissued = params.self_signed(&key).expect("re-issued CA").pem();
+        assert!(!same_certificates(first.cert_pem(), &reissued), "a new certificate");
+        let leaf = first.issue(&["p.keyward.svc"], Usage::Server, DAY).expect("leaf");
+        assert!(same_authority(first.cert_pem(), &reissued), "same subject and key");
+        assert!(verifies_against_bundle(&leaf.cert_pem, &reissued, now), "one authority verifies the same leaves");
+        let other_key = CertificateAuthority::generate("keyward-ca", DAY).expect("another CA");
+        assert!(!same_authority(first.cert_pem(), other_key.cert_pem()), "same name, another key");
+        let other_name = CertificateAuthority::generate("corp-ca", DAY).expect("corp CA");
+        assert!(!same_authority(first.cert_pem(), other_name.cert_pem()));
+        assert!(!same_authority(first.cert_pem(), "not a pem"));
     }
 
     #[test]

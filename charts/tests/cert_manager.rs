@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use keyward_certs::bundle::{same_certificates, signed_by, subject_alt_names, verifies_against_bundle};
+use keyward_certs::bundle::{same_authority, signed_by, subject_alt_names, verifies_against_bundle};
 use keyward_chart_tests::installed::kubectl_input;
 use keyward_chart_tests::{
     CertManager, CertManagerOptions, cert_manager, helm_install, helm_uninstall, test_values, write_values,
@@ -53,6 +53,37 @@ async fn eventually<T, Fut: Future<Output = Option<T>>>(
         assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Renews Certificate `name` as `cmctl renew` does (the Issuing condition set on its status) and
+/// waits for the next revision, Ready. The condition is set again if it goes before a new
+/// revision comes: a status write of cert-manager's still settling the Certificate can drop it.
+async fn renew(certs: &Api<DynamicObject>, name: &str, cm: &mut CertManager) {
+    let revision_of = |cert: &DynamicObject| cert.data["status"]["revision"].as_i64();
+    let revision = revision_of(&certs.get(name).await.expect("Certificate")).expect("status.revision");
+    eventually(cm, "a new revision, Ready", || async {
+        let mut cert = certs.get(name).await.expect("Certificate");
+        let issuing = condition(&cert, "Issuing");
+        if revision_of(&cert).is_some_and(|r| r > revision) {
+            return (condition(&cert, "Ready").as_deref() == Some("True") && issuing.is_none()).then_some(());
+        }
+        if issuing.is_none() {
+            let conditions = cert.data["status"]["conditions"].as_array_mut().expect("conditions");
+            conditions.push(serde_json::json!({
+                "type": "Issuing",
+                "status": "True",
+                "reason": "ManuallyTriggered",
+                "message": "Certificate re-issuance manually triggered",
+                "lastTransitionTime": OffsetDateTime::now_utc()
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .expect("time format"),
+            }));
+            // A conflict (cert-manager wrote first) is tried again on the next round.
+            let _ = certs.replace_status(name, &PostParams::default(), &cert).await;
+        }
+        None
+    })
+    .await;
 }
 
 /// `tls.crt`, `tls.key` and `ca.crt` of a Secret, as text.
@@ -135,7 +166,7 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         // The chain: a self-signed CA, and leaves it signed for the Services' DNS names.
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
         let (ca, _, ca_bundle) = tls_secret(&secrets, &format!("{f}-ca")).await.expect("CA Secret");
-        assert!(same_certificates(&ca, &ca_bundle), "the CA Secret's ca.crt is the CA itself");
+        assert!(same_authority(&ca, &ca_bundle), "the CA Secret's ca.crt is the CA itself");
         assert!(signed_by(&ca, &ca) && ca_and_usages(&ca).0, "the CA is a self-signed CA certificate");
         let now = OffsetDateTime::now_utc();
         let leaves = [
@@ -145,7 +176,7 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         ];
         for (secret, service, usage) in &leaves {
             let (leaf, _, bundle) = tls_secret(&secrets, secret).await.unwrap_or_else(|| panic!("{secret}"));
-            assert!(same_certificates(&bundle, &ca), "{secret}: ca.crt is the chart's CA");
+            assert!(same_authority(&bundle, &ca), "{secret}: ca.crt is the chart's CA");
             assert!(verifies_against_bundle(&leaf, &ca, now), "{secret}: signed by the CA and valid now");
             let sans = subject_alt_names(&leaf);
             for name in [
@@ -159,7 +190,7 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
             assert_eq!(ca_and_usages(&leaf), (false, vec![*usage]), "{secret}: a leaf for {usage}");
         }
         let (client_cert, _, bundle) = tls_secret(&secrets, "keyward-provider-tls").await.expect("client Secret");
-        assert!(same_certificates(&bundle, &ca) && verifies_against_bundle(&client_cert, &ca, now));
+        assert!(same_authority(&bundle, &ca) && verifies_against_bundle(&client_cert, &ca, now));
         assert_eq!(ca_and_usages(&client_cert), (false, vec!["clientAuth"]), "the reconciler's client certificate");
 
         // The CA injector fills every webhook's caBundle with the issuing CA.
@@ -170,7 +201,7 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         .await;
         assert!(injected.len() >= 2, "validating and mutating webhooks: {}", injected.len());
         for bundle in injected.iter().flatten() {
-            assert!(same_certificates(bundle, &ca), "caBundle is the chart's CA");
+            assert!(same_authority(bundle, &ca), "caBundle is the chart's CA");
         }
 
         // A deleted Secret is issued again: new key, same CA, still trusted by the caBundle.
@@ -184,7 +215,7 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         assert_ne!(key, old_key, "rotationPolicy Always: a new private key");
         assert!(verifies_against_bundle(&leaf, &ca, OffsetDateTime::now_utc()), "the new leaf chains to the CA");
         for bundle in ca_bundles(&client, &f).await {
-            assert!(same_certificates(&bundle.expect("caBundle"), &ca), "caBundle unchanged: the CA did not change");
+            assert!(same_authority(&bundle.expect("caBundle"), &ca), "caBundle unchanged: the CA did not change");
         }
 
         // A manual renewal (what `cmctl renew` does: the Issuing condition set on the status)
@@ -192,29 +223,18 @@ async fn cert_manager_issues_the_charts_certificates_injects_the_ca_and_reissues
         let name = format!("{f}-provider-fake");
         let secret = format!("{name}-tls");
         let (old_leaf, _, _) = tls_secret(&secrets, &secret).await.expect("provider Secret");
-        let mut cert = certs.get(&name).await.expect("Certificate");
-        let revision = cert.data["status"]["revision"].as_i64().expect("status.revision");
-        let conditions = cert.data["status"]["conditions"].as_array_mut().expect("conditions");
-        conditions.push(serde_json::json!({
-            "type": "Issuing",
-            "status": "True",
-            "reason": "ManuallyTriggered",
-            "message": "Certificate re-issuance manually triggered",
-            "lastTransitionTime": OffsetDateTime::now_utc()
-                .format(&time::format_description::well_known::Rfc3339)
-                .expect("time format"),
-        }));
-        certs.replace_status(&name, &PostParams::default(), &cert).await.expect("set Issuing");
-        eventually(&mut cm, "a new revision, Ready", || async {
-            let cert = certs.get(&name).await.expect("Certificate");
-            let next = cert.data["status"]["revision"].as_i64() == Some(revision + 1);
-            (next && condition(&cert, "Ready").as_deref() == Some("True") && condition(&cert, "Issuing").is_none())
-                .then_some(())
-        })
-        .await;
+        renew(&certs, &name, &mut cm).await;
         let (leaf, _, _) = tls_secret(&secrets, &secret).await.expect("provider Secret");
         assert_ne!(leaf, old_leaf, "renewal wrote a new certificate");
         assert!(verifies_against_bundle(&leaf, &ca, OffsetDateTime::now_utc()));
+
+        // A renewed CA keeps its key (rotationPolicy Never): a new certificate, the same
+        // authority, so leaves signed before it and the ca.crt they carry stay trusted both ways.
+        renew(&certs, &format!("{f}-ca"), &mut cm).await;
+        let (renewed_ca, _, _) = tls_secret(&secrets, &format!("{f}-ca")).await.expect("CA Secret");
+        assert_ne!(renewed_ca, ca, "renewal wrote a new CA certificate");
+        assert!(same_authority(&renewed_ca, &ca), "the renewed CA is the same authority");
+        assert!(verifies_against_bundle(&leaf, &renewed_ca, OffsetDateTime::now_utc()), "older leaves still verify");
         cm.assert_running();
 
         // Stopping cert-manager gives both Leases up, so a successor can start at once.
@@ -259,7 +279,7 @@ spec:
   isCA: true
   commonName: corp-ca
   secretName: corp-ca
-  privateKey: {algorithm: ECDSA, size: 256}
+  privateKey: {algorithm: ECDSA, size: 256, rotationPolicy: Never}
   issuerRef: {name: corp-selfsigned, kind: Issuer, group: cert-manager.io}
 ---
 apiVersion: cert-manager.io/v1
@@ -292,20 +312,20 @@ spec:
         .await;
 
         let (own_ca, _, _) = tls_secret(&secrets, &format!("{f}-ca")).await.expect("the release's CA");
-        assert!(!same_certificates(&own_ca, &corp_ca), "the release's CA is its own");
+        assert!(!same_authority(&own_ca, &corp_ca), "the release's CA is its own");
         let (_, _, webhook_ca) = tls_secret(&secrets, &format!("{f}-webhook-tls")).await.expect("webhook Secret");
-        assert!(same_certificates(&webhook_ca, &corp_ca), "the user's issuer signs the webhook's serving certificate");
+        assert!(same_authority(&webhook_ca, &corp_ca), "the user's issuer signs the webhook's serving certificate");
         eventually(&mut cm, "the user's CA injected into every caBundle", || async {
             let bundles = ca_bundles(&client, &f).await;
-            bundles.iter().all(|b| b.as_deref().is_some_and(|b| same_certificates(b, &corp_ca))).then_some(())
+            bundles.iter().all(|b| b.as_deref().is_some_and(|b| same_authority(b, &corp_ca))).then_some(())
         })
         .await;
         let (server_cert, server_key, provider_ca) =
             tls_secret(&secrets, &format!("{f}-provider-fake-tls")).await.expect("provider Secret");
         let (client_cert, client_key, client_ca) =
             tls_secret(&secrets, "keyward-provider-tls").await.expect("reconciler Secret");
-        assert!(same_certificates(&provider_ca, &own_ca), "providers verify callers against the release's CA");
-        assert!(same_certificates(&client_ca, &own_ca), "the reconciler verifies providers against the release's CA");
+        assert!(same_authority(&provider_ca, &own_ca), "providers verify callers against the release's CA");
+        assert!(same_authority(&client_ca, &own_ca), "the reconciler verifies providers against the release's CA");
 
         // What a tenant of the user's issuer can get: a client certificate for the reconciler's name.
         let forged = r#"apiVersion: cert-manager.io/v1
