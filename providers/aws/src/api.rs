@@ -270,7 +270,7 @@ fn warnings(block: &serde_json::Value) -> Vec<String> {
 /// The registry row of `SecretsManager`: served by `keyward-provider-aws`, and by it also the
 /// SecretStores with `spec.provider.aws` (upstream's block, translated; Secrets Manager and
 /// Parameter Store are served, Certificate Manager is not).
-pub static SECRETS_MANAGER_KIND: ProviderKind = ProviderKind {
+pub static KIND: ProviderKind = ProviderKind {
     kind: "SecretsManager",
     plural: "secretsmanagers",
     provider: "aws",

@@ -18,7 +18,7 @@ fn spec(yaml: &str) -> SecretStoreSpec {
     serde_yaml::from_str(yaml).expect("test manifest parses")
 }
 
-const ROWS: &[&ProviderKind] = &[&SECRETS_MANAGER_KIND];
+const ROWS: &[&ProviderKind] = &[&KIND];
 
 #[test]
 fn secrets_manager_table() {
@@ -169,7 +169,7 @@ fn an_aws_block_beside_another_is_refused() {
 /// configuration's fields and the session tag settings.
 #[test]
 fn the_block_schema_is_upstreams() {
-    let schema = (SECRETS_MANAGER_KIND.stores[0].schema.expect("own schema"))().expect("typed");
+    let schema = (KIND.stores[0].schema.expect("own schema"))().expect("typed");
     let props = schema.properties.expect("properties");
     for field in ["service", "region", "role", "auth", "prefix", "sessionTagsPolicy", "customSessionTags"] {
         assert!(props.contains_key(field), "{field}");

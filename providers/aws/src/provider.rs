@@ -12,7 +12,7 @@ use keyward_provider_runtime::read_cache::ReadCache;
 use keyward_provider_runtime::refs::{CacheKey, ClientCache, ClusterRefs};
 use keyward_provider_runtime::{Provider, ProviderError, RequestContext, SecretMap};
 
-use crate::api::{AwsService, SECRETS_MANAGER_KIND, SecretsManager};
+use crate::api::{AwsService, KIND, SecretsManager};
 use crate::client::{build_config, map_sdk_error};
 use crate::mapping::{
     MANAGED_BY_KEY, MANAGED_BY_VALUE, Version, find_matches, parse_push_metadata, parse_version, secret_name,
@@ -96,7 +96,7 @@ impl SecretsManagerProvider {
         // request names (translated by the row, with the service it names), checked with the
         // kind's rules and the tenant boundary, for the whole config at once so the message
         // lists every field.
-        let config = self.refs.resolve_spec::<SecretsManager>(ctx, &SECRETS_MANAGER_KIND).await?;
+        let config = self.refs.resolve_spec::<SecretsManager>(ctx, &KIND).await?;
         let spec = &config.spec;
         let service = spec.service();
         let key = CacheKey::of(ctx, config.generation);

@@ -21,7 +21,7 @@ pub static PROVIDER_KINDS: &[&ProviderKind] = &[
     &keyward_provider_kubernetes::api::KIND,
     &keyward_provider_fake::api::KIND,
     &VAULT_KIND,
-    &keyward_provider_aws::api::SECRETS_MANAGER_KIND,
+    &keyward_provider_aws::api::KIND,
     &keyward_provider_webhook::api::KIND,
     &keyward_provider_barbican::api::KIND,
     &keyward_provider_azure::api::KIND,
