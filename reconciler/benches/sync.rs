@@ -261,6 +261,9 @@ async fn run(client: Client, ns: String, n: usize) {
     })
     .await;
     let ceiling = started.elapsed();
+    // Progress on stderr as each phase ends: at 100,000 a run takes hours, and what it has
+    // measured so far should not be lost with a run cut short.
+    eprintln!("[N={n}] a plain client created {n} Secrets in {:.1}s", ceiling.as_secs_f64());
     let cpu_plain = cpu_per_object(&cpu_before_plain, &cpu_of(&cp_dir, &[("this client", std::process::id())]), n);
 
     // N ExternalSecrets exist before the reconciler starts; then time to first sync of all.
@@ -276,6 +279,7 @@ async fn run(client: Client, ns: String, n: usize) {
     })
     .await;
     let create_es = started.elapsed();
+    eprintln!("[N={n}] {n} ExternalSecrets created in {:.1}s", create_es.as_secs_f64());
 
     let metrics_port = free_port();
     let mut cmd = Command::new(binary("keyward-reconciler"));
@@ -308,6 +312,12 @@ async fn run(client: Client, ns: String, n: usize) {
     }
     let sync = started.elapsed();
     let cpu_sync = cpu_per_object(&cpu_before_sync, &cpu_of(&cp_dir, &workers), n);
+    eprintln!(
+        "[N={n}] first sync {:.1}s; reconciler RSS peak so far {:.1} MiB; CPU per first sync {}",
+        sync.as_secs_f64(),
+        status_mib(reconciler.pid(), "VmHWM:"),
+        cpu_sync.1
+    );
     // Let the status writes of the last syncs land.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let first_sync = delta(&requests_before, &api_requests(&client).await);
@@ -318,6 +328,7 @@ async fn run(client: Client, ns: String, n: usize) {
     tokio::time::sleep(Duration::from_secs(30)).await;
     let idle_cpu = (cpu_seconds(pid) - cpu_before) / 30.0 * 100.0;
     let steady = status_mib(pid, "VmRSS:");
+    eprintln!("[N={n}] idle CPU {idle_cpu:.2}% of one core; steady RSS {steady:.1} MiB");
 
     // The refresh interval, from the measured first sync: the spec change below is synced
     // (and its status written) within about one first sync, before any periodic refresh.
