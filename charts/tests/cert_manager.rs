@@ -55,8 +55,8 @@ async fn eventually<T, Fut: Future<Output = Option<T>>>(
     }
 }
 
-/// Waits until every Certificate is Ready and every leaf of the release's CA Issuer `ca` carries
-/// that CA's authority in its `ca.crt`. cert-manager can, rarely, issue a new CA twice at install
+/// Waits until every Certificate is Ready and every leaf of the release's CA Issuer `ca` (the
+/// chart names the Issuer and the CA's Secret alike) carries that CA's authority in its `ca.crt`. cert-manager can, rarely, issue a new CA twice at install
 /// (its cache behind its own write); when the second issuance could not see the first key, leaves
 /// signed in between carry the first CA. `docs/certificates.md` tells operators to renew them,
 /// and so does this, saying so on stderr.
